@@ -1,0 +1,93 @@
+"""Every setting the host scripts and the MCP server read, in one place.
+
+Field names are the environment variable names. Values come from the environment, then from
+`.env` at the repository root, then the defaults below. README's configuration table and
+`.env.example` list exactly these names (a test keeps the three in sync).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=REPO_ROOT / ".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=True,
+    )
+
+    # --- embedder client -------------------------------------------------------------
+    EMBED_URL: str = Field("http://localhost:8080", description="Base URL of the embedder.")
+    EMBED_BATCH_SIZE: int = Field(16, ge=1, description="Most texts the client sends per request.")
+    EMBED_MAX_CHARS: int = Field(
+        1500,
+        ge=1,
+        description="Per-text character budget: a request carries at most "
+        "EMBED_BATCH_SIZE x EMBED_MAX_CHARS characters.",
+    )
+    EMBED_TIMEOUT: float = Field(120.0, gt=0, description="Seconds to wait for one request.")
+    EMBED_RETRIES: int = Field(
+        5, ge=0, description="Retries on connection errors, 429 and 503 (bounded backoff)."
+    )
+
+    # --- vector store ----------------------------------------------------------------
+    QDRANT_URL: str = Field("http://localhost:6333", description="Qdrant server URL.")
+    QDRANT_PATH: str = Field(
+        "", description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both."
+    )
+    QDRANT_API_KEY: str = Field("", description="API key for a secured Qdrant server/cluster.")
+    COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")
+
+    # --- notes -----------------------------------------------------------------------
+    NOTES_DIR: Path = Field(
+        REPO_ROOT / "data", description="Inbox of notes; ingested notes move to NOTES_DIR/ingested."
+    )
+
+    # --- MCP server ------------------------------------------------------------------
+    MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")
+    MCP_PORT: int = Field(8000, ge=1, le=65535, description="Port the MCP server listens on.")
+    MCP_ALLOWED_HOSTS: str = Field(
+        "",
+        description="Comma-separated Host values accepted (default localhost:PORT,127.0.0.1:PORT).",
+    )
+    MCP_ALLOWED_ORIGINS: str = Field(
+        "",
+        description="Comma-separated Origin values accepted (default http://localhost:PORT, "
+        "http://127.0.0.1:PORT).",
+    )
+    MCP_DISABLE_HOST_CHECK: bool = Field(
+        False, description="Turn off Host/Origin validation (DNS-rebinding protection). Unsafe."
+    )
+    MCP_TOKEN: str = Field("", description="If set, every MCP request needs 'Bearer <token>'.")
+    MCP_URL: str = Field(
+        "http://localhost:8000/mcp", description="MCP endpoint that mcp/check.py connects to."
+    )
+
+    LOG_LEVEL: str = Field("INFO", description="Python logging level for scripts and servers.")
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Settings:
+        # No silent fallback between a server and embedded storage: both set is a mistake.
+        if self.QDRANT_PATH and "QDRANT_URL" in self.model_fields_set:
+            raise ValueError("set QDRANT_URL or QDRANT_PATH, not both")
+        if not self.NOTES_DIR.is_absolute():
+            self.NOTES_DIR = (Path.cwd() / self.NOTES_DIR).resolve()
+        return self
+
+    @property
+    def ingested_dir(self) -> Path:
+        return self.NOTES_DIR / "ingested"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """Settings read once per process (tests build `Settings(...)` directly instead)."""
+    return Settings()
