@@ -5,8 +5,12 @@ ifneq ($(strip $(PIP_FIND_LINKS)),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
 
+# The Docker Compose v2 client; GPU=1 adds the NVIDIA override to every compose target.
+COMPOSE ?= docker compose
+COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
+
 .DEFAULT_GOAL := help
-.PHONY: help test lint
+.PHONY: help venv test lint up down logs ingest ingest-rebuild query smoke check
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -20,6 +24,37 @@ test: venv ## Run the whole test suite (what CI runs)
 	@$(UV) run --group dev pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
-lint: venv ## Lint Python (ruff) and Dockerfiles (hadolint)
+lint: venv ## Lint Python (ruff), Dockerfiles (hadolint) and compose files (compose-spec schema)
 	$(UV) run --group dev ruff check .
 	$(UV) run --group dev ruff format --check .
+	$(UV) run --group dev hadolint --config .hadolint.yaml embedder/Dockerfile mcp/Dockerfile
+	$(UV) run --group dev check-jsonschema --builtin-schema vendor.compose-spec \
+		docker-compose.yml docker-compose.gpu.yml
+
+up: ## Build and start the stack in the background; returns once the embedder is loaded (GPU=1: NVIDIA GPU)
+	$(COMPOSE) $(COMPOSE_FILES) up --build -d
+
+down: ## Stop and remove the containers (your notes and the Qdrant volume stay)
+	$(COMPOSE) $(COMPOSE_FILES) down
+
+logs: ## Follow the stack's logs (Ctrl-C stops following, not the stack)
+	$(COMPOSE) $(COMPOSE_FILES) logs -f --tail=200
+
+ingest: ## Ingest the new notes in data/ (each moves to data/ingested/ once stored)
+	$(UV) run ingest.py
+
+ingest-rebuild: ## Drop the collection and re-ingest every note, data/ingested/ included
+	$(UV) run ingest.py --rebuild
+
+# q reaches the recipe as an environment variable, unexpanded: quotes, ` and $ in it are safe.
+query: override export q := $(value q)
+query: ## Search your notes: make query q="your question"
+	@if [ -z "$$q" ]; then echo 'usage: make query q="your question"' >&2; exit 2; fi
+	$(UV) run query.py "$$q"
+
+smoke: ## Check the embedder: health, a document and a query embedded (prints smoke ok)
+	$(UV) run smoke.py
+
+check: ## Check ingest and the MCP server end to end (prints ingest ok, then mcp ok)
+	$(UV) run ingest_check.py
+	$(UV) run mcp/check.py

@@ -1,0 +1,49 @@
+from kb.sparse import document_vector, query_vector, term_id, tokenize
+
+
+def test_snake_case_dotted_names_and_paths_are_kept_whole_and_split_into_parts():
+    terms = tokenize("call kb.store.upsert_points in src/app/main.py")
+    assert "kb.store.upsert_points" in terms
+    assert {"kb", "store", "upsert", "point"} <= set(terms)
+    assert "src/app/main.py" in terms
+    assert {"src", "app", "main", "py"} <= set(terms)
+
+
+def test_camel_case_identifiers_match_their_words():
+    terms = tokenize("HTTPServerError from getUserName")
+    assert {"httpservererror", "http", "server", "error", "getusername", "user", "name"} <= set(
+        terms
+    )
+
+
+def test_words_are_case_folded_and_stemmed_and_stopwords_dropped():
+    assert tokenize("The Running flows") == ["run", "flow"]
+
+
+def test_numbers_and_versions_are_exact_terms():
+    terms = tokenize("port 8080 on v2.3")
+    assert "8080" in terms
+    assert "v2.3" in terms
+
+
+def test_cjk_text_becomes_overlapping_bigrams_not_one_token():
+    assert tokenize("東京タワー") == ["東京", "京タ", "タワ", "ワー"]
+    assert tokenize("김치찌개") == ["김치", "치찌", "찌개"]
+
+
+def test_document_weights_saturate_with_term_frequency():
+    once = document_vector("kimchi")
+    many = document_vector("kimchi kimchi kimchi kimchi")
+    assert many.values[0] > once.values[0]
+    assert many.values[0] < 4 * once.values[0]
+
+
+def test_query_vector_has_each_distinct_term_once_with_unit_weight():
+    vec = query_vector("wing wing flow")
+    assert sorted(vec.indices) == sorted({term_id("wing"), term_id("flow")})
+    assert vec.values == [1.0, 1.0]
+
+
+def test_term_ids_are_stable_32_bit_integers():
+    assert term_id("wing") == term_id("wing")
+    assert 0 <= term_id("wing") < 2**32
