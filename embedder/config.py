@@ -1,0 +1,83 @@
+"""Every setting of the embedding service, read once. Field names are the environment variables.
+
+Values come from the environment, then `.env` at the repository root (the parent of embedder/)
+when present, then the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+QWEN3_RETRIEVAL_TASK = "Given a web search query, retrieve relevant passages that answer the query"
+
+
+def _cores() -> int:
+    # Cores this process may run on (a container's cpuset), not the host's total.
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class EmbedderSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=Path(__file__).resolve().parent.parent / ".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=True,
+    )
+
+    EMBED_MODEL: str = Field(
+        "Qwen/Qwen3-Embedding-0.6B",
+        description="Model to serve: a local folder, or a hub id already in the Hugging Face cache "
+        "(resolved offline; never downloaded at run time).",
+    )
+    EMBED_HOST: str = Field("127.0.0.1", description="Interface the embedder binds.")
+    EMBED_PORT: int = Field(8080, ge=1, le=65535, description="Port the embedder listens on.")
+    EMBED_MAX_TOKENS: int = Field(
+        2048,
+        ge=8,
+        description="Tokens embedded per input (longer inputs are truncated; usage shows the "
+        "count). Also capped by the model's own limit.",
+    )
+    EMBED_QUERY_TASK: str = Field(
+        QWEN3_RETRIEVAL_TASK,
+        min_length=1,
+        description="Task of the Qwen3 query instruction: queries are embedded as "
+        "'Instruct: {task}\\nQuery:{text}'.",
+    )
+    EMBED_BATCH_TOKENS: int = Field(
+        8192,
+        ge=1,
+        description="Padded tokens per forward pass (micro-batch size x longest input); bounds "
+        "memory whatever the request size.",
+    )
+    EMBED_MAX_INPUTS: int = Field(
+        2048,
+        ge=1,
+        description="Most inputs in one request, OpenAI's own limit (more -> 413 too_many_inputs).",
+    )
+    EMBED_MAX_BODY_BYTES: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body in bytes (larger -> 413 body_too_large).",
+    )
+    EMBED_QUEUE_SIZE: int = Field(
+        32,
+        ge=1,
+        description="Requests that may wait for the model; beyond it -> 429 with Retry-After.",
+    )
+    EMBED_DTYPE: Literal["fp32", "bf16", "int8"] = Field(
+        "fp32",
+        description="Weights precision: fp32 (exact), bf16 (faster where the CPU supports it), "
+        "int8 (dynamic int8 on Linear layers; fastest, small accuracy loss).",
+    )
+    EMBED_THREADS: int = Field(
+        default_factory=_cores, ge=1, description="Torch threads for one forward pass."
+    )
+    LOG_LEVEL: str = Field("INFO", description="Python logging level.")

@@ -1,0 +1,127 @@
+"""Small helpers shared by tests: free ports, polling HTTP with a deadline, embedder processes."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
+
+
+def embedder_module(name: str) -> ModuleType:
+    """Import embedder/<name>.py in-process; its sibling imports need embedder/ on sys.path."""
+    folder = str(REPO_ROOT / "embedder")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(
+    url: str, deadline_s: float = 60.0, *, proc: subprocess.Popen | None = None
+) -> httpx.Response:
+    """Poll GET `url` until it answers 200 and return that response.
+
+    Connection errors and non-200 answers are retried until `deadline_s` seconds have passed, then
+    AssertionError names the last status seen. When `proc` is given and it exits, fail at once.
+    """
+    end = time.monotonic() + deadline_s
+    last = "no answer"
+    with httpx.Client(timeout=5.0) as client:
+        while True:
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"{url}: server process exited with {proc.returncode}")
+            try:
+                response = client.get(url)
+                if response.status_code == 200:
+                    return response
+                last = f"HTTP {response.status_code}: {response.text[:200]}"
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}"
+            if time.monotonic() > end:
+                raise AssertionError(f"{url} not ready after {deadline_s:.0f}s ({last})")
+            time.sleep(0.05)
+
+
+class EmbedderProcess:
+    """A real `python embedder/app.py` process on 127.0.0.1 at a free port (the container's path).
+
+    Output goes to `log_path` so a failing test can show it; `stop()` terminates the process.
+    """
+
+    def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        full_env = {
+            **os.environ,
+            # Tests never touch the network and must not pick settings up from a developer's .env.
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "EMBED_HOST": "127.0.0.1",
+            "EMBED_PORT": str(self.port),
+            "EMBED_DTYPE": "fp32",
+            "EMBED_THREADS": "2",
+            "LOG_LEVEL": "INFO",
+            **env,
+        }
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(EMBEDDER_APP)],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_healthy(self, deadline_s: float = 120.0) -> httpx.Response:
+        try:
+            return wait_http(f"{self.url}/health", deadline_s, proc=self.proc)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- embedder log ---\n{self.log_tail()}") from None
+
+    def wait_listening(self, deadline_s: float = 60.0) -> None:
+        """Wait until the HTTP port answers at all (any status), e.g. while the model loads."""
+        end = time.monotonic() + deadline_s
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"embedder exited early:\n{self.log_tail()}")
+                try:
+                    client.get(f"{self.url}/health")
+                    return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > end:
+                    raise AssertionError(f"embedder not listening:\n{self.log_tail()}")
+                time.sleep(0.05)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        self._log.close()

@@ -1,0 +1,226 @@
+"""embed_client.EmbedClient against the real embedder, and against a scripted HTTP server for the
+answers a healthy embedder never gives (overload, broken vectors)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from helpers import free_port
+
+from embed_client import EmbedClient, EmbedError
+from kb.settings import Settings
+
+TEXTS = [f"note number {i} about {topic}" for i, topic in enumerate("abcdefghij" * 2)]
+
+
+def raw_embed(url: str, texts: list[str], input_type: str = "document") -> list[list[float]]:
+    body = {"input": texts, "input_type": input_type}
+    response = httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)
+    return [d["embedding"] for d in response.json()["data"]]
+
+
+def close(a: list[float], b: list[float]) -> bool:
+    return all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(a, b, strict=True))
+
+
+def test_defaults_come_from_settings(embedder_url: str) -> None:
+    settings = Settings(_env_file=None, EMBED_URL=embedder_url, EMBED_BATCH_SIZE=3, EMBED_RETRIES=1)
+    with EmbedClient(settings=settings) as client:
+        assert (client.url, client.batch_size, client.max_chars) == (embedder_url, 3, 1500)
+        assert client.retries == 1
+        assert client.timeout == settings.EMBED_TIMEOUT
+
+
+def test_documents_come_back_in_order_in_batches_of_batch_size(embedder_url: str) -> None:
+    with EmbedClient(embedder_url, batch_size=4) as client:
+        vectors = client.embed_documents(TEXTS)
+        assert client.calls == 5  # 20 texts, 4 per request
+        assert client.dimensions == 384
+        assert client.model.endswith("model")
+    expected = raw_embed(embedder_url, TEXTS)
+    assert all(close(v, e) for v, e in zip(vectors, expected, strict=True))
+
+
+def test_requests_stay_within_the_character_budget(embedder_url: str) -> None:
+    texts = ["x" * 15] * 6 + ["y" * 100, "z"]
+    with EmbedClient(embedder_url, batch_size=4, max_chars=10) as client:
+        vectors = client.embed_documents(texts)
+        # Budget 4 x 10 = 40 chars: 15-char texts go two by two; the 100-char text goes alone.
+        assert client.calls == 3 + 1 + 1
+    assert len(vectors) == len(texts)
+
+
+def test_query_uses_the_query_input_type(embedder_url: str) -> None:
+    with EmbedClient(embedder_url) as client:
+        vector = client.embed_query("bread recipe")
+        assert client.calls == 1
+    assert close(vector, raw_embed(embedder_url, ["bread recipe"], "query")[0])
+
+
+def test_no_texts_make_no_requests(embedder_url: str) -> None:
+    with EmbedClient(embedder_url) as client:
+        assert client.embed_documents([]) == []
+        assert client.calls == 0
+
+
+def test_an_empty_text_is_refused_before_sending_naming_its_index(embedder_url: str) -> None:
+    with EmbedClient(embedder_url) as client:
+        with pytest.raises(EmbedError, match=r"texts\[2\] is empty") as caught:
+            client.embed_documents(["a", "b", ""])
+        assert caught.value.code == "empty_input"
+        assert client.calls == 0
+        with pytest.raises(EmbedError, match="query is empty"):
+            client.embed_query("")
+
+
+def test_server_errors_raise_embed_error_with_the_servers_message(embedder_url: str) -> None:
+    huge = "word " * (2 * 1024 * 1024)  # 10 MiB in one text: over the server's body limit
+    with EmbedClient(embedder_url, retries=3) as client:
+        with pytest.raises(EmbedError) as caught:
+            client.embed_documents([huge])
+        assert client.calls == 1  # 413 is not retried
+    assert caught.value.status == 413
+    assert caught.value.code == "body_too_large"
+    assert "answered 413: request body exceeds EMBED_MAX_BODY_BYTES" in caught.value.message
+
+
+def test_an_unreachable_embedder_is_retried_with_backoff_then_reported() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with EmbedClient(url, retries=2) as client:
+        with pytest.raises(EmbedError) as caught:
+            client.health()
+        assert caught.value.status is None
+        assert caught.value.message.startswith(f"embedder at {url} unreachable")
+        started = time.monotonic()
+        with pytest.raises(EmbedError, match="unreachable") as caught:
+            client.embed_documents(["a"])
+        elapsed = time.monotonic() - started
+        assert client.calls == 3
+        assert 1.5 <= elapsed < 5  # 0.5 s then 1 s of backoff
+        assert caught.value.status is None
+
+
+class Scripted:
+    """A tiny HTTP server answering /health and /v1/embeddings from a script of responses."""
+
+    def __init__(self) -> None:
+        self.health: dict = {"status": "ok", "model": "scripted", "dimensions": 3}
+        self.replies: list[tuple[int, dict, object]] = []  # (status, headers, json body)
+        self.posts = 0
+        scripted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, headers: dict, body: object) -> None:
+                payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                self._send(200, {}, scripted.health)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                scripted.posts += 1
+                self._send(*scripted.replies.pop(0))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def vectors_body(*vectors: list[float]) -> dict:
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode(),
+        }
+        for i, v in enumerate(vectors)
+    ]
+    return {"object": "list", "data": data, "model": "scripted", "usage": {}}
+
+
+@pytest.fixture
+def scripted() -> Iterator[Scripted]:
+    server = Scripted()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def overloaded(status: int = 429, retry_after: str = "1") -> tuple[int, dict, dict]:
+    error = {
+        "error": {
+            "message": "busy",
+            "type": "overloaded_error",
+            "param": None,
+            "code": "queue_full",
+        }
+    }
+    return status, {"Retry-After": retry_after}, error
+
+
+def test_429_and_503_are_retried_after_the_servers_retry_after(scripted: Scripted) -> None:
+    scripted.replies = [overloaded(429), overloaded(503), (200, {}, vectors_body([0.6, 0.8, 0.0]))]
+    with EmbedClient(scripted.url, retries=2) as client:
+        started = time.monotonic()
+        assert client.embed_documents(["a"]) == [pytest.approx([0.6, 0.8, 0.0])]
+        assert time.monotonic() - started >= 2.0  # Retry-After: 1, twice
+        assert client.calls == 2 + 1
+
+
+def test_retries_are_bounded(scripted: Scripted) -> None:
+    scripted.replies = [overloaded(503, "0")] * 3
+    client = EmbedClient(scripted.url, retries=2)
+    started = time.monotonic()
+    with client, pytest.raises(EmbedError, match="answered 503: busy") as caught:
+        client.embed_documents(["a"])
+    assert time.monotonic() - started < 1.0  # Retry-After: 0 means at once
+    assert caught.value.status == 503
+    assert scripted.posts == 3
+
+
+def test_other_errors_are_not_retried_and_plain_bodies_are_shown(scripted: Scripted) -> None:
+    scripted.replies = [(502, {}, b"bad gateway from a proxy")]
+    client = EmbedClient(scripted.url, retries=5)
+    with client, pytest.raises(EmbedError, match="answered 502: bad gateway from a proxy"):
+        client.embed_documents(["a"])
+    assert scripted.posts == 1
+
+
+@pytest.mark.parametrize(
+    ("vector", "problem"),
+    [
+        ([0.6, 0.8], "2 dimensions for input 0, expected 3"),
+        ([float("nan"), 0.0, 1.0], "non-finite"),
+        ([0.0, 0.0, 0.0], "zero vector"),
+    ],
+)
+def test_every_vector_is_checked(scripted: Scripted, vector: list[float], problem: str) -> None:
+    scripted.replies = [(200, {}, vectors_body(vector))]
+    client = EmbedClient(scripted.url)
+    with client, pytest.raises(EmbedError, match=problem):
+        client.embed_query("a")
+
+
+def test_a_missing_vector_is_an_error(scripted: Scripted) -> None:
+    scripted.replies = [(200, {}, vectors_body([1.0, 0.0, 0.0]))]
+    client = EmbedClient(scripted.url)
+    with client, pytest.raises(EmbedError, match="returned 1 vectors for 2 inputs"):
+        client.embed_documents(["a", "b"])

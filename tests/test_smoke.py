@@ -1,0 +1,39 @@
+"""smoke.py as users run it: a subprocess against a real embedder, and against a dead port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from helpers import REPO_ROOT, free_port
+
+
+def run_smoke(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "EMBED_URL": url}
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "smoke.py"), *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_smoke_passes_against_a_running_embedder(embedder_url: str) -> None:
+    result = run_smoke(embedder_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["smoke ok", "client ok"]
+
+
+def test_smoke_fails_with_one_error_line_when_the_embedder_is_down() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = run_smoke(url, "--wait", "0")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: embedder at {url} not ready after 0s: ")
+    assert "unreachable" in lines[0]
+    assert "EMBED_URL" in lines[0]
