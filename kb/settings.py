@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     NOTES_DIR: Path = Field(
         REPO_ROOT / "data", description="Inbox of notes; ingested notes move to NOTES_DIR/ingested."
     )
+    NOTE_MAX_BYTES: int = Field(
+        5_000_000,
+        ge=1,
+        description="Notes larger than this (bytes) are reported and left in place, not ingested.",
+    )
 
     # --- MCP server ------------------------------------------------------------------
     MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")

@@ -1,0 +1,335 @@
+"""The ingest pipeline: notes in NOTES_DIR -> chunks -> embedder -> Qdrant -> NOTES_DIR/ingested.
+
+A run (1) takes the ingest lock, (2) reads and chunks every note first, so bad frontmatter stops
+the run before anything is written and progress knows the total, (3) embeds notes in groups,
+(4) writes each group's points with wait=True and deletes the notes' stale chunks, and (5) only
+then moves the group's files into ingested/ by hard link + unlink (or rename), with fsyncs.
+A run killed at any point leaves every note either still in the inbox (re-ingested next run,
+overwriting its points: ids are deterministic) or stored and moved.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from embed_client import EmbedClient, EmbedError
+from kb.chunking import Chunk, chunk_note, embedding_text
+from kb.inbox import INGESTED, discover, move_to_ingested
+from kb.notes import FrontmatterError, Note, NoteError, read_note
+from kb.progress import Failure, Progress, Summary
+from kb.settings import Settings
+from kb.store import Point, Store, StoreError, point_id
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = ".ingest.lock"
+
+
+class IngestError(Exception):
+    """The run stopped. `summary` says what it had finished (those notes are stored and moved)."""
+
+    def __init__(self, message: str, summary: Summary | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary or Summary()
+
+
+class IngestBusy(IngestError):
+    """Another ingest holds the lock."""
+
+
+@dataclass
+class Pending:
+    note: Note
+    chunks: list[Chunk]
+    inbox: bool  # in the inbox (moved once stored) rather than ingested/ (rebuild: stays put)
+    replaces: bool  # an earlier version of this note is in ingested/
+
+
+# --- locking --------------------------------------------------------------------------
+
+
+_held: set[Path] = set()  # locks this process holds (the lock is re-entrant per process)
+
+
+@contextmanager
+def ingest_lock(notes_dir: Path) -> Iterator[None]:
+    """Serialise writers: one ingest (or rebuild) per notes folder at a time.
+
+    flock is released by the kernel when the holder exits, even on SIGKILL, so a crash never
+    leaves a stale lock behind. ingest.py takes it before opening embedded storage, so a
+    second ingest is told about the first rather than about a busy storage folder.
+    """
+    if not notes_dir.is_dir():
+        raise IngestError(f"NOTES_DIR {notes_dir} is not a folder")
+    path = (notes_dir / LOCK_NAME).resolve()
+    if path in _held:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise IngestBusy(
+                f"another ingest is running (pid {pid}); wait for it to finish"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _held.add(path)
+        try:
+            yield
+        finally:
+            _held.discard(path)
+    finally:
+        os.close(fd)
+
+
+# --- the run --------------------------------------------------------------------------
+
+
+def _prepare(
+    settings: Settings, rebuild: bool, summary: Summary, progress: Progress
+) -> list[Pending]:
+    """Read and chunk every note to ingest; stops the run on bad frontmatter."""
+    inbox_dir = settings.NOTES_DIR
+    ingested_dir = settings.ingested_dir
+    inbox, failed, ignored = discover(inbox_dir, inbox_dir, skip_ingested=True)
+    stored: list[tuple[Path, str]] = []
+    if rebuild:
+        stored, failed_stored, ignored_stored = discover(
+            ingested_dir, inbox_dir, skip_ingested=False
+        )
+        failed += [Failure(f"{INGESTED}/{f.source}", f.reason) for f in failed_stored]
+        ignored += [f"{INGESTED}/{name}" for name in ignored_stored]
+        # a note both re-dropped and already ingested: only the new version is embedded
+        in_inbox = {source for _, source in inbox}
+        stored = [(path, source) for path, source in stored if source not in in_inbox]
+    summary.ignored = ignored
+
+    pending: list[Pending] = []
+    bad_yaml: list[str] = []
+    for (path, source), from_inbox in [(s, False) for s in stored] + [(s, True) for s in inbox]:
+        shown = source if from_inbox else f"{INGESTED}/{source}"
+        try:
+            note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+            chunks = chunk_note(note)
+            if not chunks:
+                raise NoteError(path, "no text to index")
+        except FrontmatterError as exc:
+            bad_yaml.append(f"{shown}: {exc.reason}")
+            continue
+        except NoteError as exc:
+            failed.append(Failure(shown, exc.reason))
+            continue
+        except OSError as exc:
+            failed.append(Failure(shown, f"cannot read it ({exc.strerror})"))
+            continue
+        dest = ingested_dir / source
+        replaces = False
+        if from_inbox and os.path.lexists(dest):
+            if not dest.is_file() or dest.is_symlink():
+                failed.append(
+                    Failure(shown, f"{INGESTED}/{source} exists and is not a file; rename one")
+                )
+                continue
+            replaces = not os.path.samefile(path, dest)
+        pending.append(Pending(note, chunks, inbox=from_inbox, replaces=replaces))
+
+    for failure in failed:
+        summary.failed.append(failure)
+        progress.failed(failure)
+    if bad_yaml:
+        raise IngestError(
+            "; ".join(bad_yaml) + "; nothing was ingested: fix the frontmatter and run again",
+            summary,
+        )
+    return pending
+
+
+def _payload(pending: Pending, chunk: Chunk, date_ingested: str) -> dict[str, Any]:
+    note = pending.note
+    return {
+        "text": chunk.text,
+        "source": note.source,
+        "chunk_index": chunk.index,
+        "tags": list(note.tags),
+        "topic": note.topic,
+        "document_date": note.document_date,
+        "date_ingested": date_ingested,
+        "char_start": chunk.char_start,
+        "char_end": chunk.char_end,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+    }
+
+
+def _groups(pending: Sequence[Pending], target_chunks: int) -> Iterator[list[Pending]]:
+    """Consecutive notes holding up to `target_chunks` chunks together (a bigger note alone).
+
+    With the embed batch size as target, a group is one full request to the embedder rather
+    than a full one plus a tiny remainder.
+    """
+    group: list[Pending] = []
+    size = 0
+    for item in pending:
+        if group and size + len(item.chunks) > target_chunks:
+            yield group
+            group, size = [], 0
+        group.append(item)
+        size += len(item.chunks)
+    if group:
+        yield group
+
+
+@dataclass
+class _Writer:
+    """Embeds, stores and moves groups of notes for one run."""
+
+    settings: Settings
+    client: EmbedClient
+    store: Store
+    dimensions: int
+    date_ingested: str  # one UTC timestamp for the whole run
+    fresh: bool  # the collection was created by this run: nothing stale to delete
+    summary: Summary
+    progress: Progress
+
+    def write(self, group: list[Pending]) -> None:
+        texts = [embedding_text(c, p.note) for p in group for c in p.chunks]
+        vectors = self.client.embed_documents(texts)
+        if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
+            raise IngestError(f"embedder returned malformed vectors for {len(texts)} texts")
+        points: list[Point] = []
+        for p in group:
+            for chunk in p.chunks:
+                points.append(
+                    Point(
+                        id=point_id(p.note.source, chunk.index),
+                        vector=vectors[len(points)],
+                        payload=_payload(p, chunk, self.date_ingested),
+                    )
+                )
+        sources = [p.note.source for p in group]
+        # embedded Qdrant scans every point to delete by filter: skipping that when nothing can
+        # be stale keeps a rebuild linear
+        self.store.replace(points, [] if self.fresh else sources)
+        self.progress.stored(sources)
+        for p in group:
+            if p.inbox:
+                try:
+                    move_to_ingested(p.note.path, self.settings.ingested_dir / p.note.source)
+                except OSError as exc:
+                    # stored but not moved: still in the inbox, so the next run redoes it
+                    self._failed(Failure(p.note.source, f"stored, but not moved: {exc}"))
+                    continue
+            self.summary.ingested.append(p.note.source)
+            if p.replaces:
+                self.summary.replaced.append(p.note.source)
+            self.summary.chunks += len(p.chunks)
+            self.progress.done(p.note.source, len(p.chunks))
+
+    def _failed(self, failure: Failure) -> None:
+        self.summary.failed.append(failure)
+        self.progress.failed(failure)
+
+
+def _embedder_model(client: EmbedClient, settings: Settings) -> tuple[str, int]:
+    """The embedder's model and dimension, waiting (EMBED_TIMEOUT) while it loads the model."""
+    try:
+        client.health()
+    except EmbedError as exc:
+        if exc.status != 503:
+            raise
+        log.info(
+            "the embedder is still loading its model; waiting up to %.0fs", settings.EMBED_TIMEOUT
+        )
+        client.wait_ready(timeout=settings.EMBED_TIMEOUT)
+    return client.model, client.dimensions
+
+
+def run(
+    settings: Settings,
+    client: EmbedClient,
+    store: Store,
+    *,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+) -> Summary:
+    """Ingest the notes in settings.NOTES_DIR (and, with rebuild, everything in ingested/).
+
+    Returns the Summary; files that could not be ingested are in `summary.failed` and were left
+    untouched. Raises IngestError (its `.summary` says what was finished) when the run stops:
+    bad frontmatter, another ingest running, the embedder or Qdrant failing.
+    """
+    progress = progress or Progress()
+    summary = Summary(rebuilt=rebuild)
+    notes_dir = settings.NOTES_DIR
+    started = time.monotonic()
+    date_ingested = datetime.now(UTC).isoformat(timespec="seconds")
+
+    def stop(exc: Exception, message: str) -> IngestError:
+        summary.seconds = time.monotonic() - started
+        progress.finish(summary)
+        stopped = exc if isinstance(exc, IngestError) else IngestError(message)
+        stopped.summary = summary
+        return stopped
+
+    with ingest_lock(notes_dir):
+        try:
+            existing = None if rebuild else store.collection_model()
+            # ingested/ is read too when rebuilding, when the collection is new (e.g. its
+            # storage was deleted) and when an earlier full build was interrupted
+            full = rebuild or existing is None or existing.rebuild_incomplete
+            if full and not rebuild:
+                log.info(
+                    "collection %s is new or incomplete: indexing ingested/ too", store.collection
+                )
+            pending = _prepare(settings, full, summary, progress)
+            if pending or full:
+                model, dimensions = _embedder_model(client, settings)
+                if existing is None:
+                    store.drop()
+                    # flagged until done when it holds notes from ingested/: if this run dies,
+                    # the next one must index them again (inbox notes are still in the inbox)
+                    from_ingested = any(not p.inbox for p in pending)
+                    store.create(model, dimensions, rebuilding=from_ingested)
+                else:
+                    store.check_model(model, dimensions)
+                    store.create_indexes()  # after an interrupted create, or new index fields
+                settings.ingested_dir.mkdir(exist_ok=True)
+                progress.start(len(pending), sum(len(p.chunks) for p in pending))
+                writer = _Writer(
+                    settings=settings,
+                    client=client,
+                    store=store,
+                    dimensions=dimensions,
+                    date_ingested=date_ingested,
+                    fresh=existing is None,
+                    summary=summary,
+                    progress=progress,
+                )
+                for group in _groups(pending, settings.EMBED_BATCH_SIZE):
+                    writer.write(group)
+                    summary.seconds = time.monotonic() - started
+                if full:
+                    store.mark_complete()
+        except EmbedError as exc:
+            raise stop(exc, exc.message) from exc
+        except StoreError as exc:
+            raise stop(exc, str(exc)) from exc
+        except IngestError as exc:
+            raise stop(exc, str(exc)) from None
+    summary.seconds = time.monotonic() - started
+    progress.finish(summary)
+    log.debug("ingest finished: %d notes, %d chunks", len(summary.ingested), summary.chunks)
+    return summary

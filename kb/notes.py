@@ -1,0 +1,198 @@
+"""Read one note: validate the file, parse its YAML frontmatter, normalise tags, topic and date.
+
+A note is a UTF-8 `.md` or `.txt` file. An optional frontmatter block opens it:
+
+    ---
+    tags: [Korean Cuisine, recipes]      # or "korean cuisine, recipes"
+    topic: How I make kimchi at home.
+    document_date: 2024-03-01
+    ---
+
+Files that cannot be notes (binary, not UTF-8, empty, too large) raise `NoteError` with a reason;
+the caller reports them and leaves them where they are. Frontmatter that is not valid YAML raises
+`FrontmatterError`, which stops an ingest run.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NOTE_SUFFIXES = (".md", ".txt")
+
+# `---` alone on the first line opens the block; `---` or `...` alone on a line closes it.
+_OPEN = re.compile(r"---[ \t]*\r?\n")
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+
+
+class NoteError(Exception):
+    """A file that cannot be ingested as a note; `reason` says why (no note text in it)."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+class FrontmatterError(NoteError):
+    """The frontmatter block is not valid YAML (or not a mapping): stops an ingest run."""
+
+
+@dataclass(frozen=True)
+class Note:
+    path: Path  # where the file is now
+    source: str  # POSIX path relative to the notes root (the same before and after the move)
+    text: str  # the whole file, decoded
+    body_start: int  # character offset in `text` where the note's body starts (after frontmatter)
+    tags: tuple[str, ...]
+    topic: str | None
+    document_date: str | None  # ISO 8601 date or datetime
+
+    @property
+    def body(self) -> str:
+        return self.text[self.body_start :]
+
+
+def normalise_tag(tag: str) -> str:
+    """`"  Korean   Cuisine "` -> `"korean cuisine"` (NFC, lowercased, whitespace collapsed)."""
+    return " ".join(unicodedata.normalize("NFC", tag).lower().split())
+
+
+def normalise_tags(value: Any) -> list[str]:
+    """Tags from a YAML list or a comma-separated string: normalised, empties and repeats dropped.
+
+    Raises ValueError for shapes that cannot be tags (mappings, nested lists).
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items: Iterable[Any] = value.split(",")
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        items = [value]
+    tags: list[str] = []
+    for item in items:
+        if isinstance(item, dict | list | tuple | set):
+            raise ValueError("tags must be a list of words or a comma-separated string")
+        if item is None:
+            continue
+        tag = normalise_tag(str(item))
+        if tag and tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def iso_date(value: Any) -> str | None:
+    """`document_date` as ISO 8601: YAML dates and datetimes, or strings in ISO form.
+
+    Raises ValueError for anything else (`next tuesday`, `2024`).
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return date.fromisoformat(text).isoformat()
+        except ValueError:
+            pass
+        try:
+            return datetime.fromisoformat(text).isoformat()
+        except ValueError:
+            pass
+    raise ValueError(f"document_date {value!r} is not a date (use e.g. 2024-03-01)")
+
+
+def split_frontmatter(text: str, path: Path | str) -> tuple[dict[str, Any], int]:
+    """The frontmatter mapping and the offset where the body starts ({} and 0 when none)."""
+    start = 1 if text.startswith("\ufeff") else 0  # a UTF-8 byte-order mark
+    opening = _OPEN.match(text, start)
+    if opening is None:
+        return {}, start
+    closing = _CLOSE.search(text, opening.end())
+    if closing is None:
+        raise FrontmatterError(
+            path, "frontmatter opened with '---' on line 1 has no closing '---' line"
+        )
+    block = text[opening.end() : closing.start()]
+    try:
+        meta = yaml.safe_load(block)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        # the block starts on the file's line 2; marks count lines from 0
+        where = f"line {mark.line + 2}" if mark is not None else "frontmatter"
+        problem = exc.problem or exc.context or "invalid YAML"
+        reason = f"frontmatter is not valid YAML ({where}: {problem})"
+        raise FrontmatterError(path, reason) from None
+    except (yaml.YAMLError, ValueError) as exc:
+        # PyYAML raises plain ValueError for impossible timestamps such as 2024-13-45
+        raise FrontmatterError(path, f"frontmatter is not valid YAML ({exc})") from None
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise FrontmatterError(
+            path, f"frontmatter must be YAML 'key: value' lines, not a {type(meta).__name__}"
+        )
+    return meta, closing.end()
+
+
+def decode_note(data: bytes, path: Path | str) -> str:
+    """File bytes -> text, or NoteError saying why they are not a text note."""
+    if not data.strip():
+        raise NoteError(path, "empty file")
+    nul = data.find(b"\x00")
+    if nul != -1:
+        raise NoteError(path, f"contains a NUL byte at offset {nul} (binary or UTF-16 file?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start]
+        raise NoteError(
+            path, f"not UTF-8 text (byte 0x{bad:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
+
+
+def parse_note(text: str, path: Path, source: str) -> Note:
+    """Frontmatter + body of decoded note text."""
+    meta, body_start = split_frontmatter(text, path)
+    if not text[body_start:].strip():
+        raise NoteError(path, "no text after the frontmatter")
+    try:
+        tags = normalise_tags(meta.get("tags"))
+        document_date = iso_date(meta.get("document_date"))
+    except ValueError as exc:
+        raise NoteError(path, str(exc)) from None
+    topic = meta.get("topic")
+    if isinstance(topic, dict | list):
+        raise NoteError(path, "topic must be one sentence of text")
+    topic = " ".join(str(topic).split()) if topic is not None else ""
+    return Note(
+        path=path,
+        source=source,
+        text=text,
+        body_start=body_start,
+        tags=tuple(tags),
+        topic=topic or None,
+        document_date=document_date,
+    )
+
+
+def read_note(path: Path, source: str, *, max_bytes: int) -> Note:
+    """Read and parse the regular file at `path` (the caller has ruled out links and folders)."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise NoteError(
+            path, f"too large ({size:,} bytes > NOTE_MAX_BYTES={max_bytes:,}); split it up"
+        )
+    return parse_note(decode_note(path.read_bytes(), path), path, source)

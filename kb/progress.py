@@ -1,0 +1,140 @@
+"""Ingest progress: one live line on a terminal, plain periodic lines otherwise, and the summary.
+
+Only paths and counts are printed, never note text.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+
+@dataclass(frozen=True)
+class Failure:
+    source: str  # path relative to the notes folder
+    reason: str
+
+
+@dataclass
+class Summary:
+    ingested: list[str] = field(default_factory=list)  # notes stored this run (incl. replaced)
+    replaced: list[str] = field(default_factory=list)  # ... of which replaced an earlier version
+    failed: list[Failure] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
+    chunks: int = 0
+    seconds: float = 0.0
+    rebuilt: bool = False
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+
+class Progress:
+    """Receives ingest events. This base class ignores them (in-process callers, tests)."""
+
+    def start(self, notes: int, chunks: int) -> None:
+        """About to embed `notes` notes made of `chunks` chunks."""
+
+    def failed(self, failure: Failure) -> None:
+        """A file was not ingested; it stays where it is."""
+
+    def stored(self, sources: Sequence[str]) -> None:
+        """Qdrant acknowledged these notes' points; inbox files are not moved yet."""
+
+    def done(self, source: str, chunks: int) -> None:
+        """A note is stored and, if it came from the inbox, moved to ingested/."""
+
+    def finish(self, summary: Summary) -> None:
+        """The run ended (also called when it stopped early)."""
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class ConsoleProgress(Progress):
+    """Notes, chunks, chunks/s and ETA: redrawn in place on a TTY, a line every `interval` s
+    otherwise (logs, CI). Failures always get a line of their own."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        tty: bool | None = None,
+        interval: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.interval = interval
+        self.clock = clock
+        self.notes_total = self.chunks_total = self.notes_done = self.chunks_done = 0
+        self.started = self.last_line = 0.0
+        self._shown = 0  # notes_done when the last counts line was written
+        self._live = False  # a TTY line is drawn and must be cleared before other output
+
+    def start(self, notes: int, chunks: int) -> None:
+        self.notes_total, self.chunks_total = notes, chunks
+        self.started = self.last_line = self.clock()
+        self._write(f"ingesting {notes} notes ({chunks} chunks)", live=False)
+
+    def failed(self, failure: Failure) -> None:
+        self._write(f"failed: {failure.source}: {failure.reason}", live=False)
+
+    def done(self, source: str, chunks: int) -> None:
+        self.notes_done += 1
+        self.chunks_done += chunks
+        now = self.clock()
+        if self.tty or now - self.last_line >= self.interval:
+            self.last_line, self._shown = now, self.notes_done
+            self._write(self.line(now), live=self.tty)
+
+    def finish(self, summary: Summary) -> None:
+        if self._live:
+            self.stream.write("\r\x1b[K")
+            self._live = False
+        elif not self.tty and self.notes_done != self._shown:
+            self._write(self.line(), live=False)  # logs end with the final counts
+        self.stream.flush()
+
+    def line(self, now: float | None = None) -> str:
+        elapsed = (self.clock() if now is None else now) - self.started
+        rate = self.chunks_done / elapsed if elapsed > 0 else 0.0
+        left = self.chunks_total - self.chunks_done
+        eta = _duration(left / rate) if rate > 0 else "?"
+        return (
+            f"{self.notes_done}/{self.notes_total} notes, "
+            f"{self.chunks_done}/{self.chunks_total} chunks, {rate:.1f} chunks/s, ETA {eta}"
+        )
+
+    def _write(self, text: str, *, live: bool) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[K" + text + ("" if live else "\n"))
+        else:
+            self.stream.write(text + "\n")
+        self._live = live
+        self.stream.flush()
+
+
+def format_summary(summary: Summary) -> str:
+    """The end-of-run report: counts, speed, and every failed file with its reason."""
+    verb = "rebuilt: ingested" if summary.rebuilt else "ingested"
+    lines = [
+        f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
+        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s; "
+        f"replaced {len(summary.replaced)}; failed {len(summary.failed)}"
+    ]
+    lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
+    if summary.ignored:
+        shown = ", ".join(summary.ignored[:5]) + (", ..." if len(summary.ignored) > 5 else "")
+        lines.append(f"  ignored {len(summary.ignored)} files that are not .md/.txt: {shown}")
+    return "\n".join(lines)

@@ -1,0 +1,171 @@
+"""Helpers for the ingest, store, query and ingest_check tests: settings, notes, hashes, scripts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import REPO_ROOT
+
+from kb.ingest import LOCK_NAME
+from kb.settings import Settings
+
+UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
+
+KIMCHI = """---
+tags: [Korean Cuisine, "recipes ", korean   cuisine]
+topic: How I make kimchi at home.
+document_date: 2024-03-01
+---
+# Kimchi
+
+Salt a napa cabbage for two hours, rinse it, then rub in a paste of gochugaru, garlic,
+ginger and fish sauce. Ferment it at room temperature for two days, then refrigerate.
+"""
+BREAD = """Knead the dough for ten minutes, let it rise for an hour, shape the loaf and bake it
+in a hot oven until the crust is brown and it sounds hollow when tapped.
+"""
+SHOCK = """---
+tags: aerodynamics
+document_date: 2023-11-05 14:30:00
+---
+Across a normal shock wave in supersonic flow the pressure and density jump while the
+velocity drops below the speed of sound.
+"""
+
+
+def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overrides) -> Settings:
+    """Settings for one test: notes in tmp/data, embedded Qdrant in tmp/qdrant, no .env read."""
+    notes = tmp_path / "data"
+    notes.mkdir(exist_ok=True)
+    values = {
+        "EMBED_URL": embed_url,
+        "NOTES_DIR": notes,
+        "QDRANT_PATH": str(tmp_path / "qdrant"),
+        "COLLECTION": "notes",
+        "EMBED_RETRIES": 0,
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every entry under `root` (links not followed) -> sha256 of its bytes, or its kind.
+
+    The ingest lock file is left out: ingest creates it beside the notes.
+    """
+    state: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + [f for f in filenames if f != LOCK_NAME]:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                state[rel] = "link:" + os.readlink(path)
+            elif stat.S_ISDIR(mode):
+                state[rel] = "dir"
+            elif stat.S_ISREG(mode):
+                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                state[rel] = "special"
+    return state
+
+
+def script_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """Environment that makes a repo script use exactly these settings."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in Settings.model_fields  # nothing from the developer's shell
+    }
+    env.update(
+        EMBED_URL=settings.EMBED_URL,
+        NOTES_DIR=str(settings.NOTES_DIR),
+        COLLECTION=settings.COLLECTION,
+        EMBED_RETRIES=str(settings.EMBED_RETRIES),
+        LOG_LEVEL="WARNING",
+    )
+    if settings.QDRANT_PATH:
+        env["QDRANT_PATH"] = settings.QDRANT_PATH
+    else:
+        env["QDRANT_URL"] = settings.QDRANT_URL
+    env.update(extra)
+    return env
+
+
+def run_script(
+    script: str, *args: str, env: dict[str, str], cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run a repo entry script (ingest.py, query.py ...) with this venv's Python, in `cwd`."""
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / script), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# An ingest that parks itself at a chosen point so a test can SIGKILL it exactly there:
+#   argv[1] = "first-done"     after the first note is stored and moved (the rest of its group
+#                              is stored but not moved yet)
+#           = "stored:NAME"    after Qdrant acknowledged the group holding note NAME, before
+#                              that group's moves
+#   argv[2] = "rebuild" to run a rebuild instead of a plain ingest
+KILLABLE_INGEST = """
+import sys
+from embed_client import EmbedClient
+from kb.ingest import run
+from kb.progress import Progress
+from kb.settings import get_settings
+from kb.store import Store
+
+stop_at = sys.argv[1]
+
+
+class ParkingProgress(Progress):
+    def stored(self, sources):
+        if stop_at.startswith("stored:") and stop_at[len("stored:") :] in sources:
+            self.park("stored " + ",".join(sources))
+
+    def done(self, source, chunks):
+        if stop_at == "first-done":
+            self.park("done " + source)
+
+    def park(self, line):
+        print(line, flush=True)
+        sys.stdin.read()  # wait here until killed
+
+
+settings = get_settings()
+with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+    run(settings, client, store, rebuild=sys.argv[2:] == ["rebuild"], progress=ParkingProgress())
+print("finished", flush=True)
+"""
+
+# Holds the ingest lock and the embedded storage, as a running ingest does, until stdin closes.
+LOCK_HOLDER = """
+import sys
+from kb.ingest import ingest_lock
+from kb.settings import get_settings
+from kb.store import Store
+
+settings = get_settings()
+with ingest_lock(settings.NOTES_DIR), Store.open(settings):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""

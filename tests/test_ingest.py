@@ -1,0 +1,477 @@
+import io
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import (
+    BREAD,
+    KILLABLE_INGEST,
+    KIMCHI,
+    LOCK_HOLDER,
+    SHOCK,
+    UNREACHABLE_EMBEDDER,
+    make_settings,
+    run_script,
+    script_env,
+    tree_state,
+    write,
+)
+
+from embed_client import EmbedClient
+from kb.chunking import chunk_note
+from kb.ingest import IngestBusy, IngestError, run
+from kb.notes import read_note
+from kb.progress import ConsoleProgress, Failure, Summary
+from kb.settings import Settings
+from kb.store import Store, point_id
+
+
+def long_note(paragraphs: int, word: str) -> str:
+    """A note of `paragraphs` ~1000-char paragraphs: one chunk each."""
+    para = " ".join(f"{word} sentence number {i} about {word} things." for i in range(25))
+    return "\n\n".join(f"{para} (part {n})" for n in range(paragraphs)) + "\n"
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
+    return dot / math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
+
+
+@pytest.fixture
+def settings(tmp_path: Path, embedder_url: str) -> Settings:
+    return make_settings(tmp_path, embedder_url)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[EmbedClient]:
+    with EmbedClient(settings=settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    with Store.open(settings) as opened:
+        yield opened
+
+
+def ingest(settings: Settings, client: EmbedClient, store: Store, **kwargs) -> Summary:
+    return run(settings, client, store, **kwargs)
+
+
+def check_consistent(store: Store, settings: Settings) -> None:
+    """Every note in ingested/ has exactly its current chunks in Qdrant, and nothing else is."""
+    expected: dict[str, int] = {}
+    for path in settings.ingested_dir.rglob("*"):
+        if path.is_file() and path.suffix.lower() in (".md", ".txt"):
+            source = path.relative_to(settings.ingested_dir).as_posix()
+            note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+            expected[source] = len(chunk_note(note))
+    payloads = store.payloads()
+    ids = [point for point, _ in payloads]
+    assert len(ids) == len(set(ids)), "duplicate points"
+    found: dict[str, list[int]] = {}
+    for _, payload in payloads:
+        found.setdefault(payload["source"], []).append(payload["chunk_index"])
+    assert {s: sorted(i) for s, i in found.items()} == {
+        s: list(range(n)) for s, n in expected.items()
+    }, "orphan, stale or missing chunks"
+    assert sorted(ids) == sorted(point_id(s, i) for s, n in expected.items() for i in range(n))
+
+
+def test_notes_are_stored_then_moved_to_ingested_keeping_their_subfolder(settings, client, store):
+    notes = settings.NOTES_DIR
+    write(notes / "food" / "kimchi.md", KIMCHI)
+    write(notes / "bread.txt", BREAD)
+    write(notes / "deep" / "er" / "shock.MD", SHOCK)
+    summary = ingest(settings, client, store)
+    assert sorted(summary.ingested) == ["bread.txt", "deep/er/shock.MD", "food/kimchi.md"]
+    assert (summary.replaced, summary.failed, summary.chunks) == ([], [], 3)
+    for source, text in [("food/kimchi.md", KIMCHI), ("bread.txt", BREAD)]:
+        assert not (notes / source).exists()
+        assert (settings.ingested_dir / source).read_text(encoding="utf-8") == text
+    check_consistent(store, settings)
+
+
+def test_stored_chunks_carry_text_source_index_tags_topic_dates_and_locators(
+    settings, client, store
+):
+    write(settings.NOTES_DIR / "food" / "kimchi.md", KIMCHI)
+    write(settings.NOTES_DIR / "shock.md", SHOCK)
+    before = datetime.now(UTC).replace(microsecond=0)
+    ingest(settings, client, store)
+    [(_, kimchi)] = store.payloads("food/kimchi.md")
+    text = KIMCHI.split("---\n", 2)[2].strip()
+    assert kimchi["text"] == text
+    assert kimchi["source"] == "food/kimchi.md" and kimchi["chunk_index"] == 0
+    assert kimchi["tags"] == ["korean cuisine", "recipes"]
+    assert kimchi["topic"] == "How I make kimchi at home."
+    assert kimchi["document_date"] == "2024-03-01"
+    assert KIMCHI[kimchi["char_start"] : kimchi["char_end"]] == text
+    assert (kimchi["line_start"], kimchi["line_end"]) == (6, 9)
+    stamped = datetime.fromisoformat(kimchi["date_ingested"])
+    assert stamped.utcoffset().total_seconds() == 0
+    assert before <= stamped <= datetime.now(UTC)
+    [(_, shock)] = store.payloads("shock.md")
+    assert shock["document_date"] == "2023-11-05T14:30:00"
+    assert shock["topic"] is None and shock["tags"] == ["aerodynamics"]
+    assert shock["date_ingested"] == kimchi["date_ingested"]  # one timestamp per run
+
+
+def test_the_topic_is_embedded_with_every_chunk_while_the_chunk_alone_is_stored(
+    settings, client, store
+):
+    topic = "Notes from my trip to the Alps."
+    write(settings.NOTES_DIR / "trip.md", f"---\ntopic: {topic}\n---\n" + long_note(3, "glacier"))
+    ingest(settings, client, store)
+    payloads = sorted(store.payloads("trip.md"), key=lambda p: p[1]["chunk_index"])
+    assert len(payloads) == 3
+    stored = store.vectors([point for point, _ in payloads])
+    for point, payload in payloads:
+        assert topic not in payload["text"]
+        with_topic, alone = client.embed_documents(
+            [f"{topic}\n\n{payload['text']}", payload["text"]]
+        )
+        assert cosine(stored[point], with_topic) > 0.999
+        assert cosine(stored[point], alone) < 0.99
+
+
+def test_a_second_run_embeds_nothing_and_ingested_notes_are_not_picked_up_again(
+    settings, client, store
+):
+    write(settings.NOTES_DIR / "bread.txt", BREAD)
+    ingest(settings, client, store)
+    calls = client.calls
+    summary = ingest(settings, client, store)
+    assert (summary.ingested, summary.failed, client.calls) == ([], [], calls)
+    write(settings.NOTES_DIR / "new.md", KIMCHI)
+    summary = ingest(settings, client, store)
+    assert summary.ingested == ["new.md"]
+    assert client.calls == calls + 1
+    check_consistent(store, settings)
+
+
+def test_a_redropped_note_replaces_its_old_chunks_and_its_old_file(settings, client, store):
+    notes = settings.NOTES_DIR
+    write(notes / "sub" / "trip.md", long_note(4, "glacier"))
+    write(notes / "other.md", BREAD)
+    ingest(settings, client, store)
+    assert store.count("sub/trip.md") == 4
+    new_version = "---\ntags: [Alps]\n---\n" + long_note(2, "summit")
+    write(notes / "sub" / "trip.md", new_version)
+    summary = ingest(settings, client, store)
+    assert (summary.ingested, summary.replaced) == (["sub/trip.md"], ["sub/trip.md"])
+    assert (settings.ingested_dir / "sub" / "trip.md").read_text(encoding="utf-8") == new_version
+    assert not (notes / "sub" / "trip.md").exists()
+    texts = [p["text"] for _, p in store.payloads("sub/trip.md")]
+    assert len(texts) == 2 and all("summit" in t and "glacier" not in t for t in texts)
+    assert {tuple(p["tags"]) for _, p in store.payloads("sub/trip.md")} == {("alps",)}
+    assert store.count("other.md") == 1
+    check_consistent(store, settings)
+
+
+def test_rebuild_reembeds_every_note_and_leaves_ingested_files_where_they_are(
+    settings, client, store
+):
+    notes, ingested = settings.NOTES_DIR, settings.ingested_dir
+    write(notes / "a.md", long_note(2, "alpha"))
+    write(notes / "sub" / "b.txt", BREAD)
+    ingest(settings, client, store)
+    inode_a = (ingested / "a.md").stat().st_ino
+    kept_b = tree_state(ingested)["sub/b.txt"]
+    write(notes / "c.md", SHOCK)
+    write(notes / "a.md", long_note(1, "omega"))  # re-dropped: only this version is embedded
+    calls = client.calls
+    summary = ingest(settings, client, store, rebuild=True)
+    assert summary.rebuilt
+    assert sorted(summary.ingested) == ["a.md", "c.md", "sub/b.txt"]
+    assert summary.replaced == ["a.md"]
+    assert client.calls == calls + 1  # 3 chunks in one request: old a.md was not embedded
+    assert tree_state(ingested)["sub/b.txt"] == kept_b
+    assert (ingested / "a.md").stat().st_ino != inode_a  # replaced by the re-dropped file
+    assert not any(p.suffix == ".md" for p in notes.iterdir())
+    assert not store.collection_model().rebuild_incomplete
+    check_consistent(store, settings)
+    assert "omega" in store.payloads("a.md")[0][1]["text"]
+
+
+def test_a_collection_built_by_another_model_is_refused_until_rebuild(settings, client, store):
+    store.create("some-other-model", client.dimensions)
+    write(settings.NOTES_DIR / "a.md", KIMCHI)
+    with pytest.raises(IngestError, match=r"some-other-model.*--rebuild"):
+        ingest(settings, client, store)
+    assert (settings.NOTES_DIR / "a.md").is_file()
+    ingest(settings, client, store, rebuild=True)
+    assert store.collection_model().model == client.model
+    check_consistent(store, settings)
+
+
+def test_bad_yaml_stops_the_run_naming_file_and_line_before_anything_is_written(
+    settings, client, store
+):
+    notes = settings.NOTES_DIR
+    write(notes / "good.md", KIMCHI)
+    write(notes / "sub" / "bad.md", "---\ntags: [a, b\ntopic: x\n---\nbody\n")
+    before = tree_state(notes)
+    with pytest.raises(IngestError) as caught:
+        ingest(settings, client, store)
+    message = str(caught.value)
+    assert "sub/bad.md" in message and "line 3" in message and "not valid YAML" in message
+    assert tree_state(notes) == before
+    assert not store.exists()
+    assert client.calls == 0
+
+
+def test_a_malformed_corpus_is_reported_file_by_file_and_nothing_is_altered_or_lost(
+    tmp_path, settings, client, store
+):
+    notes = settings.NOTES_DIR
+    outside = write(tmp_path / "elsewhere" / "secret.md", "not part of the notes folder\n")
+    write(notes / "good.md", KIMCHI)
+    write(notes / "sub" / "good.txt", BREAD)
+    write(notes / "yaml.md", "---\ntopic: [unclosed\n---\nbody\n")
+    write(notes / "empty.md", b"")
+    write(notes / "latin1.md", "caf\u00e9 cr\u00e8me".encode("latin-1"))
+    write(notes / "nul.txt", b"text\x00with a NUL")
+    write(notes / "huge.md", b"word " * (4 * 1024 * 1024))  # 20 MB
+    write(notes / "only_meta.md", "---\ntags: [a]\n---\n")
+    write(notes / "date.md", "---\ndocument_date: someday\n---\nbody\n")
+    write(notes / "x.md" / "inside.md", SHOCK)  # a folder named like a note
+    os.symlink(outside, notes / "outside.md")
+    os.symlink(notes / "good.md", notes / "alias.md")
+    os.mkfifo(notes / "pipe.md")
+    write(notes / "picture.png", b"\x89PNG\r\n")
+    before = tree_state(notes)
+    outside_before = tree_state(outside.parent)
+
+    with pytest.raises(IngestError, match=r"yaml\.md: frontmatter is not valid YAML \(line 3"):
+        ingest(settings, client, store)
+    assert tree_state(notes) == before
+
+    fixed = "---\ntopic: fixed\n---\nbody\n"
+    write(notes / "yaml.md", fixed)
+    before["yaml.md"] = tree_state(notes)["yaml.md"]
+    summary = ingest(settings, client, store)
+
+    assert sorted(summary.ingested) == ["good.md", "sub/good.txt", "x.md/inside.md", "yaml.md"]
+    reasons = {f.source: f.reason for f in summary.failed}
+    assert set(reasons) == {
+        "empty.md",
+        "latin1.md",
+        "nul.txt",
+        "huge.md",
+        "only_meta.md",
+        "date.md",
+        "x.md",
+        "outside.md",
+        "alias.md",
+        "pipe.md",
+    }
+    assert reasons["empty.md"] == "empty file"
+    assert "not UTF-8" in reasons["latin1.md"]
+    assert "NUL byte" in reasons["nul.txt"]
+    assert "too large" in reasons["huge.md"] and "NOTE_MAX_BYTES" in reasons["huge.md"]
+    assert "no text after the frontmatter" in reasons["only_meta.md"]
+    assert "document_date" in reasons["date.md"]
+    assert "folder" in reasons["x.md"]
+    assert "symlink pointing outside" in reasons["outside.md"]
+    assert "symlink" in reasons["alias.md"]
+    assert "not a regular file" in reasons["pipe.md"]
+    assert summary.ignored == ["picture.png"]
+
+    after = {**tree_state(notes), **{k: v for k, v in tree_state(settings.ingested_dir).items()}}
+    for rel, state in before.items():
+        assert after.get(rel) == state, f"{rel} altered or lost"
+    assert tree_state(outside.parent) == outside_before
+    check_consistent(store, settings)
+
+
+def test_a_folder_in_the_way_in_ingested_keeps_the_note_in_the_inbox(settings, client, store):
+    write(settings.NOTES_DIR / "other.md", BREAD)
+    ingest(settings, client, store)
+    write(settings.NOTES_DIR / "n.md", KIMCHI)
+    (settings.ingested_dir / "n.md").mkdir()
+    summary = ingest(settings, client, store)
+    assert [f.source for f in summary.failed] == ["n.md"]
+    assert "not a file" in summary.failed[0].reason
+    assert (settings.NOTES_DIR / "n.md").read_text(encoding="utf-8") == KIMCHI
+
+
+def test_a_move_interrupted_between_link_and_unlink_is_finished_next_run(settings, client, store):
+    write(settings.NOTES_DIR / "n.md", KIMCHI)
+    ingest(settings, client, store)
+    # a crash right after os.link: the note has both names
+    os.link(settings.ingested_dir / "n.md", settings.NOTES_DIR / "n.md")
+    summary = ingest(settings, client, store)
+    assert summary.ingested == ["n.md"] and summary.replaced == []
+    assert not (settings.NOTES_DIR / "n.md").exists()
+    assert (settings.ingested_dir / "n.md").read_text(encoding="utf-8") == KIMCHI
+    check_consistent(store, settings)
+
+
+def test_a_lost_collection_is_rebuilt_from_ingested_notes_on_the_next_run(settings, client, store):
+    write(settings.NOTES_DIR / "a.md", KIMCHI)
+    ingest(settings, client, store)
+    store.drop()  # e.g. the Qdrant volume was deleted
+    write(settings.NOTES_DIR / "b.txt", BREAD)
+    summary = ingest(settings, client, store)
+    assert sorted(summary.ingested) == ["a.md", "b.txt"]
+    check_consistent(store, settings)
+
+
+def spawn(code: str, settings: Settings, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        env=script_env(settings, EMBED_BATCH_SIZE="2"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def kill_at(settings: Settings, stop_at: str, *args: str) -> str:
+    """Run an ingest in a subprocess, SIGKILL it at `stop_at`, return the line it parked on."""
+    proc = spawn(KILLABLE_INGEST, settings, stop_at, *args)
+    try:
+        line = proc.stdout.readline().strip()  # blocks until the parking point is reached
+        assert line and line != "finished", f"ingest did not stop at {stop_at}"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return line
+
+
+def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lost_notes(
+    settings, client
+):
+    notes = settings.NOTES_DIR
+    texts = {f"n{i}.md": f"Note number {i} is about topic {i * 7}.\n" for i in range(6)}
+    texts["n4.md"] = long_note(3, "glacier")  # one note of three chunks
+    for name, text in texts.items():
+        write(notes / name, text)
+    # EMBED_BATCH_SIZE=2 groups notes by up to 2 chunks: [n0 n1] [n2 n3] [n4] [n5]
+    assert kill_at(settings, "first-done") == "done n0.md"
+    assert (settings.ingested_dir / "n0.md").is_file() and (notes / "n1.md").is_file()
+    # n1 was stored but not moved; now the groups are [n1 n2] [n3] [n4] [n5]
+    assert kill_at(settings, "stored:n4.md") == "stored n4.md"
+    assert not (notes / "n3.md").exists() and (notes / "n4.md").is_file()
+    with Store.open(settings) as store:
+        assert store.count("n4.md") == 3
+    texts["n4.md"] = long_note(1, "summit")  # edited after the crash: now one chunk
+    write(notes / "n4.md", texts["n4.md"])
+
+    with Store.open(settings) as store:
+        summary = run(settings, client, store)
+        assert sorted(summary.ingested) == ["n4.md", "n5.md"]
+        check_consistent(store, settings)
+        assert store.count() == 6
+    assert not any(notes.glob("*.md"))
+    for name, text in texts.items():
+        assert (settings.ingested_dir / name).read_text(encoding="utf-8") == text
+
+
+def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, client):
+    for i in range(6):
+        write(settings.NOTES_DIR / f"n{i}.md", f"Note number {i}, about subject {i * 11}.\n")
+    with Store.open(settings) as store:
+        run(settings, client, store)
+    assert kill_at(settings, "stored:n2.md", "rebuild") == "stored n2.md,n3.md"
+    with Store.open(settings) as store:
+        assert store.collection_model().rebuild_incomplete
+        assert store.count() == 4  # the first two groups
+        summary = run(settings, client, store)
+        assert len(summary.ingested) == 6
+        assert not store.collection_model().rebuild_incomplete
+        check_consistent(store, settings)
+
+
+def test_a_second_ingest_or_rebuild_while_one_runs_is_told_its_pid(settings, client, tmp_path):
+    write(settings.NOTES_DIR / "a.md", KIMCHI)
+    holder = spawn(LOCK_HOLDER, settings)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        (tmp_path / "other").mkdir()
+        with (
+            Store.open(make_settings(tmp_path / "other")) as other_store,
+            pytest.raises(IngestBusy, match=f"another ingest is running \\(pid {holder.pid}\\)"),
+        ):
+            run(settings, client, other_store)
+        result = run_script(
+            "ingest.py", "--rebuild", env=script_env(settings), cwd=tmp_path, timeout=60
+        )
+    finally:
+        holder.communicate("", timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: another ingest is running (pid {holder.pid}); " + (
+        "wait for it to finish"
+    )
+    assert (settings.NOTES_DIR / "a.md").is_file()
+
+
+def test_ingest_script_reports_a_down_embedder_in_one_line_then_ingests_and_summarises(
+    settings, tmp_path
+):
+    write(settings.NOTES_DIR / "a.md", KIMCHI)
+    write(settings.NOTES_DIR / "empty.md", "")
+    down = make_settings(tmp_path, UNREACHABLE_EMBEDDER)
+    result = run_script("ingest.py", env=script_env(down), cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].startswith(
+        f"error: embedder at {UNREACHABLE_EMBEDDER} unreachable"
+    )
+    assert (settings.NOTES_DIR / "a.md").is_file()
+
+    result = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
+    assert result.returncode == 1  # one note failed
+    assert "ingested 1 notes (1 chunks)" in result.stdout
+    assert "replaced 0; failed 1" in result.stdout
+    assert "failed: empty.md: empty file" in result.stdout
+    assert "ingesting 1 notes (1 chunks)" in result.stderr
+    assert "1/1 notes, 1/1 chunks" in result.stderr  # the final progress line in logs
+    assert "\x1b" not in result.stderr  # no terminal control codes when not a TTY
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_redraws_one_line_on_a_terminal_with_rate_and_eta():
+    out, clock = io.StringIO(), FakeClock()
+    progress = ConsoleProgress(out, tty=True, clock=clock)
+    progress.start(notes=4, chunks=40)
+    clock.now += 5
+    progress.done("a.md", 10)
+    progress.failed(Failure("b.md", "empty file"))
+    clock.now += 5
+    progress.done("c.md", 10)
+    progress.finish(Summary())
+    text = out.getvalue()
+    assert "\r\x1b[K1/4 notes, 10/40 chunks, 2.0 chunks/s, ETA 15s" in text
+    assert "\r\x1b[Kfailed: b.md: empty file\n" in text
+    assert "\r\x1b[K2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
+    assert text.endswith("\r\x1b[K")
+
+
+def test_progress_prints_plain_lines_at_intervals_when_not_a_terminal():
+    out, clock = io.StringIO(), FakeClock()
+    progress = ConsoleProgress(out, tty=False, interval=5.0, clock=clock)
+    progress.start(notes=3, chunks=300)
+    clock.now += 1
+    progress.done("a.md", 100)  # too soon for a line
+    clock.now += 9
+    progress.done("b.md", 100)
+    progress.finish(Summary())
+    assert out.getvalue().splitlines() == [
+        "ingesting 3 notes (300 chunks)",
+        "2/3 notes, 200/300 chunks, 20.0 chunks/s, ETA 5s",
+    ]

@@ -1,0 +1,195 @@
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import free_port
+from ingest_fixtures import (
+    BREAD,
+    KIMCHI,
+    SHOCK,
+    UNREACHABLE_EMBEDDER,
+    make_settings,
+    run_script,
+    script_env,
+    write,
+)
+
+from embed_client import EmbedClient, EmbedError
+from kb.ingest import run
+from kb.search import Hit, list_tags, search
+from kb.settings import Settings
+from kb.store import CollectionMissing, ModelMismatch, Point, Store, point_id
+
+EXTRA = {
+    "garden/tomatoes.md": "---\ntags: [garden]\n---\nWater tomato plants at the root every "
+    "morning and pinch out the side shoots.\n",
+    "garden/roses.md": "---\ntags: [Garden, flowers]\n---\nPrune roses in early spring "
+    "just above an outward-facing bud.\n",
+    "python.md": "---\ntags: [code]\n---\nUse a context manager to make sure files are "
+    "closed even when an exception is raised.\n",
+    "trains.txt": "The night train leaves the central station at 22:40 and arrives at 7:15.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
+    """Seven notes ingested into embedded Qdrant once for the module (store closed after)."""
+    settings = make_settings(tmp_path_factory.mktemp("query"), embedder_url)
+    write(settings.NOTES_DIR / "food" / "kimchi.md", KIMCHI)
+    write(settings.NOTES_DIR / "bread.txt", BREAD)
+    write(settings.NOTES_DIR / "shock.md", SHOCK)
+    for name, text in EXTRA.items():
+        write(settings.NOTES_DIR / name, text)
+    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+        assert len(run(settings, client, store).ingested) == 7
+    return settings
+
+
+@pytest.fixture
+def settings(tmp_path: Path, embedder_url: str) -> Settings:
+    return make_settings(tmp_path, embedder_url)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[EmbedClient]:
+    with EmbedClient(settings=settings) as opened:
+        yield opened
+
+
+def test_query_prints_the_five_closest_chunks_with_score_source_and_text(corpus, tmp_path):
+    result = run_script(
+        "query.py", "how do I ferment cabbage?", env=script_env(corpus), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    ranks = [line for line in lines if line[:1].isdigit()]
+    assert len(ranks) == 5
+    assert ranks[0].startswith("1. ")
+    assert "food/kimchi.md:6-9  [korean cuisine, recipes]" in ranks[0]
+    score = float(ranks[0].split()[1])
+    assert 0 < score <= 1
+    assert lines[1].strip().startswith("# Kimchi Salt a napa cabbage")  # start of the chunk
+
+
+def test_query_json_has_the_search_fields_and_honours_k_and_tags(corpus, tmp_path):
+    args = ["pruning in spring", "--json", "-k", "2", "--tags", "GARDEN", "--tags", "code,x"]
+    result = run_script("query.py", *args, env=script_env(corpus), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    results = json.loads(result.stdout)["results"]
+    assert len(results) == 2
+    assert all(set(r) == {f.name for f in dataclasses.fields(Hit)} for r in results)
+    assert results[0]["source"] == "garden/roses.md"
+    assert results[0]["tags"] == ["garden", "flowers"]
+    assert all({"garden", "code"} & set(r["tags"]) for r in results)
+    with Store.open(corpus) as store, EmbedClient(settings=corpus) as client:
+        hits = search(store, client, "pruning in spring", k=2, tags=["garden", "code", "x"])
+    for hit, shown in zip(hits, results, strict=True):
+        assert {**hit.to_dict(), "score": pytest.approx(hit.score, abs=1e-5)} == shown
+
+
+def test_query_without_results_for_a_tag_says_so(corpus, tmp_path):
+    result = run_script("query.py", "bread", "--tags", "nope", env=script_env(corpus), cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "no results\n")
+
+
+def test_query_exits_with_one_error_line_when_the_embedder_is_down(corpus, tmp_path):
+    env = script_env(corpus, EMBED_URL=UNREACHABLE_EMBEDDER)
+    result = run_script("query.py", "bread", env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: embedder at {UNREACHABLE_EMBEDDER} unreachable")
+    assert result.stdout == ""
+
+
+def test_query_exits_with_one_error_line_when_qdrant_is_down(corpus, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    env = script_env(corpus)
+    del env["QDRANT_PATH"]
+    env["QDRANT_URL"] = url
+    result = run_script("query.py", "bread", env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: Qdrant at {url} (QDRANT_URL) is unreachable")
+
+
+def test_query_before_any_ingest_says_to_ingest_first(settings, tmp_path):
+    result = run_script("query.py", "bread", env=script_env(settings), cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: collection 'notes' does not exist in embedded Qdrant in "
+        f"{settings.QDRANT_PATH} (QDRANT_PATH); ingest notes first: uv run ingest.py\n"
+    )
+
+
+def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fields(
+    settings, client
+):
+    with Store.open(settings) as store:
+        store.create(client.model, client.dimensions)
+        [vector] = client.embed_documents(["Sourdough needs a lively starter."])
+        old = {"text": "Sourdough needs a lively starter.", "source": "old.md"}
+        store.replace([Point(point_id("old.md", 0), vector, old)], ["old.md"])
+        [hit] = search(store, client, "sourdough starter", k=3)
+    assert hit.to_dict() == {
+        "text": "Sourdough needs a lively starter.",
+        "source": "old.md",
+        "score": pytest.approx(hit.score),
+        "tags": [],
+        "topic": None,
+        "document_date": None,
+        "date_ingested": None,
+        "chunk_index": None,
+        "line_start": None,
+        "line_end": None,
+        "char_start": None,
+        "char_end": None,
+    }
+    assert hit.score > 0.5
+
+
+def test_search_rejects_an_empty_query_and_k_out_of_range(corpus):
+    with Store.open(corpus) as store, EmbedClient(settings=corpus) as client:
+        with pytest.raises(ValueError, match="query is empty"):
+            search(store, client, "  ")
+        for k in (0, 101):
+            with pytest.raises(ValueError, match="k must be between 1 and 100"):
+                search(store, client, "bread", k=k)
+        assert len(search(store, client, "bread", k=100)) == 7
+
+
+def test_search_refuses_a_collection_built_by_another_model(settings, client):
+    with Store.open(settings) as store:
+        store.create("another-model", client.dimensions)
+        with pytest.raises(ModelMismatch, match="--rebuild"):
+            search(store, client, "bread")
+
+
+def test_search_and_list_tags_on_a_missing_collection_say_to_ingest_first(settings, client):
+    with Store.open(settings) as store:
+        with pytest.raises(CollectionMissing, match="ingest notes first"):
+            search(store, client, "bread")
+        with pytest.raises(CollectionMissing, match="ingest notes first"):
+            list_tags(store)
+
+
+def test_search_propagates_embedder_errors(corpus):
+    with (
+        Store.open(corpus) as store,
+        EmbedClient(UNREACHABLE_EMBEDDER, settings=corpus) as down,
+        pytest.raises(EmbedError, match="unreachable"),
+    ):
+        search(store, down, "bread")
+
+
+def test_list_tags_counts_notes_per_tag_most_used_first(corpus):
+    with Store.open(corpus) as store:
+        assert list_tags(store) == [
+            ("garden", 2),
+            ("aerodynamics", 1),
+            ("code", 1),
+            ("flowers", 1),
+            ("korean cuisine", 1),
+            ("recipes", 1),
+        ]
