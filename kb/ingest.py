@@ -23,6 +23,7 @@ from typing import Any
 
 from embed_client import EmbedClient, EmbedError
 from kb.chunking import Chunk, chunk_note, embedding_text
+from kb.embed_cache import CACHE_NAME, EmbedCache
 from kb.inbox import INGESTED, discover, move_to_ingested
 from kb.notes import FrontmatterError, Note, NoteError, read_note
 from kb.progress import Failure, Progress, Summary
@@ -197,6 +198,7 @@ class _Writer:
 
     settings: Settings
     client: EmbedClient
+    cache: EmbedCache
     store: Store
     dimensions: int
     date_ingested: str  # one UTC timestamp for the whole run
@@ -206,7 +208,7 @@ class _Writer:
 
     def write(self, group: list[Pending]) -> None:
         texts = [embedding_text(c, p.note) for p in group for c in p.chunks]
-        vectors = self.client.embed_documents(texts)
+        vectors = self.cache.embed_documents(self.client, texts)
         if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
             raise IngestError(f"embedder returned malformed vectors for {len(texts)} texts")
         points: list[Point] = []
@@ -308,9 +310,13 @@ def run(
                     store.create_indexes()  # after an interrupted create, or new index fields
                 settings.ingested_dir.mkdir(exist_ok=True)
                 progress.start(len(pending), sum(len(p.chunks) for p in pending))
+                # vectors by content hash: unchanged text is never embedded twice (see module)
+                cache_path = settings.NOTES_DIR / CACHE_NAME if settings.EMBED_CACHE else None
+                cache = EmbedCache(cache_path)
                 writer = _Writer(
                     settings=settings,
                     client=client,
+                    cache=cache,
                     store=store,
                     dimensions=dimensions,
                     date_ingested=date_ingested,
@@ -318,9 +324,13 @@ def run(
                     summary=summary,
                     progress=progress,
                 )
-                for group in _groups(pending, settings.EMBED_BATCH_SIZE):
-                    writer.write(group)
-                    summary.seconds = time.monotonic() - started
+                try:
+                    for group in _groups(pending, settings.EMBED_BATCH_SIZE):
+                        writer.write(group)
+                        summary.seconds = time.monotonic() - started
+                finally:
+                    summary.embedded_cached = cache.hits
+                    cache.close()
                 if full:
                     store.mark_complete()
         except EmbedError as exc:

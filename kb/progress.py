@@ -25,6 +25,7 @@ class Summary:
     failed: list[Failure] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
     chunks: int = 0
+    embedded_cached: int = 0  # chunks whose vector came from the embedding cache
     seconds: float = 0.0
     rebuilt: bool = False
 
@@ -130,7 +131,8 @@ def format_summary(summary: Summary) -> str:
     verb = "rebuilt: ingested" if summary.rebuilt else "ingested"
     lines = [
         f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
-        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s; "
+        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s "
+        f"({summary.embedded_cached} reused unchanged); "
         f"replaced {len(summary.replaced)}; failed {len(summary.failed)}"
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         description="Notes larger than this (bytes) are reported and left in place, not ingested.",
     )
 
+    EMBED_CACHE: bool = Field(
+        True,
+        description="Reuse document vectors by content hash (NOTES_DIR/.embed-cache.sqlite3), so "
+        "unchanged text is never embedded twice.",
+    )
+
     # --- MCP server ------------------------------------------------------------------
     MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")
     MCP_PORT: int = Field(8000, ge=1, le=65535, description="Port the MCP server listens on.")
