@@ -1,0 +1,302 @@
+"""The MCP server as Claude Code meets it: `python mcp/server.py` on a free loopback port, the
+real MiniLM embedder process, an embedded Qdrant folder filled by the real ingest code, and the
+SDK's streamable-HTTP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_fixtures import (
+    COLLECTION,
+    NOTES,
+    RPC_HEADERS,
+    SERVER_SCRIPT,
+    SNAPSHOT,
+    TAG_COUNTS,
+    IngestedNotes,
+    ServerFactory,
+    ServerProcess,
+    call_tool,
+    error_text,
+    ingested_notes_fixture,  # noqa: F401
+    list_tools,
+    make_settings,
+    results,
+    search_rpc,
+    server_env,
+    start_server_fixture,  # noqa: F401
+    store_copy_fixture,  # noqa: F401
+)
+from mcp_types import CallToolResult
+
+from kb.store import Store
+
+FIELDS = {"text", "source", "score", "tags", "topic", "document_date", "date_ingested"}
+
+
+@pytest.fixture(scope="module")
+def server(start_server: ServerFactory, embedder_url: str, store_copy) -> ServerProcess:
+    return start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()))
+
+
+def search(server: ServerProcess, query: str, **arguments) -> list[dict]:
+    return results(call_tool(server.url, "search_notes", {"query": query, **arguments}))
+
+
+def test_tools_list_matches_the_snapshot(server: ServerProcess) -> None:
+    tools = list_tools(server.url)
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(json.dumps(tools, indent=2, sort_keys=True) + "\n")
+    expected = json.loads(SNAPSHOT.read_text())
+    assert tools == expected, (
+        "the tool surface changed; if that is deliberate, rewrite the snapshot with "
+        "UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_server.py"
+    )
+
+
+def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess) -> None:
+    tools = {tool["name"]: tool for tool in list_tools(server.url)}
+    assert set(tools) == {"search_notes", "list_tags"}
+    for tool in tools.values():
+        assert tool["annotations"]["readOnlyHint"] is True
+        assert "outputSchema" in tool
+    search_doc = tools["search_notes"]["description"]
+    assert "unfiltered first" in search_doc and "list_tags" in search_doc
+    assert "before filtering" in tools["list_tags"]["description"]
+    schema = tools["search_notes"]["inputSchema"]
+    assert schema["required"] == ["query"]
+    assert schema["properties"]["k"]["default"] == 5
+
+
+def test_search_puts_the_answering_note_first_with_every_field(server: ServerProcess) -> None:
+    hits = search(server, "how long do I ferment napa cabbage with chili paste?")
+    assert hits[0]["source"] == "cooking/kimchi.md"
+    for hit in hits:
+        assert hit.keys() >= FIELDS
+    top = hits[0]
+    assert "napa cabbage" in top["text"] and "tags:" not in top["text"]  # chunk text only
+    assert top["tags"] == ["korean cuisine", "recipes"]
+    assert top["topic"] == "How I make kimchi at home."
+    assert top["document_date"] == "2024-03-01"
+    assert datetime.fromisoformat(top["date_ingested"]).tzinfo is not None
+    assert top["line_start"] >= 6  # after the frontmatter and the heading
+    assert search(server, "pressure and density jump in supersonic flow")[0]["source"] == (
+        "aero/shock-waves.txt"
+    )
+
+
+def test_results_are_ordered_by_score_and_k_is_clamped_to_1_to_20(
+    server: ServerProcess, ingested_notes: IngestedNotes
+) -> None:
+    assert ingested_notes.chunks > 20
+    for k, expected in [(3, 3), (0, 1), (-4, 1), (20, 20), (100, 20)]:
+        hits = search(server, "notes about food", k=k)
+        assert len(hits) == expected, k
+        scores = [hit["score"] for hit in hits]
+        assert scores == sorted(scores, reverse=True)
+    assert len(search(server, "notes about food")) == 5  # the default
+
+
+def test_concurrent_searches_all_get_their_own_answer(server: ServerProcess) -> None:
+    queries = {
+        "fermented napa cabbage": "cooking/kimchi.md",
+        "knead the dough and bake a loaf": "cooking/bread.md",
+        "tomato seedlings after the last frost": "garden/tomatoes.md",
+        "borrow checker and ownership": "code/rust.md",
+        "supersonic normal shock": "aero/shock-waves.txt",
+        "waggle dance of honey bees": "misc/fact-01.txt",
+    }
+    answers: dict[str, str] = {}
+
+    async def ask(client: httpx.AsyncClient, query: str) -> None:
+        body = search_rpc(query, 1)
+        response = await client.post(server.url, json=body, headers=RPC_HEADERS)
+        answers[query] = results(CallToolResult.model_validate(response.json()["result"]))[0][
+            "source"
+        ]
+
+    async def run() -> None:
+        async with httpx.AsyncClient(timeout=60) as client, anyio.create_task_group() as group:
+            for query in list(queries) * 3:
+                group.start_soon(ask, client, query)
+
+    anyio.run(run)
+    assert answers == queries
+
+
+def test_tag_filter_ignores_case_and_spacing(server: ServerProcess) -> None:
+    # The query is about bread, but only the kimchi note carries the tag.
+    for variant in ["korean cuisine", "  KOREAN   Cuisine ", "Korean\tcuisine"]:
+        hits = search(server, "bake a loaf until the crust is brown", tags=[variant])
+        assert [hit["source"] for hit in hits] == ["cooking/kimchi.md"], variant
+
+
+def test_tag_filter_keeps_notes_with_any_of_the_tags(server: ServerProcess) -> None:
+    hits = search(server, "something", k=20, tags=["Recipes"])
+    assert {hit["source"] for hit in hits} == {"cooking/kimchi.md", "cooking/bread.md"}
+    hits = search(server, "something", k=20, tags=["gardening", "PYTHON"])
+    assert {hit["source"] for hit in hits} == {"garden/tomatoes.md", "code/pytest-fixtures.md"}
+    assert search(server, "something", tags=["no such tag"]) == []
+
+
+def test_list_tags_counts_notes_per_tag_most_used_first(server: ServerProcess) -> None:
+    result = call_tool(server.url, "list_tags")
+    assert not result.is_error
+    tags = result.structured_content["tags"]
+    assert [(t["tag"], t["notes"]) for t in tags] == TAG_COUNTS
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({}, "query"),
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": "kimchi", "k": "many"}, "k"),
+        ({"query": "kimchi", "tags": "recipes"}, "tags"),
+        ({"query": "kimchi", "tags": [["nested"]]}, "tags"),
+    ],
+)
+def test_invalid_arguments_get_a_validation_error_naming_the_field(
+    server: ServerProcess, arguments: dict, named: str
+) -> None:
+    message = error_text(call_tool(server.url, "search_notes", arguments))
+    assert "validation error" in message and named in message
+
+
+def test_health_reports_embedder_model_dimension_collection_and_points(
+    server: ServerProcess, ingested_notes: IngestedNotes
+) -> None:
+    response = httpx.get(f"{server.base}/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["ok"] is True
+    assert body["embedder"]["ready"] is True
+    assert body["embedder"]["model"] == ingested_notes.model
+    assert body["embedder"]["dimensions"] == ingested_notes.dimensions == 384
+    assert body["store"] == {
+        "collection": COLLECTION,
+        "ready": True,
+        "points": ingested_notes.chunks,
+        "model": ingested_notes.model,
+    }
+
+
+def test_queries_and_note_text_never_reach_the_log(server: ServerProcess) -> None:
+    secret = "zanzibar xylophone quokka"
+    search(server, secret, k=3)
+    call_tool(server.url, "search_notes", {"query": secret, "k": "bad"})
+    log = server.log
+    assert "search_notes k=3" in log  # the call was logged, as counts
+    assert "zanzibar" not in log
+    for text in NOTES.values():
+        assert text.strip().splitlines()[-1] not in log
+
+
+def test_embedder_down_is_a_tool_error_and_the_server_keeps_serving(
+    start_server: ServerFactory, store_copy
+) -> None:
+    server = start_server(EMBED_URL="http://127.0.0.1:9", QDRANT_PATH=str(store_copy()))
+    message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
+    assert message.count("embedder failed") == 1 and "unreachable" in message
+    assert "start the embedder" in message
+    # Still alive: tools that need no embedder work, and /health says what is wrong.
+    tags = call_tool(server.url, "list_tags").structured_content["tags"]
+    assert [(t["tag"], t["notes"]) for t in tags] == TAG_COUNTS
+    health = httpx.get(f"{server.base}/health")
+    assert health.status_code == 503
+    assert health.json()["embedder"]["ready"] is False
+    assert server.proc.poll() is None
+
+
+def test_embedder_still_loading_says_retry_in_a_minute(
+    start_server: ServerFactory, start_embedder, minilm_path: Path, store_copy
+) -> None:
+    embedder = start_embedder({"EMBED_MODEL": str(minilm_path)}, wait=False)
+    try:
+        embedder.wait_listening()
+        server = start_server(EMBED_URL=embedder.url, QDRANT_PATH=str(store_copy()))
+        result = call_tool(server.url, "search_notes", {"query": "kimchi"})
+        # Loading only ever ends, so a 503 now means it was loading during the call too.
+        if httpx.get(f"{embedder.url}/health").status_code != 503:
+            pytest.fail("the embedder finished loading before the check could observe it")
+        message = error_text(result)
+        assert "embedder failed: still loading, retry in a minute" in message
+        embedder.wait_healthy()
+        assert results(call_tool(server.url, "search_notes", {"query": "kimchi"}))
+    finally:
+        embedder.stop()
+
+
+def test_missing_collection_says_run_ingest_first(
+    start_server: ServerFactory, embedder_url: str, store_copy
+) -> None:
+    server = start_server(
+        EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()), COLLECTION="never_ingested"
+    )
+    for tool, arguments in [("search_notes", {"query": "kimchi"}), ("list_tags", {})]:
+        message = error_text(call_tool(server.url, tool, arguments))
+        assert "does not exist" in message and "ingest.py" in message
+    health = httpx.get(f"{server.base}/health")
+    assert health.status_code == 503
+    assert "ingest.py" in health.json()["store"]["error"]
+
+
+def test_empty_collection_says_run_ingest_first(
+    start_server: ServerFactory,
+    embedder_url: str,
+    ingested_notes: IngestedNotes,
+    tmp_path: Path,
+) -> None:
+    settings = make_settings(embedder_url, tmp_path / "qdrant")
+    with Store.open(settings) as store:
+        store.create(ingested_notes.model, ingested_notes.dimensions)
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=settings.QDRANT_PATH)
+    message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
+    assert "has no notes yet" in message and "ingest.py" in message
+    assert call_tool(server.url, "list_tags").structured_content == {"tags": []}
+
+
+def test_a_store_folder_held_elsewhere_is_reported_and_recovered_from(
+    start_server: ServerFactory, embedder_url: str, store_copy
+) -> None:
+    folder = store_copy()
+    settings = make_settings(embedder_url, folder)
+    with Store.open(settings):  # e.g. an ingest run holding the embedded folder
+        server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(folder))
+        message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
+        assert "in use by another process" in message
+    # The server opens the store on first use, so it recovers without a restart.
+    assert search(server, "fermented cabbage")[0]["source"] == "cooking/kimchi.md"
+
+
+def test_stdio_mode_serves_the_same_tools(
+    embedder_url: str, store_copy, tmp_path: Path, ingested_notes: IngestedNotes
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(SERVER_SCRIPT), "--stdio"],
+        env=server_env({"EMBED_URL": embedder_url, "QDRANT_PATH": str(store_copy())}),
+        cwd=SERVER_SCRIPT.parent.parent,
+    )
+
+    async def run() -> tuple[set[str], list[dict]]:
+        with (tmp_path / "stdio.log").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                found = await client.call_tool("search_notes", {"query": "tomato seedlings"})
+        return names, found.structured_content["results"]
+
+    names, hits = anyio.run(run)
+    assert names == {"search_notes", "list_tags"}
+    assert hits[0]["source"] == "garden/tomatoes.md"
