@@ -1,11 +1,14 @@
 """Search your notes from the terminal.
 
-    uv run query.py "how do I make kimchi?"           # the 5 closest chunks
+    uv run query.py "how do I make kimchi?"           # the 5 best notes (hybrid search)
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
+    uv run query.py "kb.store.upsert_points" --mode keyword --path projects/
+    uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
 
-Prints score, source file (with line range) and the start of each chunk; `--json` prints one
-object `{"results": [...]}` with the same fields as the MCP tool `search_notes`. Exits non-zero
-with one `error:` line when the embedder or Qdrant is down.
+Prints score, source file (with line range and heading path) and the start of each chunk;
+`--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
+`search_notes`. Exits non-zero with one `error:` line when the embedder or Qdrant is down
+(keyword mode needs no embedder).
 """
 
 from __future__ import annotations
@@ -18,32 +21,79 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from embed_client import EmbedClient, EmbedError
-from kb.search import MAX_K, Hit, search
+from kb.chunking import PATH_SEPARATOR
+from kb.search import MAX_K, MODES, Filters, Hit, search
 from kb.settings import get_settings
 from kb.store import Store, StoreError
 
 PREVIEW_CHARS = 200
+# Filters field -> the option that sets it, so a validation error names what the user typed
+FILTER_OPTIONS = {
+    "tags_any": "--tags",
+    "tags_all": "--all-tags",
+    "date_from": "--from",
+    "date_to": "--to",
+    "ingested_from": "--ingested-from",
+    "ingested_to": "--ingested-to",
+    "path_prefix": "--path",
+}
 
 
 def format_hit(rank: int, hit: Hit) -> str:
     where = hit.source or "(unknown source)"
     if hit.line_start is not None:
         where += f":{hit.line_start}-{hit.line_end}"
+    section = f"  ({PATH_SEPARATOR.join(hit.heading_path)})" if hit.heading_path else ""
     tags = f"  [{', '.join(hit.tags)}]" if hit.tags else ""
     text = " ".join(hit.text.split())
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-    return f"{rank}. {hit.score:.3f}  {where}{tags}\n   {preview}"
+    return f"{rank}. {hit.score:.3f}  {where}{tags}{section}\n   {preview}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _listed(values: list[str]) -> list[str]:
+    return [item for value in values for item in value.split(",")]
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]:
     parser = argparse.ArgumentParser(description="Search your ingested notes.")
     parser.add_argument("query", help="what to look for, in your own words")
     parser.add_argument("-k", type=int, default=5, help=f"number of results, 1-{MAX_K} (5)")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="hybrid: meaning and keywords together (default); semantic: meaning only; "
+        "keyword: exact words, names and identifiers only",
+    )
     parser.add_argument(
         "--tags",
         action="append",
         default=[],
         help="only notes with any of these tags (comma-separated; may repeat)",
+    )
+    parser.add_argument(
+        "--all-tags",
+        action="append",
+        default=[],
+        metavar="TAGS",
+        help="only notes with every one of these tags (comma-separated; may repeat)",
+    )
+    dates = "ISO date or datetime; a bare --to date includes that day"
+    parser.add_argument(
+        "--from", dest="date_from", metavar="DATE", help=f"document_date on or after ({dates})"
+    )
+    parser.add_argument("--to", dest="date_to", metavar="DATE", help="document_date on or before")
+    parser.add_argument("--ingested-from", metavar="DATE", help="ingested on or after")
+    parser.add_argument("--ingested-to", metavar="DATE", help="ingested on or before")
+    parser.add_argument(
+        "--path", help="only notes in this folder (e.g. recipes/) or this one note file"
+    )
+    parser.add_argument(
+        "--per-note",
+        type=int,
+        default=1,
+        metavar="N",
+        help="at most N chunks per note (1: every result a different note; 0: no limit)",
     )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     args = parser.parse_args(argv)
@@ -51,7 +101,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("the query is empty")
     if not 1 <= args.k <= MAX_K:
         parser.error(f"-k must be between 1 and {MAX_K}")
-    tags = [tag for value in args.tags for tag in value.split(",")]
+    if args.per_note < 0:
+        parser.error("--per-note must be 0 or more")
+    try:
+        filters = Filters(
+            tags_any=_listed(args.tags),
+            tags_all=_listed(args.all_tags),
+            date_from=args.date_from,
+            date_to=args.date_to,
+            ingested_from=args.ingested_from,
+            ingested_to=args.ingested_to,
+            path_prefix=args.path,
+        )
+    except ValueError as exc:
+        message = str(exc)
+        for name, option in FILTER_OPTIONS.items():
+            message = message.replace(name, option)
+        parser.error(message)
+    return args, filters
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, filters = parse_args(argv)
     try:
         settings = get_settings()
     except ValidationError as exc:
@@ -62,7 +133,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with Store.open(settings) as store, EmbedClient(settings=settings) as client:
-            hits = search(store, client, args.query, k=args.k, tags=tags)
+            hits = search(
+                store,
+                client,
+                args.query,
+                k=args.k,
+                mode=args.mode,
+                filters=filters,
+                per_note=args.per_note or None,
+            )
     except EmbedError as exc:
         print(f"error: {exc.message} (EMBED_URL)", file=sys.stderr)
         return 1

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from embed_client import EmbedClient, EmbedError
-from kb.chunking import Chunk, chunk_note, embedding_text
+from kb.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.embed_cache import CACHE_NAME, EmbedCache
 from kb.inbox import INGESTED, discover, move_to_ingested
 from kb.notes import FrontmatterError, Note, NoteError, read_note
 from kb.progress import Failure, Progress, Summary
+from kb.qdrant_query import folders_of
 from kb.settings import Settings
+from kb.sparse import document_vector
 from kb.store import Point, Store, StoreError, point_id
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,11 @@ class Pending:
     chunks: list[Chunk]
     inbox: bool  # in the inbox (moved once stored) rather than ingested/ (rebuild: stays put)
     replaces: bool  # an earlier version of this note is in ingested/
+    title: str = ""  # the note's title (chunking.note_title)
+
+    def texts(self) -> list[str]:
+        """What is embedded for each chunk: the chunk with its title, heading path and topic."""
+        return [embedding_text(c, self.note, self.title) for c in self.chunks]
 
 
 # --- locking --------------------------------------------------------------------------
@@ -144,7 +151,9 @@ def _prepare(
                 )
                 continue
             replaces = not os.path.samefile(path, dest)
-        pending.append(Pending(note, chunks, inbox=from_inbox, replaces=replaces))
+        pending.append(
+            Pending(note, chunks, inbox=from_inbox, replaces=replaces, title=note_title(note))
+        )
 
     for failure in failed:
         summary.failed.append(failure)
@@ -162,6 +171,9 @@ def _payload(pending: Pending, chunk: Chunk, date_ingested: str) -> dict[str, An
     return {
         "text": chunk.text,
         "source": note.source,
+        "folders": folders_of(note.source),
+        "title": pending.title,
+        "heading_path": list(chunk.heading_path),
         "chunk_index": chunk.index,
         "tags": list(note.tags),
         "topic": note.topic,
@@ -207,7 +219,7 @@ class _Writer:
     progress: Progress
 
     def write(self, group: list[Pending]) -> None:
-        texts = [embedding_text(c, p.note) for p in group for c in p.chunks]
+        texts = [text for p in group for text in p.texts()]
         vectors = self.cache.embed_documents(self.client, texts)
         if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
             raise IngestError(f"embedder returned malformed vectors for {len(texts)} texts")
@@ -219,6 +231,9 @@ class _Writer:
                         id=point_id(p.note.source, chunk.index),
                         vector=vectors[len(points)],
                         payload=_payload(p, chunk, self.date_ingested),
+                        # keywords of the very text embedded: a deep chunk is found by its
+                        # note's title and section words too
+                        keyword=document_vector(texts[len(points)]),
                     )
                 )
         sources = [p.note.source for p in group]
@@ -307,6 +322,7 @@ def run(
                     store.create(model, dimensions, rebuilding=from_ingested)
                 else:
                     store.check_model(model, dimensions)
+                    store.require_keyword()  # refuses a collection made by an older version
                     store.create_indexes()  # after an interrupted create, or new index fields
                 settings.ingested_dir.mkdir(exist_ok=True)
                 progress.start(len(pending), sum(len(p.chunks) for p in pending))

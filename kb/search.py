@@ -1,26 +1,44 @@
-"""Semantic search over the stored chunks, and the tags in use.
+"""Search the stored chunks (hybrid, semantic or keyword, with filters), and the tags in use.
 
-Shared by query.py and the MCP server, so both return the same fields.
+Shared by query.py and the MCP server, so both accept the same options and return the same
+fields.
+
+Modes: `hybrid` (default) scores each chunk by its cosine similarity plus a keyword (BM25)
+bonus, so a paraphrase and an exact identifier, acronym or name are both found (see
+kb.qdrant_query.fusion); `semantic` is the dense ranking alone, `keyword` the BM25 ranking
+alone. Results are collapsed to `per_note` chunks per note (default 1: ten results are ten
+different notes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, date, datetime, time, timedelta
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from kb.notes import normalise_tags
+from kb.qdrant_query import DateRange, payload_filter
+from kb.sparse import query_vector
 from kb.store import Store
 
 if TYPE_CHECKING:
+    from qdrant_client.models import Filter as QdrantFilter
+
     from embed_client import EmbedClient
 
 MAX_K = 100
+Mode = Literal["hybrid", "semantic", "keyword"]
+MODES: tuple[str, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One matching chunk. Fields a point lacks (written by an older version) are empty/None."""
+    """One matching chunk. Fields a point lacks (written by an older version) are empty/None.
+
+    `score` ranks results within one search: cosine similarity in semantic mode (-1..1), BM25
+    in keyword mode (0 and up), cosine plus a keyword bonus of 0..1 in hybrid mode.
+    """
 
     text: str
     source: str | None
@@ -34,6 +52,8 @@ class Hit:
     line_end: int | None = None
     char_start: int | None = None  # character offsets of the chunk in its note file
     char_end: int | None = None
+    title: str | None = None  # the note's first `#` heading, else its file name
+    heading_path: list[str] = field(default_factory=list)  # headings above the chunk
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -41,12 +61,15 @@ class Hit:
             value = payload.get(key)
             return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
-        tags = payload.get("tags")
+        def strings(key: str) -> list[str]:
+            value = payload.get(key)
+            return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
         return cls(
             text=payload.get("text") if isinstance(payload.get("text"), str) else "",
             source=opt("source", str),
             score=float(score),
-            tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+            tags=strings("tags"),
             topic=opt("topic", str),
             document_date=opt("document_date", str),
             date_ingested=opt("date_ingested", str),
@@ -55,10 +78,95 @@ class Hit:
             line_end=opt("line_end", int),
             char_start=opt("char_start", int),
             char_end=opt("char_end", int),
+            title=opt("title", str),
+            heading_path=strings("heading_path"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _when(name: str, value: str | date | None, *, end: bool) -> tuple[datetime | None, bool]:
+    """A filter bound as a UTC datetime, and whether it is exclusive (a bare end date means
+    the whole day: up to the next midnight)."""
+    if value is None or value == "":
+        return None, False
+    if isinstance(value, datetime):
+        moment, day = value, None
+    elif isinstance(value, date):
+        moment, day = None, value
+    else:
+        text = str(value).strip()
+        try:
+            moment, day = None, date.fromisoformat(text)
+        except ValueError:
+            try:
+                moment, day = datetime.fromisoformat(text), None
+            except ValueError:
+                raise ValueError(
+                    f"{name}: {value!r} is not an ISO date or datetime "
+                    "(e.g. 2024-03-01 or 2024-03-01T14:30)"
+                ) from None
+    if day is not None:
+        if end:
+            return datetime.combine(day + timedelta(days=1), time(), UTC), True
+        return datetime.combine(day, time(), UTC), False
+    assert moment is not None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)), False
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Conditions every result meets; all optional, combined with AND.
+
+    Dates are ISO dates or datetimes (naive ones are UTC); a bare `..._to` date includes that
+    whole day. Tags are normalised like frontmatter tags. Construction raises ValueError
+    naming the field and the value at fault.
+    """
+
+    tags_any: Sequence[str] = ()  # at least one of these tags
+    tags_all: Sequence[str] = ()  # every one of these tags
+    date_from: str | None = None  # document_date >= this
+    date_to: str | None = None  # document_date <= this
+    ingested_from: str | None = None  # date_ingested >= this
+    ingested_to: str | None = None  # date_ingested <= this
+    path_prefix: str | None = None  # a folder ("recipes/", any depth below) or one note's path
+
+    def __post_init__(self) -> None:
+        for name in ("tags_any", "tags_all"):
+            try:
+                object.__setattr__(self, name, tuple(normalise_tags(getattr(self, name))))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        path = (self.path_prefix or "").strip().removeprefix("./").strip("/")
+        object.__setattr__(self, "path_prefix", path or None)
+        self.date_ranges()  # validates the dates now rather than at search time
+
+    def date_ranges(self) -> list[DateRange]:
+        """The document_date and date_ingested bounds as UTC datetimes."""
+        ranges = []
+        for prefix, key in (("date", "document_date"), ("ingested", "date_ingested")):
+            first, last = getattr(self, f"{prefix}_from"), getattr(self, f"{prefix}_to")
+            start, _ = _when(f"{prefix}_from", first, end=False)
+            end, exclusive = _when(f"{prefix}_to", last, end=True)
+            if (
+                start is not None
+                and end is not None
+                and (start >= end if exclusive else start > end)
+            ):
+                raise ValueError(f"{prefix}_from {first!r} is after {prefix}_to {last!r}")
+            if start is not None or end is not None:
+                ranges.append(DateRange(key, start, end, end_exclusive=exclusive))
+        return ranges
+
+    def where(self) -> QdrantFilter | None:
+        """The Qdrant filter for these conditions (None when there are none)."""
+        return payload_filter(
+            tags_any=tuple(self.tags_any),
+            tags_all=tuple(self.tags_all),
+            dates=self.date_ranges(),
+            path=self.path_prefix,
+        )
 
 
 def search(
@@ -67,21 +175,36 @@ def search(
     query: str,
     k: int = 5,
     tags: Sequence[str] | str | None = None,
+    *,
+    mode: Mode = "hybrid",
+    filters: Filters | None = None,
+    per_note: int | None = 1,
 ) -> list[Hit]:
-    """The `k` chunks closest to `query`, optionally only from notes with any of `tags`.
+    """The `k` best chunks for `query`, at most `per_note` from each note (None or 0: no limit).
 
-    Tags are normalised like frontmatter tags ("Korean  Cuisine" finds "korean cuisine").
-    Raises ValueError for an empty query or k outside 1..MAX_K, EmbedError when the embedder
-    fails, StoreError (CollectionMissing, ModelMismatch, StoreUnavailable) from Qdrant.
+    `tags` (kept for older callers) is the same as `filters.tags_any`; both together mean any
+    of either. Raises ValueError for an empty query, k outside 1..MAX_K, an unknown mode or a
+    negative per_note; EmbedError when the embedder fails; StoreError (CollectionMissing,
+    ModelMismatch, KeywordIndexMissing, StoreUnavailable) from Qdrant.
     """
     if not query.strip():
         raise ValueError("query is empty")
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
-    wanted = normalise_tags(tags)
-    store.check_model(client.model, client.dimensions)
-    vector = client.embed_query(query)
-    return [Hit.from_payload(m.score, m.payload) for m in store.query(vector, k, wanted or None)]
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if per_note is not None and per_note < 0:
+        raise ValueError(f"per_note must be 1 or more (0 or None: no limit), got {per_note}")
+    filters = filters or Filters()
+    if tags:
+        filters = replace(filters, tags_any=(*filters.tags_any, *normalise_tags(tags)))
+    dense = None
+    if mode != "keyword":  # keyword search needs no embedder: it works while that one is down
+        store.check_model(client.model, client.dimensions)
+        dense = client.embed_query(query)
+    keyword = query_vector(query) if mode != "semantic" else None
+    matches = store.query(k, dense=dense, keyword=keyword, where=filters.where(), per_note=per_note)
+    return [Hit.from_payload(m.score, m.payload) for m in matches]
 
 
 def list_tags(store: Store) -> list[tuple[str, int]]:

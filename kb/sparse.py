@@ -24,10 +24,12 @@ from functools import lru_cache
 import snowballstemmer
 
 # BM25 document-side parameters. AVG_LEN stands in for the corpus mean chunk length (in tokens):
-# a fixed value keeps vectors independent of the rest of the corpus (chunks are <= 1500 chars).
+# a fixed value keeps vectors independent of the rest of the corpus. Chunks are <= 1500 chars,
+# most much shorter (a heading section each); Cranfield's chunks average 90 tokens, and 100
+# scored nDCG@10 0.363 there against 0.354 for 200.
 K1 = 1.2
 B = 0.75
-AVG_LEN = 200.0
+AVG_LEN = 100.0
 
 _CJK = "\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(
@@ -38,44 +40,21 @@ _PART_SEP = re.compile(r"[._/\-:#@+]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
-# Lucene's classic English stop set: too common to help a keyword match, and IDF alone still
-# lets them add noise to short queries.
+# Snowball's English stop list (the stemmer's own project) plus modal verbs. With IDF weighting
+# a stopword still adds noise: question words ("what", "how", "which") are rare in notes, so
+# they get a high IDF and match chunks by accident. Measured on Cranfield: keyword nDCG@10 0.365
+# vs 0.359 with Lucene's 33 words. An all-caps token is kept (IT, US, WHO, CAN bus: acronyms).
 STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself may me might more most must my myself no nor not of off on once only or other ought
+    our ours ourselves out over own same shall she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours
+    yourself yourselves also
+    """.split()  # noqa: SIM905 (one word per line as a list would run to 130 lines)
 )
 
 _stemmer = snowballstemmer.stemmer("english")
@@ -88,7 +67,7 @@ def _stem(word: str) -> str:
 
 def _word_terms(word: str) -> list[str]:
     low = word.lower()
-    if low in STOPWORDS:
+    if low in STOPWORDS and not (len(word) > 1 and word.isupper()):
         return []
     if low.isdigit() or not low.isalpha():
         return [low]  # numbers and mixed tokens (v2, 3d, utf8) match exactly

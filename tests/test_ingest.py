@@ -22,6 +22,7 @@ from ingest_fixtures import (
     tree_state,
     write,
 )
+from qdrant_client import models
 
 from embed_client import EmbedClient
 from kb.chunking import chunk_note
@@ -29,7 +30,8 @@ from kb.ingest import IngestBusy, IngestError, run
 from kb.notes import read_note
 from kb.progress import ConsoleProgress, Failure, Summary
 from kb.settings import Settings
-from kb.store import Store, point_id
+from kb.sparse import document_vector
+from kb.store import DENSE, KEYWORD, Store, point_id
 
 
 def long_note(paragraphs: int, word: str) -> str:
@@ -123,22 +125,36 @@ def test_stored_chunks_carry_text_source_index_tags_topic_dates_and_locators(
     assert shock["date_ingested"] == kimchi["date_ingested"]  # one timestamp per run
 
 
-def test_the_topic_is_embedded_with_every_chunk_while_the_chunk_alone_is_stored(
+def test_title_heading_path_and_topic_are_embedded_with_each_chunk_which_is_stored_alone(
     settings, client, store
 ):
     topic = "Notes from my trip to the Alps."
-    write(settings.NOTES_DIR / "trip.md", f"---\ntopic: {topic}\n---\n" + long_note(3, "glacier"))
+    body = f"# Alps 2023\n\n## Glaciers\n\n{long_note(2, 'glacier')}\n## Summits\n\n"
+    write(
+        settings.NOTES_DIR / "travel" / "trip.md",
+        f"---\ntopic: {topic}\n---\n{body}{long_note(1, 'summit')}",
+    )
     ingest(settings, client, store)
-    payloads = sorted(store.payloads("trip.md"), key=lambda p: p[1]["chunk_index"])
-    assert len(payloads) == 3
-    stored = store.vectors([point for point, _ in payloads])
-    for point, payload in payloads:
+    payloads = sorted(store.payloads("travel/trip.md"), key=lambda p: p[1]["chunk_index"])
+    assert [p["heading_path"] for _, p in payloads] == [
+        ["Alps 2023", "Glaciers"],
+        ["Alps 2023", "Glaciers"],
+        ["Alps 2023", "Summits"],
+    ]
+    assert {(p["title"], tuple(p["folders"])) for _, p in payloads} == {("Alps 2023", ("travel",))}
+    # what each chunk's text lacks: the headings above it that it does not show itself
+    context = ["", "Alps 2023 > Glaciers\n", "Alps 2023\n"]
+    ids = [point for point, _ in payloads]
+    stored = store.vectors(ids)
+    records = store.client.retrieve(store.collection, ids, with_vectors=[KEYWORD])
+    keywords = {str(r.id): r.vector[KEYWORD] for r in records}
+    for (point, payload), lines in zip(payloads, context, strict=True):
         assert topic not in payload["text"]
-        with_topic, alone = client.embed_documents(
-            [f"{topic}\n\n{payload['text']}", payload["text"]]
-        )
-        assert cosine(stored[point], with_topic) > 0.999
+        expected = f"{lines}{topic}\n\n{payload['text']}"
+        with_context, alone = client.embed_documents([expected, payload["text"]])
+        assert cosine(stored[point], with_context) > 0.999
         assert cosine(stored[point], alone) < 0.99
+        assert keywords[point].indices == document_vector(expected).indices
 
 
 def test_a_second_run_embeds_nothing_and_ingested_notes_are_not_picked_up_again(
@@ -208,6 +224,24 @@ def test_a_collection_built_by_another_model_is_refused_until_rebuild(settings, 
     assert (settings.NOTES_DIR / "a.md").is_file()
     ingest(settings, client, store, rebuild=True)
     assert store.collection_model().model == client.model
+    check_consistent(store, settings)
+
+
+def test_a_collection_from_before_keyword_vectors_is_refused_until_rebuild(settings, client, store):
+    # the layout the previous version created: a dense vector only
+    store.client.create_collection(
+        store.collection,
+        vectors_config={
+            DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)
+        },
+        metadata={"embed_model": client.model, "embed_dimensions": client.dimensions},
+    )
+    write(settings.NOTES_DIR / "a.md", KIMCHI)
+    with pytest.raises(IngestError, match=r"without keyword vectors.*--rebuild"):
+        ingest(settings, client, store)
+    assert (settings.NOTES_DIR / "a.md").is_file()
+    ingest(settings, client, store, rebuild=True)
+    assert store.collection_model().keyword
     check_consistent(store, settings)
 
 

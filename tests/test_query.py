@@ -15,12 +15,21 @@ from ingest_fixtures import (
     script_env,
     write,
 )
+from qdrant_client import models
 
 from embed_client import EmbedClient, EmbedError
 from kb.ingest import run
 from kb.search import Hit, list_tags, search
 from kb.settings import Settings
-from kb.store import CollectionMissing, ModelMismatch, Point, Store, point_id
+from kb.store import (
+    DENSE,
+    CollectionMissing,
+    KeywordIndexMissing,
+    ModelMismatch,
+    Point,
+    Store,
+    point_id,
+)
 
 EXTRA = {
     "garden/tomatoes.md": "---\ntags: [garden]\n---\nWater tomato plants at the root every "
@@ -131,7 +140,8 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         [vector] = client.embed_documents(["Sourdough needs a lively starter."])
         old = {"text": "Sourdough needs a lively starter.", "source": "old.md"}
         store.replace([Point(point_id("old.md", 0), vector, old)], ["old.md"])
-        [hit] = search(store, client, "sourdough starter", k=3)
+        [hit] = search(store, client, "sourdough starter", k=3, mode="semantic")
+        [hybrid] = search(store, client, "sourdough starter", k=3)
     assert hit.to_dict() == {
         "text": "Sourdough needs a lively starter.",
         "source": "old.md",
@@ -145,8 +155,41 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "line_end": None,
         "char_start": None,
         "char_end": None,
+        "title": None,
+        "heading_path": [],
     }
-    assert hit.score > 0.5
+    assert hit.score > 0.5  # cosine similarity in semantic mode
+    assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector
+
+
+def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_and_says_to_rebuild(
+    settings, client, tmp_path
+):
+    with Store.open(settings) as store:
+        # the layout the previous version created: one dense vector, no keyword vector
+        store.client.create_collection(
+            "notes",
+            vectors_config={
+                DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)
+            },
+            metadata={"embed_model": client.model, "embed_dimensions": client.dimensions},
+        )
+        [vector] = client.embed_documents(["Sourdough needs a lively starter."])
+        payload = {"text": "Sourdough needs a lively starter.", "source": "old.md"}
+        store.replace([Point(point_id("old.md", 0), vector, payload)], ["old.md"])
+        [hit] = search(store, client, "sourdough", mode="semantic")
+        assert hit.source == "old.md"
+        for mode in ("hybrid", "keyword"):
+            with pytest.raises(KeywordIndexMissing, match=r"older version.*--rebuild"):
+                search(store, client, "sourdough", mode=mode)
+    result = run_script("query.py", "sourdough", env=script_env(settings), cwd=tmp_path)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: collection 'notes'") and "uv run ingest.py --rebuild" in line
+    semantic = run_script(
+        "query.py", "sourdough", "--mode", "semantic", env=script_env(settings), cwd=tmp_path
+    )
+    assert semantic.returncode == 0 and "old.md" in semantic.stdout
 
 
 def test_search_rejects_an_empty_query_and_k_out_of_range(corpus):

@@ -47,3 +47,12 @@ def test_query_vector_has_each_distinct_term_once_with_unit_weight():
 def test_term_ids_are_stable_32_bit_integers():
     assert term_id("wing") == term_id("wing")
     assert 0 <= term_id("wing") < 2**32
+
+
+def test_question_words_and_modal_verbs_are_stopwords():
+    assert tokenize("What should I do when it will not start?") == ["start"]
+
+
+def test_an_all_caps_acronym_is_kept_even_when_it_spells_a_stopword():
+    assert tokenize("The IT team checked the CAN bus") == ["it", "team", "check", "can", "bus"]
+    assert tokenize("it can") == []

@@ -1,19 +1,32 @@
+import random
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from helpers import free_port
 from ingest_fixtures import make_settings
 from pydantic import ValidationError
+from qdrant_client import models
 
+from kb.qdrant_query import (
+    KEYWORD_HALF,
+    KEYWORD_WEIGHT,
+    DateRange,
+    folders_of,
+    payload_filter,
+)
 from kb.settings import Settings
+from kb.sparse import document_vector, query_vector
 from kb.store import (
     DENSE,
+    KEYWORD,
     PAYLOAD_INDEXES,
     CollectionMissing,
+    KeywordIndexMissing,
     ModelMismatch,
     Point,
     Store,
@@ -103,10 +116,11 @@ def test_query_returns_nearest_first_and_a_tag_filter_keeps_notes_with_any_tag(s
         ["a.md", "b.md", "c.md"],
     )
     store.replace([Point(point_id("d.md", 0), vec(0, 0, 0, 1), {"source": "d.md"})], ["d.md"])
-    matches = store.query(vec(0, 0, 0, 1), 4)
+    matches = store.query(4, dense=vec(0, 0, 0, 1))
     assert matches[0].payload["source"] == "d.md"
     assert matches[0].score == pytest.approx(1.0)
-    found = {m.payload["source"] for m in store.query(vec(1, 0, 0.1), 10, tags=["z", "x"])}
+    where = payload_filter(tags_any=["z", "x"])
+    found = {m.payload["source"] for m in store.query(10, dense=vec(1, 0, 0.1), where=where)}
     assert found == {"a.md", "b.md"}
 
 
@@ -130,14 +144,141 @@ def test_payload_indexes_are_created_for_every_filtered_field(settings: Settings
         monkeypatch.setattr(store.client, "create_payload_index", recording)
         store.ensure("model-a", DIMS)
     assert requested == PAYLOAD_INDEXES
-    assert {"source", "tags", "document_date", "date_ingested"} <= set(requested)
+    assert {"source", "folders", "tags", "document_date", "date_ingested"} <= set(requested)
     assert PAYLOAD_INDEXES["tags"] == "keyword" and PAYLOAD_INDEXES["document_date"] == "datetime"
 
 
-def test_collection_uses_a_named_dense_vector_so_other_vectors_can_join_it(store: Store):
-    vectors = store.client.get_collection(store.collection).config.params.vectors
-    assert set(vectors) == {DENSE}
-    assert vectors[DENSE].size == DIMS
+def test_collection_holds_a_named_dense_vector_and_an_idf_weighted_keyword_vector(store: Store):
+    params = store.client.get_collection(store.collection).config.params
+    assert set(params.vectors) == {DENSE}
+    assert params.vectors[DENSE].size == DIMS
+    assert set(params.sparse_vectors) == {KEYWORD}
+    assert params.sparse_vectors[KEYWORD].modifier == models.Modifier.IDF
+    assert store.collection_model().keyword
+
+
+def test_a_point_stores_its_keyword_vector_beside_the_dense_one(store: Store):
+    keyword = document_vector("call kb.store.upsert_points")
+    store.replace([Point(point_id("a.md", 0), vec(1), {"source": "a.md"}, keyword)], ["a.md"])
+    [record] = store.client.retrieve(store.collection, [point_id("a.md", 0)], with_vectors=True)
+    stored = record.vector[KEYWORD]
+    assert (stored.indices, stored.values) == (keyword.indices, pytest.approx(keyword.values))
+    [match] = store.query(5, keyword=query_vector("upsert_points"))
+    assert match.payload["source"] == "a.md" and match.score > 0
+
+
+def test_a_collection_made_without_keyword_vectors_refuses_keyword_search_with_a_rebuild_hint(
+    settings: Settings,
+):
+    with Store.open(settings, "old") as store:
+        # what the previous version created: the dense vector only
+        store.client.create_collection(
+            "old",
+            vectors_config={DENSE: models.VectorParams(size=DIMS, distance=models.Distance.COSINE)},
+            metadata={"embed_model": "model-a", "embed_dimensions": DIMS, "schema_version": 1},
+        )
+        store.replace([Point(point_id("a.md", 0), vec(1), {"source": "a.md"})], ["a.md"])
+        assert not store.collection_model().keyword
+        with pytest.raises(KeywordIndexMissing) as caught:
+            store.query(5, dense=vec(1), keyword=query_vector("anything"))
+        message = str(caught.value)
+        assert "'old'" in message and "older version" in message and "--rebuild" in message
+        with pytest.raises(KeywordIndexMissing):
+            store.require_keyword()
+        # semantic search still works on it
+        assert [m.payload["source"] for m in store.query(5, dense=vec(1))] == ["a.md"]
+
+
+def test_hybrid_score_is_the_cosine_plus_a_saturating_keyword_bonus(store: Store):
+    # a.md is first by meaning, b.md the only one with the keyword, c.md in between
+    texts = {"a.md": "nothing special", "b.md": "zebra crossing", "c.md": "quiet street"}
+    dense = {"a.md": vec(1), "b.md": vec(0, 1), "c.md": vec(1, 1)}
+    points = [
+        Point(point_id(s, 0), dense[s], {"source": s, "tags": [s[0]]}, document_vector(t))
+        for s, t in texts.items()
+    ]
+    store.replace(points, list(texts))
+    [bm25] = store.query(3, keyword=query_vector("zebra"))
+    assert bm25.payload["source"] == "b.md" and bm25.score > 0
+    both = {
+        m.payload["source"]: m.score
+        for m in store.query(3, dense=vec(1), keyword=query_vector("zebra"))
+    }
+    bonus = KEYWORD_WEIGHT * bm25.score / (bm25.score + KEYWORD_HALF)
+    assert both == {
+        "a.md": pytest.approx(1.0),
+        "c.md": pytest.approx(2**-0.5),
+        "b.md": pytest.approx(0.0 + bonus),  # orthogonal: the keyword alone lifts it
+    }
+    # two query terms halve the weight of matching one of them
+    two = store.query(3, dense=vec(1), keyword=query_vector("zebra giraffe"))
+    assert {m.payload["source"]: m.score for m in two}["b.md"] < bonus
+
+
+def test_filters_hold_inside_each_prefetch_of_a_hybrid_query(store: Store):
+    texts = {"a.md": "zebra", "b.md": "zebra zebra", "c.md": "quiet street"}
+    points = [
+        Point(point_id(s, 0), vec(1, n), {"source": s, "tags": [s[0]]}, document_vector(t))
+        for n, (s, t) in enumerate(texts.items())
+    ]
+    store.replace(points, list(texts))
+    where = payload_filter(tags_any=["a", "c"])
+    found = store.query(3, dense=vec(0, 1), keyword=query_vector("zebra"), where=where)
+    # b.md is a top match both ways (the keyword twice, and by meaning), yet kept out
+    assert {m.payload["source"] for m in found} == {"a.md", "c.md"}
+
+
+@pytest.mark.parametrize("grouping", ["query_points_groups", "collapse"])
+def test_per_note_keeps_the_best_chunks_of_each_note_and_fills_the_limit_with_other_notes(
+    store: Store, grouping: str
+):
+    # a server groups with query_points_groups; embedded storage collapses one ranked query
+    store.embedded = grouping == "collapse"
+    # a.md has five chunks all closer to the query than any chunk of b.md, c.md, d.md
+    points = [
+        Point(point_id("a.md", i), vec(1, 0.01 * i), {"source": "a.md", "chunk_index": i})
+        for i in range(5)
+    ] + [
+        Point(point_id(s, 0), vec(1, 0.5 + n), {"source": s, "chunk_index": 0})
+        for n, s in enumerate(["b.md", "c.md", "d.md"])
+    ]
+    store.replace(points, ["a.md", "b.md", "c.md", "d.md"])
+
+    def ranked(**kwargs):
+        return [(m.payload["source"], m.payload["chunk_index"]) for m in store.query(**kwargs)]
+
+    assert ranked(limit=4, dense=vec(1)) == [("a.md", i) for i in range(4)]
+    assert ranked(limit=4, dense=vec(1), per_note=1) == [
+        ("a.md", 0),
+        ("b.md", 0),
+        ("c.md", 0),
+        ("d.md", 0),
+    ]
+    assert ranked(limit=4, dense=vec(1), per_note=2) == [
+        ("a.md", 0),
+        ("a.md", 1),
+        ("b.md", 0),
+        ("c.md", 0),
+    ]
+    hybrid = ranked(limit=3, dense=vec(1), keyword=query_vector("x"), per_note=1)
+    assert hybrid == [("a.md", 0), ("b.md", 0), ("c.md", 0)]
+
+
+def test_folders_of_lists_every_folder_above_a_note():
+    assert folders_of("a/b/c.md") == ["a", "a/b"]
+    assert folders_of("top.md") == []
+
+
+def test_payload_filter_combines_tags_dates_and_path_and_is_none_without_conditions():
+    assert payload_filter() is None
+    day = datetime(2024, 3, 1, tzinfo=UTC)
+    flt = payload_filter(
+        tags_any=["a", "b"],
+        tags_all=["c", "d"],
+        dates=[DateRange("document_date", day, day, end_exclusive=True)],
+        path="recipes",
+    )
+    assert len(flt.must) == 5  # any, c, d, the date range, the path (folder or note)
 
 
 def test_an_interrupted_full_build_is_flagged_until_marked_complete(store: Store):
@@ -197,3 +338,34 @@ def test_an_unreachable_server_gives_a_clear_error_and_no_fallback(tmp_path: Pat
 def test_setting_both_a_server_url_and_an_embedded_path_is_refused(tmp_path: Path):
     with pytest.raises(ValidationError, match="QDRANT_URL or QDRANT_PATH, not both"):
         make_settings(tmp_path, QDRANT_URL="http://localhost:6333")
+
+
+def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Store):
+    rng = random.Random(5)
+    words = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "zeta"]
+    points = []
+    for n in range(25):
+        source = f"n{n}.md"
+        for i in range(rng.randint(1, 5)):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(2, 8)))
+            dense = [rng.uniform(-1, 1) for _ in range(DIMS)]
+            payload = {"source": source, "chunk_index": i, "tags": [str(n % 3)]}
+            points.append(Point(point_id(source, i), dense, payload, document_vector(text)))
+    store.replace(points, [f"n{n}.md" for n in range(25)])
+    for trial in range(6):
+        dense = [rng.uniform(-1, 1) for _ in range(DIMS)]
+        keyword = query_vector(" ".join(rng.sample(words, 2)))
+        where = payload_filter(tags_any=["1", "2"]) if trial % 2 else None
+        for kwargs in (
+            {"dense": dense},
+            {"keyword": keyword},
+            {"dense": dense, "keyword": keyword},
+        ):
+            for per_note in (1, 2):
+                found = {}
+                for embedded in (False, True):
+                    store.embedded = embedded
+                    matches = store.query(7, where=where, per_note=per_note, **kwargs)
+                    found[embedded] = [(m.id, pytest.approx(m.score, abs=1e-5)) for m in matches]
+                assert found[True] == found[False]
+                assert len(found[True]) == 7

@@ -1,0 +1,146 @@
+"""How a search is put to Qdrant: payload filters, and the dense and keyword prefetches of one
+Query API request with the formula that fuses them. kb.store sends it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from qdrant_client import models
+
+from kb.sparse import Sparse
+
+DENSE = "dense"  # name of the dense vector
+KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
+# Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
+# and n the number of distinct query terms: see `fusion`.
+KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..1)
+KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half KEYWORD_WEIGHT
+# Candidates each prefetch hands to fusion: a few times what is asked for, never fewer than this.
+PREFETCH_MIN = 100
+PREFETCH_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class DateRange:
+    """`field` between `start` (inclusive) and `end` (inclusive, or exclusive when
+    `end_exclusive`); naive datetimes are UTC, as Qdrant reads naive payload dates."""
+
+    field: str
+    start: datetime | None = None
+    end: datetime | None = None
+    end_exclusive: bool = False
+
+
+def folders_of(source: str) -> list[str]:
+    """Every folder above a note: `a/b/c.md` -> `["a", "a/b"]` (the payload field `folders`).
+
+    Qdrant matches keywords exactly, never by prefix, so a path filter looks a folder up here.
+    """
+    parts = source.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def payload_filter(
+    *,
+    tags_any: Sequence[str] = (),
+    tags_all: Sequence[str] = (),
+    dates: Sequence[DateRange] = (),
+    path: str | None = None,
+) -> models.Filter | None:
+    """Points matching every given condition (None: no condition). Tags are normalised already;
+    `path` is a folder (`recipes`, any depth below it) or one note (`recipes/kimchi.md`)."""
+    must: list[models.Condition] = []
+    if tags_any:
+        must.append(models.FieldCondition(key="tags", match=models.MatchAny(any=list(tags_any))))
+    must.extend(
+        models.FieldCondition(key="tags", match=models.MatchValue(value=tag)) for tag in tags_all
+    )
+    for when in dates:
+        bounds: dict[str, datetime] = {}
+        if when.start is not None:
+            bounds["gte"] = when.start
+        if when.end is not None:
+            bounds["lt" if when.end_exclusive else "lte"] = when.end
+        if bounds:
+            must.append(models.FieldCondition(key=when.field, range=models.DatetimeRange(**bounds)))
+    if path:
+        either = [
+            models.FieldCondition(key="folders", match=models.MatchValue(value=path)),
+            models.FieldCondition(key="source", match=models.MatchValue(value=path)),
+        ]
+        must.append(models.Filter(should=either))
+    return models.Filter(must=must) if must else None
+
+
+def sparse_vector(vector: Sparse) -> models.SparseVector:
+    return models.SparseVector(indices=vector.indices, values=vector.values)
+
+
+def request(
+    limit: int,
+    *,
+    dense: Sequence[float] | None,
+    keyword: Sparse | None,
+    where: models.Filter | None,
+    per_note: int | None,
+) -> dict[str, Any]:
+    """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
+    keyword query, or both (hybrid: filtered prefetches fused by `fusion`)."""
+    if dense is not None and keyword is not None and keyword.indices:
+        depth = _depth(limit, per_note)
+        prefetch = [
+            models.Prefetch(query=query, using=using, filter=where, limit=depth)
+            for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
+        ]
+        return {"prefetch": prefetch, "query": fusion(len(keyword.indices))}
+    if dense is not None:
+        # also hybrid without keyword terms: the fused score would be the cosine alone
+        return {"query": list(dense), "using": DENSE, "query_filter": where}
+    if keyword is None:
+        raise ValueError("a search needs a dense vector, a keyword vector, or both")
+    return {"query": sparse_vector(keyword), "using": KEYWORD, "query_filter": where}
+
+
+def fusion(terms: int) -> models.FormulaQuery:
+    """How hybrid search combines the dense prefetch ($score[0], cosine) and the keyword one
+    ($score[1], BM25): cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * terms).
+
+    Why not reciprocal rank fusion: RRF counts places in each ranking and ignores how strong a
+    match is, so a chunk sharing one incidental word with a paraphrased question ranks level
+    with the best match by meaning (on our hand-written notes queries RRF scored paraphrases
+    nDCG@10 0.87 against 0.97 for semantic alone, identifiers 0.83 against 0.99 for keyword
+    alone). The keyword bonus here saturates with the BM25 score per query term: a chunk
+    matching every term well (an identifier, a name, an error code) gains nearly the full
+    weight, one incidental word little. Measured: paraphrases 0.97, identifiers 0.99, deep
+    facts 1.00 (each at least the best single mode) and Cranfield 0.42 against RRF's 0.41.
+    A point missing from a prefetch scores 0 there.
+    """
+    bm25 = "$score[1]"
+    bonus = models.DivExpression(
+        div=models.DivParams(
+            left=bm25,
+            right=models.SumExpression(sum=[bm25, KEYWORD_HALF * max(terms, 1)]),
+            by_zero_default=0.0,
+        )
+    )
+    return models.FormulaQuery(
+        formula=models.SumExpression(
+            sum=["$score[0]", models.MultExpression(mult=[KEYWORD_WEIGHT, bonus])]
+        )
+    )
+
+
+def _depth(limit: int, per_note: int | None) -> int:
+    """Prefetch limit: enough candidates for fusion to rank `limit` results.
+
+    A grouped query multiplies prefetch limits by the number of groups on a server (embedded
+    Qdrant prefetches the whole collection then), so its limit is per group.
+    """
+    if per_note:
+        return max(PREFETCH_FACTOR * per_note, math.ceil(PREFETCH_MIN / limit))
+    return max(PREFETCH_MIN, PREFETCH_FACTOR * limit)
