@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from kb.notes import normalise_tags
 from kb.qdrant_query import DateRange, payload_filter
@@ -207,8 +207,23 @@ def search(
     return [Hit.from_payload(m.score, m.payload) for m in matches]
 
 
+class TagUsage(NamedTuple):
+    tag: str
+    chunks: int  # chunks (passages) carrying the tag
+    notes: int  # notes carrying the tag
+
+
 def list_tags(store: Store) -> list[tuple[str, int]]:
     """Every tag with the number of notes carrying it, most used first (CollectionMissing if
     nothing was ingested yet)."""
     store.require()
     return store.tag_counts()
+
+
+def tag_usage(store: Store) -> list[TagUsage]:
+    """Every tag with the number of chunks and of notes carrying it (two facet calls), most
+    chunks first, then by name (CollectionMissing if nothing was ingested yet)."""
+    store.require()
+    notes = dict(store.tag_counts())
+    chunks = store.tag_counts(per="chunk")
+    return [TagUsage(tag, n, notes.get(tag, 0)) for tag, n in chunks]

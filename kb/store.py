@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -455,15 +455,21 @@ class Store:
                 return kept  # the whole (filtered) collection was ranked
             fetch *= 4  # a few notes hold most of the best chunks: look deeper
 
-    def tag_counts(self, limit: int = 10_000) -> list[tuple[str, int]]:
-        """(tag, number of notes carrying it), most used first, then alphabetical."""
+    def tag_counts(
+        self, limit: int = 10_000, *, per: Literal["note", "chunk"] = "note"
+    ) -> list[tuple[str, int]]:
+        """(tag, number of notes carrying it), or with per="chunk" (tag, number of chunks),
+        most used first, then alphabetical."""
+        if per not in ("note", "chunk"):
+            raise ValueError(f"per must be 'note' or 'chunk', got {per!r}")
         # every note has exactly one chunk 0, so counting those counts notes, not chunks
         first_chunks = models.Filter(
             must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))]
         )
+        where = first_chunks if per == "note" else None
         with self._calls():
             response = self.client.facet(
-                self.collection, key="tags", facet_filter=first_chunks, limit=limit, exact=True
+                self.collection, key="tags", facet_filter=where, limit=limit, exact=True
             )
         counts = [(str(hit.value), hit.count) for hit in response.hits]
         return sorted(counts, key=lambda tc: (-tc[1], tc[0]))

@@ -28,6 +28,8 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "text": (str,),
     "source": (str,),
     "score": (int, float),
+    "title": (str, type(None)),
+    "heading_path": (list,),
     "tags": (list,),
     "topic": (str, type(None)),
     "document_date": (str, type(None)),
@@ -93,10 +95,11 @@ async def check(url: str, token: str) -> None:
         if not isinstance(tags, list) or not all(
             isinstance(t, dict)
             and isinstance(t.get("tag"), str)
+            and isinstance(t.get("chunks"), int)
             and isinstance(t.get("notes"), int)
             for t in tags
         ):
-            raise CheckFailed("list_tags: expected a 'tags' list of {tag, notes} objects")
+            raise CheckFailed("list_tags: expected a 'tags' list of {tag, chunks, notes} objects")
 
         # Seed the query from the first tag, else from whatever passage an arbitrary query finds.
         if tags:

@@ -9,26 +9,24 @@ script. Searching and the store live in `kb`; this file only wires them to the p
 from __future__ import annotations
 
 import argparse
-import hmac
 import logging
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types import INVALID_REQUEST, ToolAnnotations
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, StringConstraints, ValidationError
-from starlette.datastructures import Headers
+from security import HEALTH_PATH, ConfigError, Guard, transport_security
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from embed_client import EmbedClient, EmbedError
 from kb import search as kb_search
@@ -38,13 +36,8 @@ from kb.settings import Settings, get_settings
 log = logging.getLogger("mcp-server")
 
 MAX_K = 20
-HEALTH_PATH = "/health"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 T = TypeVar("T")
-
-
-class ConfigError(Exception):
-    """A setting that would make the server unsafe or unusable; the message names it."""
 
 
 # --- tool results (the tool surface; tests/snapshots/tools_list.json pins it) --------------
@@ -53,7 +46,13 @@ class ConfigError(Exception):
 class Note(BaseModel):
     text: str = Field(description="The matching passage (one chunk of a note).")
     source: str | None = Field(description="Note file, relative to the notes folder: cite it.")
-    score: float = Field(description="Cosine similarity to the query; higher is closer.")
+    score: float = Field(
+        description="Relevance within this search, higher is better; the scale depends on "
+        "the mode: hybrid = cosine similarity plus a keyword bonus (-1..2), semantic = cosine "
+        "similarity (-1..1), keyword = BM25 (0 and up). Compare scores only within one search."
+    )
+    title: str | None = Field(description="Title of the note (first # heading, or file name).")
+    heading_path: list[str] = Field(description="Headings above the passage, outermost first.")
     tags: list[str] = Field(description="Tags of the note.")
     topic: str | None = Field(description="One-sentence topic of the note, if it has one.")
     document_date: str | None = Field(description="Date the note is about (ISO), if given.")
@@ -64,44 +63,75 @@ class Note(BaseModel):
 
 
 class SearchResults(BaseModel):
-    results: list[Note] = Field(description="Closest passages, best first.")
+    results: list[Note] = Field(description="Best passages, best first.")
 
 
 class TagCount(BaseModel):
     tag: str
+    chunks: int = Field(description="Number of passages (chunks) carrying the tag.")
     notes: int = Field(description="Number of notes carrying the tag.")
 
 
 class TagList(BaseModel):
-    tags: list[TagCount] = Field(description="Every tag in the notes, most used first.")
+    tags: list[TagCount] = Field(description="Every tag in the notes, most passages first.")
 
 
 Query = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1),
-    Field(description="What to look for, in natural language."),
+    Field(description="What to look for, in natural language or exact words."),
 ]
 Count = Annotated[int, Field(description=f"Number of passages to return, 1-{MAX_K} (clamped).")]
-Tags = Annotated[
-    list[str] | None,
+Mode = Annotated[
+    Literal["hybrid", "semantic", "keyword"],
     Field(
-        description="Only search notes carrying at least one of these tags (case and spacing "
-        "do not matter). Leave out to search everything."
+        description="hybrid: by meaning and exact words (default); semantic: by meaning only; "
+        "keyword: exact words only (BM25), for identifiers, error codes and names."
     ),
 ]
+TagNames = list[str] | None
+Tags = Annotated[
+    TagNames,
+    Field(
+        description="Only notes carrying at least one of these tags (case and spacing do not "
+        "matter). Leave out to search everything."
+    ),
+]
+AllTags = Annotated[TagNames, Field(description="Only notes carrying every one of these tags.")]
+Day = str | None
+DateFrom = Annotated[Day, Field(description="Only notes whose date is on/after this ISO date.")]
+DateTo = Annotated[Day, Field(description="Only notes whose date is on/before this ISO date.")]
+IngestedFrom = Annotated[Day, Field(description="Only notes ingested on/after this ISO date.")]
+IngestedTo = Annotated[Day, Field(description="Only notes ingested on/before this ISO date.")]
+Path = Annotated[
+    str | None,
+    Field(description="Only notes in this folder (e.g. 'recipes/', any depth) or this one file."),
+]
+PerNote = Annotated[
+    int,
+    Field(
+        description=f"At most this many passages per note, 0-{MAX_K} (clamped): 1 (default) "
+        "gives distinct notes; 0 ranks passages alone, so one note can fill the list."
+    ),
+]
+# Filters' field names -> this tool's argument names, for its ValueError messages
+ARGUMENT_NAMES = {"tags_any": "tags", "tags_all": "all_tags", "path_prefix": "path"}
 
 
-SEARCH_NOTES = """Search the user's own notes (files they ingested) by meaning; returns the \
-closest passages, best first, each with the note file it comes from.
+SEARCH_NOTES = """Search the user's own notes (files they ingested); returns the best \
+passages, best first, each with the note file and lines it comes from.
 
 Use this whenever the user asks about something they may have written down. Search unfiltered \
-first, in the user's words. Narrow by `tags` only when the user names a domain or area, or when \
-the unfiltered results are off-topic; call `list_tags` first so you only pass tags that exist. \
-Cite the `source` file of each passage you use. If nothing relevant comes back, say so instead \
-of guessing."""
+first, in the default hybrid mode, in the user's words. Narrow by `tags` only when the user \
+names a domain or area, or when the unfiltered results are off-topic; call `list_tags` first so \
+you only pass tags that exist. For an exact identifier, error code, command or name, use \
+`mode` "keyword" when hybrid ranks a look-alike first. Use `date_from`/`date_to` (the note's \
+date), `ingested_from`/`ingested_to` or `path` (a folder) only when the user asks for a period \
+or a folder. Cite each passage you use as its `source` with `line_start`-`line_end`. If nothing \
+relevant comes back, say so instead of guessing."""
 
-LIST_TAGS = """List every tag in the user's notes with the number of notes carrying it, most \
-used first.
+LIST_TAGS = """List every tag in the user's notes with the number of passages (`chunks`) and \
+of notes carrying it, most used first.
 
 Call this before filtering `search_notes` by tags, so you only pass tags that exist; it is also \
 a quick overview of what the notes cover."""
@@ -184,10 +214,22 @@ async def off_loop(fn: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(fn)
 
 
-def find(backend: Backend, query: str, k: int, tags: list[str] | None) -> list[kb_search.Hit]:
+def filters(**arguments: Any) -> kb_search.Filters:
+    """kb's Filters from the tool's arguments; bad values are validation errors naming the
+    argument as the model sent it."""
+    try:
+        return kb_search.Filters(**arguments)
+    except ValueError as exc:
+        message = str(exc)
+        for field, argument in ARGUMENT_NAMES.items():
+            message = message.replace(field, argument)
+        raise ToolError(f"validation error for search_notes: {message}") from None
+
+
+def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search.Hit]:
     """kb's search; no hits at all from an empty collection is an error the user can fix."""
     store = backend.store()
-    hits = kb_search.search(store, backend.client, query, k, tags)
+    hits = kb_search.search(store, backend.client, query, k, **options)
     if not hits and store.require().points == 0:
         raise ToolError(
             f"collection '{store.collection}' has no notes yet: put notes in the notes folder "
@@ -199,21 +241,47 @@ def find(backend: Backend, query: str, k: int, tags: list[str] | None) -> list[k
 def build_server(backend: Backend) -> MCPServer:
     server = MCPServer(
         "notes",
-        instructions="Semantic search over the user's own notes. Cite the source files.",
+        instructions="Search over the user's own notes. Cite the source files and lines.",
         log_level=_log_level(backend.settings),
     )
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
     @server.tool(description=SEARCH_NOTES, annotations=read_only)
-    async def search_notes(query: Query, k: Count = 5, tags: Tags = None) -> SearchResults:
+    async def search_notes(
+        query: Query,
+        k: Count = 5,
+        mode: Mode = "hybrid",
+        tags: Tags = None,
+        all_tags: AllTags = None,
+        date_from: DateFrom = None,
+        date_to: DateTo = None,
+        ingested_from: IngestedFrom = None,
+        ingested_to: IngestedTo = None,
+        path: Path = None,
+        per_note: PerNote = 1,
+    ) -> SearchResults:
         k = max(1, min(MAX_K, k))
+        per_note = max(0, min(MAX_K, per_note))
+        where = filters(
+            tags_any=tags or (),
+            tags_all=all_tags or (),
+            date_from=date_from,
+            date_to=date_to,
+            ingested_from=ingested_from,
+            ingested_to=ingested_to,
+            path_prefix=path,
+        )
         started = time.perf_counter()
-        hits = await off_loop(lambda: find(backend, query, k, tags))
+        hits = await off_loop(
+            lambda: find(backend, query, k, mode=mode, filters=where, per_note=per_note or None)
+        )
         # Counts and timings only: queries and note text never reach the log at INFO.
         log.info(
-            "search_notes k=%d tags=%d hits=%d %.0f ms",
+            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d %.0f ms",
             k,
-            len(tags or ()),
+            mode,
+            len(where.tags_any) + len(where.tags_all),
+            per_note,
             len(hits),
             (time.perf_counter() - started) * 1000,
         )
@@ -221,89 +289,11 @@ def build_server(backend: Backend) -> MCPServer:
 
     @server.tool(description=LIST_TAGS, annotations=read_only)
     async def list_tags() -> TagList:
-        counts = await off_loop(lambda: kb_search.list_tags(backend.store()))
-        log.info("list_tags tags=%d", len(counts))
-        return TagList(tags=[TagCount(tag=tag, notes=n) for tag, n in counts])
+        usage = await off_loop(lambda: kb_search.tag_usage(backend.store()))
+        log.info("list_tags tags=%d", len(usage))
+        return TagList(tags=[TagCount(tag=u.tag, chunks=u.chunks, notes=u.notes) for u in usage])
 
     return server
-
-
-# --- HTTP: Host/Origin check and bearer token in front of everything ------------------------
-
-
-def _split(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """DNS-rebinding protection, always set explicitly: the SDK only turns it on by itself when
-    bound to loopback, and the container binds 0.0.0.0."""
-    if settings.MCP_DISABLE_HOST_CHECK:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    port = settings.MCP_PORT
-    hosts = _split(settings.MCP_ALLOWED_HOSTS) or [f"localhost:{port}", f"127.0.0.1:{port}"]
-    origins = _split(settings.MCP_ALLOWED_ORIGINS) or [
-        f"http://localhost:{port}",
-        f"http://127.0.0.1:{port}",
-    ]
-    for host in hosts:
-        if host.startswith("*") or "/" in host or "@" in host:
-            raise ConfigError(
-                f"MCP_ALLOWED_HOSTS: {host!r} is not a host[:port] value; list exact Host headers "
-                "(set MCP_DISABLE_HOST_CHECK=true to turn the check off, which is unsafe)"
-            )
-    for origin in origins:
-        scheme, sep, rest = origin.partition("://")
-        if scheme not in ("http", "https") or not sep or not rest or "/" in rest or "@" in rest:
-            raise ConfigError(
-                f"MCP_ALLOWED_ORIGINS: {origin!r} is not an origin like http://localhost:8000 "
-                "(set MCP_DISABLE_HOST_CHECK=true to turn the check off, which is unsafe)"
-            )
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
-
-
-class Guard:
-    """Outermost ASGI layer: Host/Origin validation on every route (the SDK checks only /mcp),
-    then the bearer token on every route but /health. Nothing behind it runs for a rejected
-    request. A token in the query string does not count. Rejections carry a JSON-RPC error body,
-    which the SDK client shows to the user instead of a bare status."""
-
-    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, token: str) -> None:
-        self.app = app
-        self.hosts = TransportSecurityMiddleware(security)
-        self.token = token.encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            rejected = await self._check(scope, receive)
-            if rejected is not None:
-                await rejected(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    async def _check(self, scope: Scope, receive: Receive) -> Response | None:
-        refused = await self.hosts.validate_request(Request(scope, receive))
-        if refused is not None:
-            header = "Host" if refused.status_code == 421 else "Origin"
-            setting = "MCP_ALLOWED_HOSTS" if header == "Host" else "MCP_ALLOWED_ORIGINS"
-            return _refusal(refused.status_code, f"{header} header not allowed (see {setting})")
-        if not self.token or scope["path"] == HEALTH_PATH:
-            return None
-        scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), self.token):
-            return None
-        return _refusal(
-            401,
-            "missing or wrong bearer token: send 'Authorization: Bearer <MCP_TOKEN>'",
-            {"WWW-Authenticate": 'Bearer realm="notes"'},
-        )
-
-
-def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def build_app(backend: Backend) -> ASGIApp:

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from helpers import EmbedderProcess
 
+# The MCP tests' fixtures (ingested notes, server processes), available to every test module.
+pytest_plugins = ["mcp_fixtures"]
+
 QWEN_QUERY_PROMPT = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
 )

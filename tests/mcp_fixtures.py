@@ -1,8 +1,8 @@
 """Fixtures for the MCP server tests: a notes store filled by the real ingest code, the server as
 a real process (`python mcp/server.py`) or in-process under uvicorn, and SDK client helpers.
 
-Test modules import the fixtures by their `*_fixture` names (pytest registers them under the
-short name); the plain helpers are imported as usual.
+conftest.py registers this module as a pytest plugin, so its fixtures are available by name in
+every test module; the plain helpers are imported as usual.
 
 Embedded Qdrant lets one process open a folder at a time, so the notes are ingested once into a
 pristine folder that is then closed and copied for every server that needs data.
@@ -77,7 +77,7 @@ tags: [Programming]
 In Rust every value has one owner; when the owner goes out of scope the value is dropped.
 Borrowing lends access without moving ownership, and the borrow checker enforces it.
 """
-# Long enough for several chunks: list_tags counts this note once.
+# Long enough for several chunks: list_tags counts this note once, its chunks each.
 PYTEST_SECTIONS = [
     "Fixtures are functions that pytest calls to build what a test needs; a test asks for "
     "one by naming it as a parameter. ",
@@ -116,7 +116,7 @@ NOTES: dict[str, str] = {
     "code/pytest-fixtures.md": PYTEST,
     **{f"misc/fact-{i:02d}.txt": fact + "\n" for i, fact in enumerate(FACTS)},
 }
-# What list_tags must answer for NOTES: notes per tag, most used first, then by name.
+# Notes per tag for NOTES, most used first, then by name (list_tags' `notes` field).
 TAG_COUNTS = [
     ("programming", 2),
     ("recipes", 2),
@@ -274,6 +274,9 @@ def start_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 @cache
 def server_module() -> ModuleType:
     """mcp/server.py loaded under a name that cannot clash with the SDK's `mcp` package."""
+    folder = str(SERVER_SCRIPT.parent)
+    if folder not in sys.path:  # its sibling import (`security`), as when run as a script
+        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location("notes_mcp_server", SERVER_SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -15,12 +15,9 @@ from mcp_fixtures import (
     FACTS,
     ServerFactory,
     call_tool,
-    ingested_notes_fixture,  # noqa: F401
     make_settings,
     results,
     server_env,
-    start_server_fixture,  # noqa: F401
-    store_copy_fixture,  # noqa: F401
 )
 
 from embed_client import EmbedClient

@@ -24,14 +24,11 @@ from mcp_fixtures import (
     ServerProcess,
     call_tool,
     error_text,
-    ingested_notes_fixture,  # noqa: F401
     make_settings,
     results,
     search_rpc,
     serve_in_process,
     server_env,
-    start_server_fixture,  # noqa: F401
-    store_copy_fixture,  # noqa: F401
 )
 from mcp_types import CallToolResult
 

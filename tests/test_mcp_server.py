@@ -27,20 +27,29 @@ from mcp_fixtures import (
     ServerProcess,
     call_tool,
     error_text,
-    ingested_notes_fixture,  # noqa: F401
     list_tools,
     make_settings,
     results,
     search_rpc,
     server_env,
-    start_server_fixture,  # noqa: F401
-    store_copy_fixture,  # noqa: F401
 )
 from mcp_types import CallToolResult
 
 from kb.store import Store
 
-FIELDS = {"text", "source", "score", "tags", "topic", "document_date", "date_ingested"}
+FIELDS = {
+    "text",
+    "source",
+    "score",
+    "title",
+    "heading_path",
+    "tags",
+    "topic",
+    "document_date",
+    "date_ingested",
+    "line_start",
+    "line_end",
+}
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +81,15 @@ def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess)
         assert "outputSchema" in tool
     search_doc = tools["search_notes"]["description"]
     assert "unfiltered first" in search_doc and "list_tags" in search_doc
+    assert "keyword" in search_doc and "line_start" in search_doc
     assert "before filtering" in tools["list_tags"]["description"]
     schema = tools["search_notes"]["inputSchema"]
     assert schema["required"] == ["query"]
     assert schema["properties"]["k"]["default"] == 5
+    assert schema["properties"]["mode"]["default"] == "hybrid"
+    assert schema["properties"]["per_note"]["default"] == 1
+    score = tools["search_notes"]["outputSchema"]["$defs"]["Note"]["properties"]["score"]
+    assert "higher is better" in score["description"]
 
 
 def test_search_puts_the_answering_note_first_with_every_field(server: ServerProcess) -> None:
@@ -90,6 +104,7 @@ def test_search_puts_the_answering_note_first_with_every_field(server: ServerPro
     assert top["document_date"] == "2024-03-01"
     assert datetime.fromisoformat(top["date_ingested"]).tzinfo is not None
     assert top["line_start"] >= 6  # after the frontmatter and the heading
+    assert top["title"] == "Kimchi" and top["heading_path"] == ["Kimchi"]
     assert search(server, "pressure and density jump in supersonic flow")[0]["source"] == (
         "aero/shock-waves.txt"
     )
@@ -149,11 +164,74 @@ def test_tag_filter_keeps_notes_with_any_of_the_tags(server: ServerProcess) -> N
     assert search(server, "something", tags=["no such tag"]) == []
 
 
-def test_list_tags_counts_notes_per_tag_most_used_first(server: ServerProcess) -> None:
+def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
+    server: ServerProcess,
+) -> None:
     result = call_tool(server.url, "list_tags")
     assert not result.is_error
     tags = result.structured_content["tags"]
-    assert [(t["tag"], t["notes"]) for t in tags] == TAG_COUNTS
+    assert sorted((t["tag"], t["notes"]) for t in tags) == sorted(TAG_COUNTS)
+    assert [t["tag"] for t in tags] == [
+        t["tag"] for t in sorted(tags, key=lambda t: (-t["chunks"], t["tag"]))
+    ]
+    for tag in tags:  # the chunks a tag filter reaches when passages are ranked alone
+        hits = search(server, "notes", k=20, tags=[tag["tag"]], per_note=0)
+        assert len(hits) < 20 and tag["chunks"] == len(hits), tag
+    counts = {t["tag"]: t for t in tags}
+    assert counts["python"]["notes"] == 1 < counts["python"]["chunks"]  # the long pytest note
+    assert counts["programming"]["chunks"] == counts["python"]["chunks"] + 1  # + rust.md
+
+
+def test_keyword_mode_finds_exact_words_and_only_notes_that_contain_them(
+    server: ServerProcess,
+) -> None:
+    hits = search(server, "gochugaru", mode="keyword")
+    assert [hit["source"] for hit in hits] == ["cooking/kimchi.md"]
+    assert hits[0]["score"] > 0  # BM25
+    assert search(server, "1.e4 c5", mode="keyword")[0]["source"] == "misc/fact-04.txt"
+    # A word no note contains: keyword finds nothing, the modes that rank by meaning still rank.
+    assert search(server, "quokka", mode="keyword") == []
+    for mode in ["semantic", "hybrid"]:
+        hits = search(server, "quokka", mode=mode)
+        assert len(hits) == 5 and all(-1 <= hit["score"] <= 1 for hit in hits), mode
+
+
+def test_path_and_date_filters_keep_only_matching_notes(server: ServerProcess) -> None:
+    hits = search(server, "how do I cook this", k=20, path="code/")
+    assert {hit["source"] for hit in hits} == {"code/rust.md", "code/pytest-fixtures.md"}
+    assert [h["source"] for h in search(server, "x", path="./garden/tomatoes.md")] == [
+        "garden/tomatoes.md"
+    ]
+    assert search(server, "x", path="gard") == []  # whole folder names only
+    year_2024 = search(server, "recipes", k=20, date_from="2024-01-01", date_to="2024-12-31")
+    assert [hit["source"] for hit in year_2024] == ["cooking/kimchi.md"]
+    assert [h["source"] for h in search(server, "plants", k=20, date_to="2023-06-10")] == [
+        "garden/tomatoes.md"
+    ]
+    everything = search(server, "notes", k=20, ingested_from="2000-01-01", per_note=0)
+    assert len(everything) == 20
+    assert search(server, "notes", ingested_to="2000-01-01") == []
+    both = search(server, "notes", k=20, all_tags=["Python", "programming"])
+    assert {hit["source"] for hit in both} == {"code/pytest-fixtures.md"}
+
+
+def test_per_note_limits_passages_per_note_and_zero_ranks_passages_alone(
+    server: ServerProcess,
+) -> None:
+    query = "pytest fixture scope, teardown after yield and parametrised tests"
+
+    def sources(**arguments) -> list[str]:
+        return [hit["source"] for hit in search(server, query, k=6, **arguments)]
+
+    distinct = sources()
+    assert distinct[0] == "code/pytest-fixtures.md" and len(set(distinct)) == 6
+    plain = sources(per_note=0)
+    assert plain.count("code/pytest-fixtures.md") >= 3
+    two = sources(per_note=2)
+    assert two.count("code/pytest-fixtures.md") == 2
+    assert max(two.count(source) for source in two) == 2
+    assert sources(per_note=-3) == plain  # clamped to 0
+    assert sources(per_note=1000) == plain  # clamped to 20 passages per note: no limit here
 
 
 @pytest.mark.parametrize(
@@ -165,6 +243,14 @@ def test_list_tags_counts_notes_per_tag_most_used_first(server: ServerProcess) -
         ({"query": "kimchi", "k": "many"}, "k"),
         ({"query": "kimchi", "tags": "recipes"}, "tags"),
         ({"query": "kimchi", "tags": [["nested"]]}, "tags"),
+        ({"query": "kimchi", "mode": "fuzzy"}, "mode"),
+        ({"query": "kimchi", "per_note": "two"}, "per_note"),
+        ({"query": "kimchi", "all_tags": "python"}, "all_tags"),
+        ({"query": "kimchi", "date_from": "March 2024"}, "date_from"),
+        ({"query": "kimchi", "date_to": "2024-13-01"}, "date_to"),
+        ({"query": "kimchi", "ingested_from": "yesterday"}, "ingested_from"),
+        ({"query": "kimchi", "ingested_to": "2024/03/01"}, "ingested_to"),
+        ({"query": "kimchi", "date_from": "2024-06-01", "date_to": "2024-01-01"}, "date_from"),
     ],
 )
 def test_invalid_arguments_get_a_validation_error_naming_the_field(
@@ -210,9 +296,11 @@ def test_embedder_down_is_a_tool_error_and_the_server_keeps_serving(
     message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
     assert message.count("embedder failed") == 1 and "unreachable" in message
     assert "start the embedder" in message
-    # Still alive: tools that need no embedder work, and /health says what is wrong.
+    # Still alive: what needs no embedder works (keyword search, list_tags), /health says why.
+    hits = search(server, "gochugaru", mode="keyword")
+    assert [hit["source"] for hit in hits] == ["cooking/kimchi.md"]
     tags = call_tool(server.url, "list_tags").structured_content["tags"]
-    assert [(t["tag"], t["notes"]) for t in tags] == TAG_COUNTS
+    assert sorted((t["tag"], t["notes"]) for t in tags) == sorted(TAG_COUNTS)
     health = httpx.get(f"{server.base}/health")
     assert health.status_code == 503
     assert health.json()["embedder"]["ready"] is False

@@ -1,0 +1,99 @@
+"""HTTP security of the MCP server: Host/Origin validation (DNS rebinding) and the optional
+bearer token, as one ASGI layer in front of every route.
+
+A sibling module of server.py (imported as `security`: this folder is not a package).
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp_types import INVALID_REQUEST
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kb.settings import Settings
+
+HEALTH_PATH = "/health"
+
+
+class ConfigError(Exception):
+    """A setting that would make the server unsafe or unusable; the message names it."""
+
+
+def _split(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """DNS-rebinding protection, always set explicitly: the SDK only turns it on by itself when
+    bound to loopback, and the container binds 0.0.0.0."""
+    if settings.MCP_DISABLE_HOST_CHECK:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    port = settings.MCP_PORT
+    hosts = _split(settings.MCP_ALLOWED_HOSTS) or [f"localhost:{port}", f"127.0.0.1:{port}"]
+    origins = _split(settings.MCP_ALLOWED_ORIGINS) or [
+        f"http://localhost:{port}",
+        f"http://127.0.0.1:{port}",
+    ]
+    for host in hosts:
+        if host.startswith("*") or "/" in host or "@" in host:
+            raise ConfigError(
+                f"MCP_ALLOWED_HOSTS: {host!r} is not a host[:port] value; list exact Host headers "
+                "(set MCP_DISABLE_HOST_CHECK=true to turn the check off, which is unsafe)"
+            )
+    for origin in origins:
+        scheme, sep, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not sep or not rest or "/" in rest or "@" in rest:
+            raise ConfigError(
+                f"MCP_ALLOWED_ORIGINS: {origin!r} is not an origin like http://localhost:8000 "
+                "(set MCP_DISABLE_HOST_CHECK=true to turn the check off, which is unsafe)"
+            )
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class Guard:
+    """Outermost ASGI layer: Host/Origin validation on every route (the SDK checks only /mcp),
+    then the bearer token on every route but /health. Nothing behind it runs for a rejected
+    request. A token in the query string does not count. Rejections carry a JSON-RPC error body,
+    which the SDK client shows to the user instead of a bare status."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, token: str) -> None:
+        self.app = app
+        self.hosts = TransportSecurityMiddleware(security)
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            rejected = await self._check(scope, receive)
+            if rejected is not None:
+                await rejected(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _check(self, scope: Scope, receive: Receive) -> Response | None:
+        refused = await self.hosts.validate_request(Request(scope, receive))
+        if refused is not None:
+            header = "Host" if refused.status_code == 421 else "Origin"
+            setting = "MCP_ALLOWED_HOSTS" if header == "Host" else "MCP_ALLOWED_ORIGINS"
+            return _refusal(refused.status_code, f"{header} header not allowed (see {setting})")
+        if not self.token or scope["path"] == HEALTH_PATH:
+            return None
+        scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), self.token):
+            return None
+        return _refusal(
+            401,
+            "missing or wrong bearer token: send 'Authorization: Bearer <MCP_TOKEN>'",
+            {"WWW-Authenticate": 'Bearer realm="notes"'},
+        )
+
+
+def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
