@@ -211,6 +211,8 @@ def create_app(
             "model": settings.EMBED_MODEL,
             "dimensions": service.encoder.dimensions,
             "max_input_tokens": service.encoder.max_input_tokens,
+            "dtype": service.encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
+            "device": str(service.encoder.device),
         }
 
     @app.get("/v1/models")

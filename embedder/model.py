@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 from config import EmbedderSettings
 from errors import ModelLoadError
+from hardware import resolve_device, resolve_dtype
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -34,6 +36,13 @@ _POOLING_FLAGS = {  # sentence-transformers Pooling config key -> our mode
     "pooling_mode_lasttoken": "lasttoken",
 }
 _TOKENIZE_CHUNK = 256  # texts per tokenizer call: keeps the ids of a huge round compact
+# Micro-batches up to this many padded tokens (one query, a few short texts) run on one CPU
+# thread: their ops are too small to gain from more, and while another process holds a core every
+# op waits for the descheduled thread (a 30-token query on the Qwen3-0.6B shape with both cores
+# busy: 0.16 s on one thread, 1.2-2.6 s on two).
+SINGLE_THREAD_TOKENS = 128
+_THREADS_LOCK = threading.Lock()  # torch.set_num_threads also resets process-wide state
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
 
 
 def resolve_model(name: str) -> Path:
@@ -78,14 +87,15 @@ def sentence_transformers_pooling(folder: Path) -> str:
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str, left_padded: bool) -> torch.Tensor:
-    """One vector per sequence from token states (batch, seq, dim) and the attention mask."""
+    """One float32 vector per sequence from token states (batch, seq, dim) and attention mask."""
     lengths = mask.sum(dim=1)
-    rows = torch.arange(hidden.shape[0])
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
     seq = hidden.shape[1]
-    if mode == "lasttoken":
-        return hidden[:, -1] if left_padded else hidden[rows, lengths - 1]
+    if mode == "lasttoken":  # pick first, then upcast: one row per sequence, not the whole batch
+        return (hidden[:, -1] if left_padded else hidden[rows, lengths - 1]).float()
     if mode == "cls":
-        return hidden[rows, seq - lengths] if left_padded else hidden[:, 0]
+        return (hidden[rows, seq - lengths] if left_padded else hidden[:, 0]).float()
+    hidden = hidden.float()  # sums and maxima in fp32 whatever the model's precision
     weights = mask.unsqueeze(-1).to(hidden.dtype)
     if mode == "max":
         return hidden.masked_fill(weights == 0, float("-inf")).max(dim=1).values
@@ -99,7 +109,12 @@ class Embedder:
         self.name = settings.EMBED_MODEL
         hf_logging.disable_progress_bar()  # one log line per load, not a progress bar
         folder = resolve_model(settings.EMBED_MODEL)
-        torch.set_num_threads(settings.EMBED_THREADS)
+        self.device = resolve_device(settings.EMBED_DEVICE)
+        self.dtype = resolve_dtype(settings.EMBED_DTYPE, self.device)
+        self.threads = settings.EMBED_THREADS
+        # CPU: micro-batches run side by side, one per thread (batching.Engine); a GPU runs one.
+        self.parallelism = self.threads if self.device.type == "cpu" else 1
+        torch.set_num_threads(self.threads)
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
         self.is_qwen3 = config.model_type == "qwen3"
         self.pooling = "lasttoken" if self.is_qwen3 else sentence_transformers_pooling(folder)
@@ -127,7 +142,7 @@ class Embedder:
                 limits.append(value)
         self.max_input_tokens = min(limits)
 
-        self.model = self._load_weights(folder, settings.EMBED_DTYPE)
+        self.model = self._load_weights(folder, self.dtype).to(self.device)
         # Decoder models would otherwise build a KV cache for every layer on every forward pass.
         self._forward_kwargs = (
             {"use_cache": False}
@@ -143,19 +158,22 @@ class Embedder:
         self.dimensions = int(probe.shape[1])
         self.matryoshka = self.is_qwen3  # trained for truncated outputs (32..hidden size)
         log.info(
-            "loaded %s: %d dims, %s pooling, %s padding, max %d tokens, %s, %d threads, attn=%s",
+            "loaded %s: %d dims, %s pooling, %s padding, max %d tokens, %s on %s (EMBED_DTYPE=%s), "
+            "%d threads, attn=%s",
             self.name,
             self.dimensions,
             self.pooling,
             "left" if self.left_padded else "right",
             self.max_input_tokens,
+            self.dtype,
+            self.device,
             settings.EMBED_DTYPE,
-            torch.get_num_threads(),
+            self.threads,
             getattr(self.model.config, "_attn_implementation", "?"),
         )
 
     def _load_weights(self, folder: Path, dtype: str) -> torch.nn.Module:
-        torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+        torch_dtype = _TORCH_DTYPES[dtype]
         try:
             model = AutoModel.from_pretrained(
                 folder, dtype=torch_dtype, attn_implementation="sdpa", local_files_only=True
@@ -207,8 +225,12 @@ class Embedder:
                 out.append(np.asarray(ids, dtype=np.int64))
         return out
 
-    def embed_ids(self, batch: Sequence[np.ndarray]) -> np.ndarray:
-        """(len(batch), dimensions) float32 unit vectors for one padded forward pass."""
+    def embed_ids(self, batch: Sequence[np.ndarray], threads: int | None = None) -> np.ndarray:
+        """(len(batch), dimensions) float32 unit vectors for one padded forward pass.
+
+        `threads`: CPU threads for this pass (default EMBED_THREADS); the engine passes fewer
+        when it runs several micro-batches side by side.
+        """
         longest = max(len(ids) for ids in batch)
         input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), longest), dtype=torch.long)
@@ -216,10 +238,17 @@ class Embedder:
             span = slice(longest - len(ids), longest) if self.left_padded else slice(0, len(ids))
             input_ids[row, span] = torch.from_numpy(ids)
             mask[row, span] = 1
+        if self.device.type == "cpu":
+            wanted = 1 if len(batch) * longest <= SINGLE_THREAD_TOKENS else threads or self.threads
+            if torch.get_num_threads() != wanted:  # the calling thread's own setting
+                with _THREADS_LOCK:
+                    torch.set_num_threads(wanted)
+        else:
+            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         with torch.inference_mode():
             hidden = self.model(
                 input_ids=input_ids, attention_mask=mask, **self._forward_kwargs
             ).last_hidden_state
-            vectors = pool(hidden.float(), mask, self.pooling, self.left_padded)
+            vectors = pool(hidden, mask, self.pooling, self.left_padded)
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
-        return vectors.numpy()
+        return vectors.cpu().numpy()

@@ -47,6 +47,8 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "model": str(minilm_path),
         "dimensions": 384,
         "max_input_tokens": 256,  # MiniLM's sentence-transformers max_seq_length
+        "dtype": "fp32",  # the test server sets EMBED_DTYPE=fp32
+        "device": "cpu",
     }
 
 

@@ -7,6 +7,8 @@ batching, ordering and merging can be asserted exactly (the real model is tested
 from __future__ import annotations
 
 import logging
+import random
+import threading
 import time
 from collections.abc import Sequence
 
@@ -25,10 +27,14 @@ class FakeEncoder:
     name = "fake"
     matryoshka = False
     max_input_tokens = 512
+    dtype = "fp32"
+    device = "cpu"
 
-    def __init__(self, fail_on: str | None = None) -> None:
+    def __init__(self, fail_on: str | None = None, parallelism: int = 1) -> None:
         self.batches: list[list[int]] = []  # token lengths of every forward pass
+        self.threads: list[int] = []  # threads the engine granted each forward pass
         self.fail_on = fail_on
+        self.parallelism = parallelism
 
     def prompt(self, input_type: str) -> str:
         return ""
@@ -36,10 +42,11 @@ class FakeEncoder:
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [np.array([ord(c) for c in text]) for text in texts]
 
-    def embed_ids(self, batch: Sequence[np.ndarray]) -> np.ndarray:
+    def embed_ids(self, batch: Sequence[np.ndarray], threads: int = 1) -> np.ndarray:
         if self.fail_on is not None and any(len(ids) == len(self.fail_on) for ids in batch):
             raise RuntimeError(f"cannot embed {self.fail_on}")
         self.batches.append([len(ids) for ids in batch])
+        self.threads.append(threads)
         return np.array([[len(ids), ids[0]] for ids in batch], dtype=np.float32)
 
 
@@ -57,6 +64,90 @@ def test_plan_batches_sorts_longest_first_and_keeps_padded_size_under_budget() -
         longest = max(lengths[i] for i in batch)
         assert len(batch) == 1 or len(batch) * longest <= 128
     assert [7] in batches  # 250 tokens exceed the budget alone: a batch of one
+
+
+def test_plan_waves_puts_at_most_one_batch_per_worker_and_the_budget_in_each_wave() -> None:
+    rng = random.Random(3)
+    lengths = [rng.randint(1, 300) for _ in range(200)] + [900, 1000]
+    waves = batching.plan_waves(lengths, batch_tokens=1024, workers=4)
+    batches = [batch for wave in waves for batch in wave]
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert [lengths[i] for batch in batches for i in batch] == sorted(lengths, reverse=True)
+    for wave in waves:
+        costs = [len(batch) * lengths[batch[0]] for batch in wave]
+        assert len(wave) <= 4
+        assert all(
+            cost <= 1024 // 4 or len(batch) == 1 for cost, batch in zip(costs, wave, strict=True)
+        )
+        assert sum(costs) <= 1024 or len(wave) == 1
+    # The two longest inputs exceed a wave's budget together: each runs alone.
+    assert waves[0] == [[len(lengths) - 1]] and waves[1] == [[len(lengths) - 2]]
+
+
+def test_micro_batches_of_a_wave_run_side_by_side_with_the_threads_split() -> None:
+    class PairedEncoder(FakeEncoder):
+        """Batches of a two-batch wave both wait here: it only passes if they run at once."""
+
+        def __init__(self) -> None:
+            super().__init__(parallelism=2)
+            self.barrier = threading.Barrier(2, timeout=10)
+
+        def embed_ids(self, batch: Sequence[np.ndarray], threads: int = 1) -> np.ndarray:
+            if threads == 1:
+                self.barrier.wait()
+            return super().embed_ids(batch, threads)
+
+    encoder = PairedEncoder()
+    # Budget 20 over 2 workers: batches of <= 10 padded tokens, waves of <= 20 in all.
+    engine = batching.Engine(encoder, batch_tokens=20, queue_size=4, max_round_inputs=100)
+    texts = ["aaaaaaaaaa", "bbbbbbbbb", "cccc", "ddd"]
+    engine.start()
+    try:
+        result = engine.submit(texts).result(timeout=30)
+    finally:
+        engine.stop()
+    np.testing.assert_array_equal(result.vectors, expected(texts))
+    # Waves: [10] + [9] side by side on one thread each, then [4, 3] alone on both threads.
+    assert sorted(encoder.batches[:2]) == [[9], [10]] and encoder.threads[:2] == [1, 1]
+    assert encoder.batches[2:] == [[4, 3]] and encoder.threads[2:] == [2]
+
+
+def test_a_failing_batch_fails_its_round_while_side_by_side_and_the_engine_keeps_serving() -> None:
+    engine = batching.Engine(
+        FakeEncoder(fail_on="boom!", parallelism=2),
+        batch_tokens=20,
+        queue_size=4,
+        max_round_inputs=10,
+    )
+    engine.start()
+    try:
+        with pytest.raises(RuntimeError):
+            engine.submit(["boom!", "fine text", "other"]).result(timeout=10)
+        good = engine.submit(["fine", "also fine"]).result(timeout=10)
+        np.testing.assert_array_equal(good.vectors, expected(["fine", "also fine"]))
+    finally:
+        engine.stop()
+
+
+def test_one_big_request_needs_no_more_forward_passes_or_padding_than_small_requests() -> None:
+    rng = random.Random(5)
+    texts = ["x" * rng.randint(50, 400) for _ in range(64)]
+
+    def cost(requests: list[list[str]]) -> tuple[int, int]:
+        encoder = FakeEncoder(parallelism=2)
+        engine = batching.Engine(encoder, batch_tokens=2048, queue_size=4, max_round_inputs=100)
+        engine.start()
+        try:
+            for request in requests:  # one after another, as the client sends them
+                engine.submit(request).result(timeout=10)
+        finally:
+            engine.stop()
+        return len(encoder.batches), sum(len(b) * max(b) for b in encoder.batches)
+
+    big_passes, big_padded = cost([texts])
+    for size in (16, 4):
+        passes, padded = cost([texts[i : i + size] for i in range(0, len(texts), size)])
+        assert big_passes <= passes and big_padded <= padded
 
 
 def test_requests_waiting_together_are_encoded_in_one_round_in_input_order() -> None:

@@ -1,0 +1,160 @@
+"""Peak memory of the real embedder process under a maximum-size request, beside the model's size.
+
+Starts `python embedder/app.py` (the container's command) on a model folder, waits for /health,
+reads the process's resident size (VmRSS) once the model is loaded, resets the kernel's
+high-water mark (`/proc/PID/clear_refs` = 5), sends one request of inputs that each fill
+EMBED_MAX_TOKENS (several micro-batches, and more than one wave of them), and reads the peak
+(VmHWM). Linux only. Target: peak <= 1.3x the loaded size.
+
+    uv run --group dev bench/embed_memory.py [--model DIR] [--inputs N] [--layers N] [--json]
+
+Without --model it builds the Qwen3-Embedding-0.6B-shaped random model (bench/qwen3_shape.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from qwen3_shape import QWEN3_06B, WORDS, build_apart  # noqa: E402
+
+TARGET = 1.3
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _status_mb(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM of a process, in MiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, deadline_s: float) -> dict[str, Any]:
+    end = time.monotonic() + deadline_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"embedder exited with {proc.returncode} while loading")
+        try:
+            response = httpx.get(f"{url}/health", timeout=5)
+            if response.status_code == 200:
+                return response.json()
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > end:
+            raise RuntimeError(f"embedder not healthy after {deadline_s:.0f} s")
+        time.sleep(0.2)
+
+
+def measure(model: Path, inputs: int, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Resident size after load and peak under one request of `inputs` maximum-length inputs."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    full_env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "EMBED_MODEL": str(model),
+        "EMBED_HOST": "127.0.0.1",
+        "EMBED_PORT": str(port),
+        "LOG_LEVEL": "WARNING",
+        **(env or {}),
+    }
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "embedder" / "app.py")],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            health = _wait_healthy(url, proc, deadline_s=600)
+            max_tokens = health["max_input_tokens"]
+            # One word = one token with the bench tokenizer: every input is truncated to the limit.
+            text = " ".join(f"w{i % WORDS}" for i in range(max_tokens + 100))
+            resident = _status_mb(proc.pid)["VmRSS"]
+            Path(f"/proc/{proc.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+            started = time.perf_counter()
+            response = httpx.post(
+                f"{url}/v1/embeddings", json={"input": [text] * inputs}, timeout=1800
+            )
+            seconds = time.perf_counter() - started
+            response.raise_for_status()
+            tokens = response.json()["usage"]["prompt_tokens"]
+            status = _status_mb(proc.pid)
+        except Exception:
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace")[-3000:])
+            raise
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return {
+        "dtype": health["dtype"],
+        "device": health["device"],
+        "inputs": inputs,
+        "tokens": tokens,
+        "request_s": round(seconds, 2),
+        "resident_mb": round(resident),
+        "peak_rss_mb": round(status["VmHWM"]),
+        "peak_over_resident": round(status["VmHWM"] / resident, 3),
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    verdict = "ok" if result["peak_over_resident"] <= TARGET else f"OVER the {TARGET}x target"
+    return (
+        f"memory ({result['dtype']} on {result['device']}): one request of {result['inputs']} "
+        f"inputs x {result['tokens'] // result['inputs']} tokens in {result['request_s']:.1f} s; "
+        f"resident after load {result['resident_mb']} MB, peak {result['peak_rss_mb']} MB = "
+        f"{result['peak_over_resident']:.2f}x ({verdict})"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, help="model folder (default: build the 0.6B shape)")
+    parser.add_argument("--inputs", type=int, default=4, help="maximum-length inputs (default 4)")
+    parser.add_argument(
+        "--layers", type=int, default=QWEN3_06B["num_hidden_layers"], help="default 28 (0.6B)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    args = parser.parse_args()
+    if not Path("/proc/self/clear_refs").exists():
+        print("error: embed_memory.py needs Linux (/proc/PID/clear_refs)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model or build_apart(Path(tmp), args.layers)
+        result = measure(model, args.inputs)
+    print(report(result))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

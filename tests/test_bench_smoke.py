@@ -1,0 +1,70 @@
+"""The embedder benchmarks still run end to end and print their JSON (tiny sizes: a smoke test,
+not a measurement; the numbers are never asserted beyond being sane)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import REPO_ROOT
+
+BENCH = REPO_ROOT / "bench"
+
+
+def run_bench(*args: str) -> tuple[str, dict]:
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    return proc.stdout, json.loads(lines[-1])
+
+
+def tiny_dataset(folder: Path) -> Path:
+    """Cranfield's layout: docs/<id>.md and queries.jsonl with graded relevant docs."""
+    topics = ["shock waves on a swept wing", "heat transfer in a boundary layer", "bread flour"]
+    (folder / "docs").mkdir(parents=True)
+    for i in range(12):
+        topic = topics[i % len(topics)]
+        (folder / "docs" / f"{i + 1}.md").write_text(f"# Note {i + 1}\n\n{topic}, part {i}.\n")
+    queries = [
+        {"id": f"q{j}", "query": topic, "relevant": {f"docs/{j + 1}.md": 2}}
+        for j, topic in enumerate(topics)
+    ]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    return folder
+
+
+def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Path) -> None:
+    out, result = run_bench(
+        str(BENCH / "embed_throughput.py"),
+        "--quick",
+        "--layers=1",
+        "--chunks=3",
+        "--memory-inputs=2",
+        f"--dataset={tiny_dataset(tmp_path / 'data')}",
+        "--json",
+    )
+    required = {"baseline_chunks_per_s", "default_chunks_per_s", "speedup", "min_cosine_vs_fp32"}
+    assert required <= set(result)
+    assert result["baseline_chunks_per_s"] > 0 and result["default_chunks_per_s"] > 0
+    assert result["speedup"] > 0
+    assert 0.99 <= result["min_cosine_vs_fp32"] <= 1.0 + 1e-6
+    assert set(result["accuracy"]) == {"fp32", "bf16", "int8"}
+    assert result["accuracy"]["fp32"]["queries"] == 3
+    memory = result["memory"]
+    assert memory["peak_rss_mb"] >= memory["resident_mb"] > 0
+    assert memory["tokens"] == 2 * 2048  # each input filled EMBED_MAX_TOKENS
+    assert "baseline: fp32, arrival order, batches of 16" in out
+
+
+def test_memory_bench_measures_a_real_embedder_process(tiny_qwen3_path: Path) -> None:
+    _, result = run_bench(
+        str(BENCH / "embed_memory.py"), f"--model={tiny_qwen3_path}", "--inputs=3", "--json"
+    )
+    assert result["inputs"] == 3
+    assert result["tokens"] == 3 * 512  # the tiny model's own limit caps EMBED_MAX_TOKENS
+    assert result["peak_rss_mb"] >= result["resident_mb"] > 0
+    assert result["peak_over_resident"] >= 1.0

@@ -1,0 +1,114 @@
+"""EMBED_DEVICE and EMBED_DTYPE resolve to what this machine runs best, and say so on /health."""
+
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import embedder_module
+from starlette.testclient import TestClient
+
+hardware = embedder_module("hardware")
+errors = embedder_module("errors")
+config = embedder_module("config")
+model = embedder_module("model")
+app_module = embedder_module("app")
+
+CPU = torch.device("cpu")
+
+
+def cpuinfo_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or not Path("/proc/cpuinfo").exists(),
+    reason="reads x86 flags from /proc/cpuinfo",
+)
+def test_auto_picks_bf16_exactly_when_the_cpu_computes_it_natively() -> None:
+    native = bool({"avx512_bf16", "amx_bf16"} & cpuinfo_flags())
+    assert hardware.resolve_dtype("auto", CPU) == ("bf16" if native else "fp32")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
+def test_an_explicit_dtype_is_used_as_is_on_cpu(dtype: str) -> None:
+    assert hardware.resolve_dtype(dtype, CPU) == dtype
+
+
+def test_int8_is_refused_on_a_gpu_naming_the_setting() -> None:
+    with pytest.raises(errors.ModelLoadError, match="EMBED_DTYPE=int8"):
+        hardware.resolve_dtype("int8", torch.device("cuda"))
+
+
+def test_auto_device_is_cuda_only_when_torch_sees_a_gpu() -> None:
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert hardware.resolve_device("auto").type == expected
+    assert hardware.resolve_device("cpu").type == "cpu"
+
+
+def test_cuda_without_a_gpu_is_an_error_not_a_silent_cpu_fallback() -> None:
+    if torch.cuda.is_available():
+        assert hardware.resolve_device("cuda").type == "cuda"
+        return
+    with pytest.raises(errors.ModelLoadError, match="EMBED_DEVICE=cuda"):
+        hardware.resolve_device("cuda")
+
+
+def test_auto_dtype_loads_the_weights_in_the_resolved_precision(tiny_qwen3_path: Path) -> None:
+    def embedder(dtype: str):
+        settings = config.EmbedderSettings(
+            _env_file=None, EMBED_MODEL=str(tiny_qwen3_path), EMBED_DTYPE=dtype, EMBED_THREADS=2
+        )
+        return model.Embedder(settings)
+
+    auto, fp32 = embedder("auto"), embedder("fp32")
+    assert auto.dtype == hardware.resolve_dtype("auto", CPU)
+    expected = torch.bfloat16 if auto.dtype == "bf16" else torch.float32
+    assert {p.dtype for p in auto.model.parameters()} == {expected}
+    texts = ["river mountain", "bread flour water " * 20]
+    vectors = auto.embed_ids(auto.tokenize(texts))
+    assert vectors.dtype == np.float32
+    assert np.sum(vectors * fp32.embed_ids(fp32.tokenize(texts)), axis=1).min() >= 0.999
+
+
+def test_short_inputs_run_on_one_thread_long_ones_on_the_threads_given(minilm_path: Path) -> None:
+    settings = config.EmbedderSettings(
+        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_DTYPE="fp32", EMBED_THREADS=2
+    )
+    before = torch.get_num_threads()
+    try:
+        embedder = model.Embedder(settings)
+        embedder.embed_ids(embedder.tokenize(["a short query"]))
+        assert torch.get_num_threads() == 1
+        long_batch = embedder.tokenize(["a longer text about wings and shock waves " * 20] * 2)
+        embedder.embed_ids(long_batch)
+        assert torch.get_num_threads() == 2
+        embedder.embed_ids(long_batch, threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_health_names_the_setting_when_cuda_is_asked_for_without_a_gpu(
+    minilm_path: Path,
+) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    settings = config.EmbedderSettings(
+        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_DEVICE="cuda"
+    )
+    with TestClient(app_module.create_app(settings)) as client:
+        end = time.monotonic() + 60
+        while (response := client.get("/health")).status_code == 503:
+            assert time.monotonic() < end, "model load did not finish"
+            time.sleep(0.02)
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "model_load_failed"
+    assert "EMBED_DEVICE=cuda" in response.json()["error"]["message"]
