@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from qwen3_shape import QWEN3_06B, WORDS, build_apart  # noqa: E402
 
 TARGET = 1.3
+
+
+def exit_on_sigterm() -> None:
+    """Run `finally` blocks on SIGTERM too: the embedder child and the temp model folder go."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
 
 def _free_port() -> int:
@@ -144,6 +150,7 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args()
+    exit_on_sigterm()
     if not Path("/proc/self/clear_refs").exists():
         print("error: embed_memory.py needs Linux (/proc/PID/clear_refs)", file=sys.stderr)
         return 2

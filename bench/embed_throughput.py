@@ -204,6 +204,7 @@ def main() -> int:
         "--memory-inputs", type=int, default=4, help="max-length inputs in the memory request"
     )
     args = parser.parse_args()
+    embed_memory.exit_on_sigterm()
     n = args.chunks or (8 if args.quick else 12)
     repeats = args.repeats or (1 if args.quick else 2)
     chunks = make_chunks(n)

@@ -5,12 +5,12 @@ texts), sorts all their texts by token length, cuts them into micro-batches and 
 vectors in input order. Sorting removes padding waste; merging concurrent requests keeps batches
 full.
 
-Micro-batches run in waves: up to `encoder.parallelism` of them at once (one per CPU thread), at
-most `batch_tokens` padded tokens per wave in all, so memory stays bounded whatever the request
-size and core count. Batches side by side, one thread each, beat one batch on all threads: small
-ops on several threads wait for each other at every step, badly so when another process holds a
-core (the Qwen3-0.6B shape on 2 busy cores: 2.6 vs 0.8 chunks/s). A wave with fewer batches than
-threads splits the threads among them, so a lone request still uses every core.
+Micro-batches run in waves: up to `encoder.parallelism` of them side by side, at most
+`batch_tokens` padded tokens per wave in all, so memory stays bounded whatever the request size
+and core count. On CPU two batches side by side, sharing the threads, beat one batch on all of
+them: small ops on several threads wait for each other at every step, badly so when another
+process holds a core (Qwen3-0.6B shape, bf16, 2 shared cores: 2.4-2.8 vs 1.7-2.1 chunks/s in
+bench/embed_throughput.py). A wave of one batch (a lone short request) gets every thread.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ log = logging.getLogger("embedder.batching")
 class Encoder(Protocol):
     dimensions: int
     dtype: str  # precision in use: fp32, bf16 or int8
-    parallelism: int  # micro-batches it can run at once (its CPU threads; 1 on a GPU)
+    parallelism: int  # micro-batches it runs side by side (1 on a GPU)
 
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]: ...
 
-    def embed_ids(self, batch: Sequence[np.ndarray], threads: int = 1) -> np.ndarray: ...
+    # side_by_side: micro-batches running at once, this one included (they share the threads)
+    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray: ...
 
 
 @dataclass
@@ -188,17 +189,17 @@ class Engine:
         )
 
     def _run_wave(self, wave: list[list[int]], ids: list[np.ndarray], out: np.ndarray) -> None:
-        threads = max(1, self.workers // len(wave))
+        n = len(wave)
         others = (
             [
-                (batch, self._pool.submit(self.encoder.embed_ids, [ids[i] for i in batch], threads))
+                (batch, self._pool.submit(self.encoder.embed_ids, [ids[i] for i in batch], n))
                 for batch in wave[1:]
             ]
             if self._pool is not None
             else []
         )
         try:
-            out[wave[0]] = self.encoder.embed_ids([ids[i] for i in wave[0]], threads)
+            out[wave[0]] = self.encoder.embed_ids([ids[i] for i in wave[0]], n)
         finally:  # a failed round must not leave workers running into the next one
             wait([future for _, future in others])
         for batch, future in others:

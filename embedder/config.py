@@ -52,11 +52,12 @@ class EmbedderSettings(BaseSettings):
         "'Instruct: {task}\\nQuery:{text}'.",
     )
     EMBED_BATCH_TOKENS: int = Field(
-        4096,
+        2048,
         ge=1,
-        description="Padded tokens in flight at once: inputs are sorted by length into "
-        "micro-batches of at most EMBED_BATCH_TOKENS / EMBED_THREADS padded tokens that run side "
-        "by side, one per thread. Bounds the memory of a forward pass whatever the request size.",
+        description="Padded tokens in flight at once: bounds the memory of a forward pass "
+        "whatever the request size. Inputs are sorted by length into micro-batches that run two "
+        "side by side on CPU (each at most half this budget); an input longer than that runs "
+        "alone.",
     )
     EMBED_MAX_INPUTS: int = Field(
         2048,
@@ -77,9 +78,9 @@ class EmbedderSettings(BaseSettings):
         "auto",
         description="Precision: auto = bf16 where the hardware computes it natively (CPUs with "
         "AVX512-BF16 or AMX, CUDA GPUs with bf16), else fp32; fp32 = exact reference; bf16 = "
-        "about 3x faster than fp32 on such CPUs (slower on others), half the memory, cosine to "
-        "fp32 >= 0.9999; int8 = dynamic int8 Linear layers, CPU only, cosine to fp32 only ~0.97. "
-        "/health reports the precision in use.",
+        "~3x faster than fp32 on such CPUs (several times slower on others), half the memory, "
+        "cosine to fp32 >= 0.9999; int8 = dynamic int8 Linear layers, CPU only, slower than bf16 "
+        "and less accurate (cosine to fp32 ~0.95). /health reports the precision in use.",
     )
     EMBED_DEVICE: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
@@ -88,7 +89,7 @@ class EmbedderSettings(BaseSettings):
     EMBED_THREADS: int = Field(
         default_factory=_cores,
         ge=1,
-        description="CPU threads the embedder computes with: micro-batches run side by side, one "
-        "per thread (a lone one gets them all; a short one, e.g. a query, runs on one).",
+        description="CPU threads the embedder computes with, shared by the micro-batches running "
+        "side by side (short inputs such as one query run on one thread).",
     )
     LOG_LEVEL: str = Field("INFO", description="Python logging level.")

@@ -1,9 +1,10 @@
 """Resolve EMBED_DEVICE and EMBED_DTYPE to what this machine runs best.
 
 bf16 is only worth it where the hardware computes it natively: on CPUs with AVX512-BF16 or AMX
-it was ~3x faster than fp32 on the Qwen3-0.6B shape (bench/embed_throughput.py), while CPUs
-without those instructions emulate it and run slower than fp32. So `auto` asks the CPU, not
-torch's `mkldnn._is_mkldnn_bf16_supported()`, which also says yes for plain AVX512 (emulated).
+it was ~3x faster than fp32 on the Qwen3-0.6B shape (bench/embed_throughput.py), while with the
+same CPU limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2, like most laptops)
+bf16 ran 6-9x slower than fp32. So `auto` asks the CPU, not torch's
+`mkldnn._is_mkldnn_bf16_supported()`, which also says yes for plain AVX512 (emulated bf16).
 """
 
 from __future__ import annotations

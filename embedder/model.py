@@ -38,9 +38,12 @@ _POOLING_FLAGS = {  # sentence-transformers Pooling config key -> our mode
 _TOKENIZE_CHUNK = 256  # texts per tokenizer call: keeps the ids of a huge round compact
 # Micro-batches up to this many padded tokens (one query, a few short texts) run on one CPU
 # thread: their ops are too small to gain from more, and while another process holds a core every
-# op waits for the descheduled thread (a 30-token query on the Qwen3-0.6B shape with both cores
+# op waits for the descheduled thread (a 21-token query on the Qwen3-0.6B shape with both cores
 # busy: 0.16 s on one thread, 1.2-2.6 s on two).
 SINGLE_THREAD_TOKENS = 128
+# Micro-batches run side by side on CPU (batching.Engine). More than two Python threads driving
+# eager torch ops would contend for the GIL; two already keep the ops free of per-op barriers.
+MAX_SIDE_BY_SIDE = 2
 _THREADS_LOCK = threading.Lock()  # torch.set_num_threads also resets process-wide state
 _TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
 
@@ -112,8 +115,8 @@ class Embedder:
         self.device = resolve_device(settings.EMBED_DEVICE)
         self.dtype = resolve_dtype(settings.EMBED_DTYPE, self.device)
         self.threads = settings.EMBED_THREADS
-        # CPU: micro-batches run side by side, one per thread (batching.Engine); a GPU runs one.
-        self.parallelism = self.threads if self.device.type == "cpu" else 1
+        # CPU: micro-batches run side by side sharing the threads (batching.Engine); a GPU one.
+        self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if self.device.type == "cpu" else 1
         torch.set_num_threads(self.threads)
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
         self.is_qwen3 = config.model_type == "qwen3"
@@ -225,11 +228,11 @@ class Embedder:
                 out.append(np.asarray(ids, dtype=np.int64))
         return out
 
-    def embed_ids(self, batch: Sequence[np.ndarray], threads: int | None = None) -> np.ndarray:
+    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
         """(len(batch), dimensions) float32 unit vectors for one padded forward pass.
 
-        `threads`: CPU threads for this pass (default EMBED_THREADS); the engine passes fewer
-        when it runs several micro-batches side by side.
+        `side_by_side`: micro-batches running at once, this one included; on CPU they share
+        EMBED_THREADS equally.
         """
         longest = max(len(ids) for ids in batch)
         input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
@@ -239,7 +242,8 @@ class Embedder:
             input_ids[row, span] = torch.from_numpy(ids)
             mask[row, span] = 1
         if self.device.type == "cpu":
-            wanted = 1 if len(batch) * longest <= SINGLE_THREAD_TOKENS else threads or self.threads
+            small = len(batch) * longest <= SINGLE_THREAD_TOKENS
+            wanted = 1 if small else max(1, self.threads // side_by_side)
             if torch.get_num_threads() != wanted:  # the calling thread's own setting
                 with _THREADS_LOCK:
                     torch.set_num_threads(wanted)

@@ -32,7 +32,7 @@ class FakeEncoder:
 
     def __init__(self, fail_on: str | None = None, parallelism: int = 1) -> None:
         self.batches: list[list[int]] = []  # token lengths of every forward pass
-        self.threads: list[int] = []  # threads the engine granted each forward pass
+        self.side_by_side: list[int] = []  # batches running at once, per forward pass
         self.fail_on = fail_on
         self.parallelism = parallelism
 
@@ -42,11 +42,11 @@ class FakeEncoder:
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [np.array([ord(c) for c in text]) for text in texts]
 
-    def embed_ids(self, batch: Sequence[np.ndarray], threads: int = 1) -> np.ndarray:
+    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
         if self.fail_on is not None and any(len(ids) == len(self.fail_on) for ids in batch):
             raise RuntimeError(f"cannot embed {self.fail_on}")
         self.batches.append([len(ids) for ids in batch])
-        self.threads.append(threads)
+        self.side_by_side.append(side_by_side)
         return np.array([[len(ids), ids[0]] for ids in batch], dtype=np.float32)
 
 
@@ -84,7 +84,7 @@ def test_plan_waves_puts_at_most_one_batch_per_worker_and_the_budget_in_each_wav
     assert waves[0] == [[len(lengths) - 1]] and waves[1] == [[len(lengths) - 2]]
 
 
-def test_micro_batches_of_a_wave_run_side_by_side_with_the_threads_split() -> None:
+def test_micro_batches_of_a_wave_run_side_by_side_and_know_it() -> None:
     class PairedEncoder(FakeEncoder):
         """Batches of a two-batch wave both wait here: it only passes if they run at once."""
 
@@ -92,10 +92,10 @@ def test_micro_batches_of_a_wave_run_side_by_side_with_the_threads_split() -> No
             super().__init__(parallelism=2)
             self.barrier = threading.Barrier(2, timeout=10)
 
-        def embed_ids(self, batch: Sequence[np.ndarray], threads: int = 1) -> np.ndarray:
-            if threads == 1:
+        def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
+            if side_by_side == 2:
                 self.barrier.wait()
-            return super().embed_ids(batch, threads)
+            return super().embed_ids(batch, side_by_side)
 
     encoder = PairedEncoder()
     # Budget 20 over 2 workers: batches of <= 10 padded tokens, waves of <= 20 in all.
@@ -107,9 +107,9 @@ def test_micro_batches_of_a_wave_run_side_by_side_with_the_threads_split() -> No
     finally:
         engine.stop()
     np.testing.assert_array_equal(result.vectors, expected(texts))
-    # Waves: [10] + [9] side by side on one thread each, then [4, 3] alone on both threads.
-    assert sorted(encoder.batches[:2]) == [[9], [10]] and encoder.threads[:2] == [1, 1]
-    assert encoder.batches[2:] == [[4, 3]] and encoder.threads[2:] == [2]
+    # Waves: [10] and [9] side by side (sharing the threads), then [4, 3] alone.
+    assert sorted(encoder.batches[:2]) == [[9], [10]] and encoder.side_by_side[:2] == [2, 2]
+    assert encoder.batches[2:] == [[4, 3]] and encoder.side_by_side[2:] == [1]
 
 
 def test_a_failing_batch_fails_its_round_while_side_by_side_and_the_engine_keeps_serving() -> None:

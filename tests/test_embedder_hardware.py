@@ -78,7 +78,7 @@ def test_auto_dtype_loads_the_weights_in_the_resolved_precision(tiny_qwen3_path:
     assert np.sum(vectors * fp32.embed_ids(fp32.tokenize(texts)), axis=1).min() >= 0.999
 
 
-def test_short_inputs_run_on_one_thread_long_ones_on_the_threads_given(minilm_path: Path) -> None:
+def test_short_inputs_run_on_one_thread_long_ones_share_the_threads(minilm_path: Path) -> None:
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_DTYPE="fp32", EMBED_THREADS=2
     )
@@ -90,7 +90,7 @@ def test_short_inputs_run_on_one_thread_long_ones_on_the_threads_given(minilm_pa
         long_batch = embedder.tokenize(["a longer text about wings and shock waves " * 20] * 2)
         embedder.embed_ids(long_batch)
         assert torch.get_num_threads() == 2
-        embedder.embed_ids(long_batch, threads=1)
+        embedder.embed_ids(long_batch, side_by_side=2)  # two batches share the two threads
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
@@ -112,3 +112,17 @@ def test_health_names_the_setting_when_cuda_is_asked_for_without_a_gpu(
     assert response.status_code == 500
     assert response.json()["error"]["code"] == "model_load_failed"
     assert "EMBED_DEVICE=cuda" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("threads", "side_by_side"), [(1, 1), (2, 2), (8, 2)])
+def test_at_most_two_micro_batches_run_side_by_side_on_cpu(
+    minilm_path: Path, threads: int, side_by_side: int
+) -> None:
+    before = torch.get_num_threads()
+    try:
+        settings = config.EmbedderSettings(
+            _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_THREADS=threads
+        )
+        assert model.Embedder(settings).parallelism == side_by_side
+    finally:
+        torch.set_num_threads(before)
