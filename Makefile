@@ -43,7 +43,7 @@ logs: ## Follow the stack's logs (Ctrl-C stops following, not the stack)
 ingest: ## Ingest the new notes in data/ (each moves to data/ingested/ once stored)
 	$(UV) run ingest.py
 
-ingest-rebuild: ## Drop the collection and re-ingest every note, data/ingested/ included
+ingest-rebuild: ## Re-index every note, data/ingested/ included (re-created for a new model)
 	$(UV) run ingest.py --rebuild
 
 # q reaches the recipe as an environment variable, unexpanded: quotes, ` and $ in it are safe.

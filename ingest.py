@@ -1,7 +1,7 @@
 """Ingest the notes in NOTES_DIR into Qdrant, then move them to NOTES_DIR/ingested.
 
     uv run ingest.py            # new and re-dropped notes only
-    uv run ingest.py --rebuild  # drop the collection and re-embed every note, ingested/ included
+    uv run ingest.py --rebuild  # re-index every note, ingested/ included (see README "Rebuild")
 
 Exit status: 0 when every note was ingested, 1 when some were not (listed with reasons) or the
 run stopped (one `error:` line), 2 for bad settings.
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from embed_client import EmbedClient
 from kb.ingest import IngestError, ingest_lock, run
 from kb.progress import ConsoleProgress, format_summary
-from kb.settings import get_settings
+from kb.settings import describe_invalid, get_settings
 from kb.store import Store, StoreError
 
 
@@ -28,15 +28,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--rebuild",
         action="store_true",
-        help="drop the collection and re-ingest every note, ingested/ included",
+        help="re-index every note, ingested/ included: in place, or re-created for a new model",
     )
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "settings"
-        print(f"error: {where}: {error['msg']}", file=sys.stderr)
+        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.LOG_LEVEL, format="%(message)s")
     if logging.getLogger().level > logging.DEBUG:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from embed_client import EmbedClient, EmbedError
 from kb.ingest import IngestError, run
 from kb.search import list_tags, search
-from kb.settings import Settings, get_settings
+from kb.settings import Settings, describe_invalid, get_settings
 from kb.store import Store, StoreError
 
 KIMCHI = """---
@@ -136,9 +136,7 @@ def main() -> int:
     try:
         settings = get_settings()
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "settings"
-        print(f"error: {where}: {error['msg']}", file=sys.stderr)
+        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
         return 2
     collection = f"{settings.COLLECTION}_ingest_check_{secrets.token_hex(4)}"
     try:

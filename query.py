@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from embed_client import EmbedClient, EmbedError
 from kb.chunking import PATH_SEPARATOR
 from kb.search import MAX_K, MODES, Filters, Hit, search
-from kb.settings import get_settings
+from kb.settings import describe_invalid, get_settings
 from kb.store import Store, StoreError
 
 PREVIEW_CHARS = 200
@@ -126,9 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = get_settings()
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "settings"
-        print(f"error: {where}: {error['msg']}", file=sys.stderr)
+        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
         return 2
 
     try:

@@ -21,7 +21,10 @@ from typing import Any
 import httpx
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from embed_client import EmbedError
+from kb.ingest import IngestError
 from kb.settings import Settings
+from kb.store import StoreError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
@@ -31,6 +34,16 @@ EMBEDDER_START_S = 180.0  # loading MiniLM takes seconds; a busy 2-core machine 
 
 class BenchError(Exception):
     """A benchmark cannot run; the message names the file or setting at fault."""
+
+
+# What stops a benchmark with a one-line `error: ...` instead of a traceback (see `describe`).
+STOPS = (BenchError, EmbedError, IngestError, StoreError)
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, EmbedError):
+        return f"{exc.message} (EMBED_URL)"
+    return str(exc)
 
 
 class BenchSettings(Settings):

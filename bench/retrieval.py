@@ -36,13 +36,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import BenchError, bench_settings, copy_notes, embedder, format_table
+from common import STOPS, BenchError, bench_settings, copy_notes, describe, embedder, format_table
 
-from embed_client import EmbedClient, EmbedError
-from kb.ingest import IngestError, run
+from embed_client import EmbedClient
+from kb.ingest import run
 from kb.notes import NOTE_SUFFIXES
 from kb.search import Mode, search
-from kb.store import Store, StoreError
+from kb.store import Store
 
 MODES: tuple[Mode, ...] = ("keyword", "semantic", "hybrid")
 K = 10
@@ -244,14 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries = load_queries(args.queries, args.docs_dir)
         with embedder() as url:
             result = evaluate(args.docs_dir.resolve(), queries, url)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except EmbedError as exc:
-        print(f"error: {exc.message} (EMBED_URL)", file=sys.stderr)
-        return 1
-    except (IngestError, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except STOPS as exc:
+        print(f"error: {describe(exc)}", file=sys.stderr)
         return 1
     print(report(result))
     if args.json:

@@ -2,10 +2,12 @@
 
 The key is sha256 of (model, dimensions, the exact text embedded — chunk plus its title/topic
 context), so an edited note re-embeds only the chunks whose embedded text changed, and a
-`--rebuild`, a restart or a deleted Qdrant volume re-embeds nothing that was embedded before.
+re-created collection (a rebuild for a new model layout, a deleted Qdrant volume) re-embeds
+nothing that was embedded before. (Whole unchanged notes never get this far: kb.ingest skips
+them by their stored fingerprint.)
 
-Why a local SQLite file rather than reading vectors back from Qdrant: `--rebuild` drops the
-collection (the vectors would be gone exactly when they are most needed), a lookup by key is O(1)
+Why a local SQLite file rather than reading vectors back from Qdrant: a re-created collection has
+lost the vectors exactly when they are most needed, a lookup by key is O(1)
 where embedded Qdrant scans every point to filter on a payload field, and it works unchanged
 against a remote cluster. It lives beside the notes it serves (`NOTES_DIR/.embed-cache.sqlite3`,
 a hidden file ingest never reads as a note) and costs about 4 KB per 1024-d chunk. Deleting it is

@@ -6,11 +6,19 @@ the run before anything is written and progress knows the total, (3) embeds note
 then moves the group's files into ingested/ by hard link + unlink (or rename), with fsyncs.
 A run killed at any point leaves every note either still in the inbox (re-ingested next run,
 overwriting its points: ids are deterministic) or stored and moved.
+
+Every point carries its note's fingerprint (`note_hash`: model, dimension and everything written
+for the note except the ingest date). A note whose stored points carry the fingerprint it would
+get now is left as it is: a re-dropped unchanged note is only moved, and `--rebuild` of a
+collection made for the same model and layout updates it in place, writing only notes that
+changed and deleting notes whose files are gone. Embedding is skipped per chunk by kb.embed_cache.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import logging
 import os
 import time
@@ -24,13 +32,13 @@ from typing import Any
 from embed_client import EmbedClient, EmbedError
 from kb.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.embed_cache import CACHE_NAME, EmbedCache
-from kb.inbox import INGESTED, discover, move_to_ingested
+from kb.inbox import INGESTED, Mover, discover
 from kb.notes import FrontmatterError, Note, NoteError, read_note
 from kb.progress import Failure, Progress, Summary
 from kb.qdrant_query import folders_of
 from kb.settings import Settings
-from kb.sparse import document_vector
-from kb.store import Point, Store, StoreError, point_id
+from kb.sparse import TOKENIZER_VERSION, document_vector
+from kb.store import SCHEMA_VERSION, ModelMismatch, Point, Store, StoreError, point_id
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,16 @@ class Pending:
     def texts(self) -> list[str]:
         """What is embedded for each chunk: the chunk with its title, heading path and topic."""
         return [embedding_text(c, self.note, self.title) for c in self.chunks]
+
+    def fingerprint(self, model: str, dimensions: int) -> str:
+        """Hash of everything this note's points would hold except the ingest date: equal
+        fingerprints mean rewriting the note would change nothing but that date."""
+        written = [
+            [point_id(self.note.source, c.index), text, _payload(self, c)]
+            for c, text in zip(self.chunks, self.texts(), strict=True)
+        ]
+        key = [model, dimensions, SCHEMA_VERSION, TOKENIZER_VERSION, written]
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
 # --- locking --------------------------------------------------------------------------
@@ -166,7 +184,8 @@ def _prepare(
     return pending
 
 
-def _payload(pending: Pending, chunk: Chunk, date_ingested: str) -> dict[str, Any]:
+def _payload(pending: Pending, chunk: Chunk) -> dict[str, Any]:
+    """A chunk's payload, less `note_hash` and `date_ingested` (added when it is written)."""
     note = pending.note
     return {
         "text": chunk.text,
@@ -178,7 +197,6 @@ def _payload(pending: Pending, chunk: Chunk, date_ingested: str) -> dict[str, An
         "tags": list(note.tags),
         "topic": note.topic,
         "document_date": note.document_date,
-        "date_ingested": date_ingested,
         "char_start": chunk.char_start,
         "char_end": chunk.char_end,
         "line_start": chunk.line_start,
@@ -212,52 +230,100 @@ class _Writer:
     client: EmbedClient
     cache: EmbedCache
     store: Store
+    model: str
     dimensions: int
     date_ingested: str  # one UTC timestamp for the whole run
-    fresh: bool  # the collection was created by this run: nothing stale to delete
+    stored: dict[str, dict[str, str]]  # fingerprints of the pending notes' stored points
     summary: Summary
     progress: Progress
 
     def write(self, group: list[Pending]) -> None:
-        texts = [text for p in group for text in p.texts()]
+        changed: list[tuple[Pending, str]] = []
+        for p in group:
+            note_hash = p.fingerprint(self.model, self.dimensions)
+            expected = {point_id(p.note.source, c.index): note_hash for c in p.chunks}
+            if self.stored.get(p.note.source) == expected:
+                self.summary.unchanged += 1  # stored exactly so already: nothing to write
+            else:
+                changed.append((p, note_hash))
+        if changed:
+            self._store(changed)
+        sources = [p.note.source for p in group]
+        self.progress.stored(sources)
+        self._move(group)
+
+    def _store(self, changed: list[tuple[Pending, str]]) -> None:
+        texts = [text for p, _ in changed for text in p.texts()]
         vectors = self.cache.embed_documents(self.client, texts)
         if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
             raise IngestError(f"embedder returned malformed vectors for {len(texts)} texts")
         points: list[Point] = []
-        for p in group:
+        for p, note_hash in changed:
             for chunk in p.chunks:
+                payload = _payload(p, chunk)
+                payload["date_ingested"] = self.date_ingested
+                payload["note_hash"] = note_hash
                 points.append(
                     Point(
                         id=point_id(p.note.source, chunk.index),
                         vector=vectors[len(points)],
-                        payload=_payload(p, chunk, self.date_ingested),
+                        payload=payload,
                         # keywords of the very text embedded: a deep chunk is found by its
                         # note's title and section words too
                         keyword=document_vector(texts[len(points)]),
                     )
                 )
-        sources = [p.note.source for p in group]
-        # embedded Qdrant scans every point to delete by filter: skipping that when nothing can
-        # be stale keeps a rebuild linear
-        self.store.replace(points, [] if self.fresh else sources)
-        self.progress.stored(sources)
-        for p in group:
-            if p.inbox:
-                try:
-                    move_to_ingested(p.note.path, self.settings.ingested_dir / p.note.source)
-                except OSError as exc:
-                    # stored but not moved: still in the inbox, so the next run redoes it
-                    self._failed(Failure(p.note.source, f"stored, but not moved: {exc}"))
-                    continue
-            self.summary.ingested.append(p.note.source)
-            if p.replaces:
-                self.summary.replaced.append(p.note.source)
-            self.summary.chunks += len(p.chunks)
-            self.progress.done(p.note.source, len(p.chunks))
+        # only notes with stored points can have stale ones: embedded Qdrant scans every point
+        # to delete by filter, so skipping that for new notes keeps a first ingest linear
+        stale = [p.note.source for p, _ in changed if p.note.source in self.stored]
+        self.store.replace(points, stale)
+
+    def _move(self, group: list[Pending]) -> None:
+        mover = Mover()
+        try:
+            for p in group:
+                self._move_one(mover, p)
+        finally:
+            mover.sync()
+
+    def _move_one(self, mover: Mover, p: Pending) -> None:
+        if p.inbox:
+            try:
+                mover.move(p.note.path, self.settings.ingested_dir / p.note.source)
+            except OSError as exc:
+                # stored but not moved: still in the inbox, so the next run redoes it
+                self._failed(Failure(p.note.source, f"stored, but not moved: {exc}"))
+                return
+        self.summary.ingested.append(p.note.source)
+        if p.replaces:
+            self.summary.replaced.append(p.note.source)
+        self.summary.chunks += len(p.chunks)
+        self.progress.done(p.note.source, len(p.chunks))
 
     def _failed(self, failure: Failure) -> None:
         self.summary.failed.append(failure)
         self.progress.failed(failure)
+
+
+def _delete_gone(
+    store: Store, settings: Settings, stored: dict[str, dict[str, str]], pending: list[Pending]
+) -> None:
+    """A full build in place: remove the points of notes whose files are gone from ingested/
+    (and the inbox). A note still there but unreadable keeps its points; its failure is
+    reported."""
+    kept = {p.note.source for p in pending}
+    gone = [
+        source
+        for source in stored
+        if source not in kept
+        and not os.path.lexists(settings.ingested_dir / source)
+        and not os.path.lexists(settings.NOTES_DIR / source)
+    ]
+    if gone:
+        log.info("removing %d notes whose files are gone from %s", len(gone), INGESTED)
+        store.delete_sources(gone)
+        for source in gone:
+            del stored[source]
 
 
 def _embedder_model(client: EmbedClient, settings: Settings) -> tuple[str, int]:
@@ -303,7 +369,12 @@ def run(
 
     with ingest_lock(notes_dir):
         try:
-            existing = None if rebuild else store.collection_model()
+            try:
+                existing = store.collection_model()
+            except ModelMismatch:
+                if not rebuild:
+                    raise
+                existing = None  # made by another tool: a rebuild re-creates it
             # ingested/ is read too when rebuilding, when the collection is new (e.g. its
             # storage was deleted) and when an earlier full build was interrupted
             full = rebuild or existing is None or existing.rebuild_incomplete
@@ -314,6 +385,9 @@ def run(
             pending = _prepare(settings, full, summary, progress)
             if pending or full:
                 model, dimensions = _embedder_model(client, settings)
+                if rebuild and existing is not None and not existing.current(model, dimensions):
+                    existing = None  # another model or layout: re-create it from scratch
+                stored: dict[str, dict[str, str]] = {}
                 if existing is None:
                     store.drop()
                     # flagged until done when it holds notes from ingested/: if this run dies,
@@ -324,6 +398,13 @@ def run(
                     store.check_model(model, dimensions)
                     store.require_keyword()  # refuses a collection made by an older version
                     store.create_indexes()  # after an interrupted create, or new index fields
+                    if full:
+                        if not existing.rebuild_incomplete:
+                            store.mark_complete(False)
+                        stored = store.fingerprints()
+                        _delete_gone(store, settings, stored, pending)
+                    else:
+                        stored = store.fingerprints(p.note.source for p in pending)
                 settings.ingested_dir.mkdir(exist_ok=True)
                 progress.start(len(pending), sum(len(p.chunks) for p in pending))
                 # vectors by content hash: unchanged text is never embedded twice (see module)
@@ -334,9 +415,10 @@ def run(
                     client=client,
                     cache=cache,
                     store=store,
+                    model=model,
                     dimensions=dimensions,
                     date_ingested=date_ingested,
-                    fresh=existing is None,
+                    stored=stored,
                     summary=summary,
                     progress=progress,
                 )

@@ -25,6 +25,7 @@ class Summary:
     failed: list[Failure] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
     chunks: int = 0
+    unchanged: int = 0  # notes whose stored points were already up to date (nothing written)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
     seconds: float = 0.0
     rebuilt: bool = False
@@ -131,9 +132,9 @@ def format_summary(summary: Summary) -> str:
     verb = "rebuilt: ingested" if summary.rebuilt else "ingested"
     lines = [
         f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
-        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s "
-        f"({summary.embedded_cached} reused unchanged); "
-        f"replaced {len(summary.replaced)}; failed {len(summary.failed)}"
+        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s; "
+        f"{summary.unchanged} already up to date, {summary.embedded_cached} chunk vectors "
+        f"reused; replaced {len(summary.replaced)}; failed {len(summary.failed)}"
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
     if summary.ignored:

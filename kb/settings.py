@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -102,3 +102,10 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """Settings read once per process (tests build `Settings(...)` directly instead)."""
     return Settings()
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """Every invalid setting with its problem, for a one-line `error: ...` from a script."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+    )

@@ -31,6 +31,9 @@ K1 = 1.2
 B = 0.75
 AVG_LEN = 100.0
 
+# Bump when tokens or weights change: stored notes are then re-indexed by the next --rebuild.
+TOKENIZER_VERSION = 1
+
 _CJK = "\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(
     rf"[{_CJK}]+"  # a run of CJK characters

@@ -32,6 +32,7 @@ from kb.sparse import Sparse
 
 SCHEMA_VERSION = 2  # payload layout, recorded in the collection metadata (2: keyword, folders)
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
+SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
 
 # Every field a filter or facet uses. A server needs these; embedded mode ignores them.
 PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
@@ -88,6 +89,16 @@ class CollectionModel:
     points: int
     rebuild_incomplete: bool  # a full (re)build started and has not finished yet
     keyword: bool = True  # has the keyword vector (False: made by an older version)
+    schema_version: int | None = None  # payload layout (SCHEMA_VERSION of the version that made it)
+
+    def current(self, model: str, dimensions: int) -> bool:
+        """Made for `model` by this version's layout: a rebuild can update it in place."""
+        return (
+            self.model == model
+            and self.dimensions == dimensions
+            and self.keyword
+            and self.schema_version == SCHEMA_VERSION
+        )
 
 
 def point_id(source: str, chunk_index: int) -> str:
@@ -206,12 +217,14 @@ class Store:
         meta = info.config.metadata or {}
         model = meta.get("embed_model")
         sparse = info.config.params.sparse_vectors
+        schema = meta.get("schema_version")
         return CollectionModel(
             model=model if isinstance(model, str) else None,
             dimensions=vectors[DENSE].size,
             points=info.points_count or 0,
             rebuild_incomplete=meta.get("rebuild_incomplete") is True,
             keyword=isinstance(sparse, dict) and KEYWORD in sparse,
+            schema_version=schema if isinstance(schema, int) else None,
         )
 
     def create(self, model: str, dimensions: int, *, rebuilding: bool = False) -> None:
@@ -251,10 +264,12 @@ class Store:
                     self.collection, field, field_schema=schema, wait=True
                 )
 
-    def mark_complete(self) -> None:
-        """Record that a full build finished (see `create`)."""
+    def mark_complete(self, complete: bool = True) -> None:
+        """Record that a full build finished (see `create`), or with False that one started."""
         with self._calls():
-            self.client.update_collection(self.collection, metadata={"rebuild_incomplete": False})
+            self.client.update_collection(
+                self.collection, metadata={"rebuild_incomplete": not complete}
+            )
 
     def ensure(self, model: str, dimensions: int) -> bool:
         """Create the collection if missing, else check it was made by this model.
@@ -345,12 +360,54 @@ class Store:
 
     def delete_source(self, source: str) -> None:
         """Remove every point of one note."""
+        self.delete_sources([source])
+
+    def delete_sources(self, sources: Iterable[str]) -> None:
+        """Remove every point of these notes."""
+        sources = sorted(set(sources))
+        if not sources:
+            return
         with self._calls():
             self.client.delete(
                 self.collection,
-                points_selector=models.FilterSelector(filter=source_filter([source])),
+                points_selector=models.FilterSelector(filter=source_filter(sources)),
                 wait=True,
             )
+
+    def fingerprints(self, sources: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
+        """{source: {point id: its note's fingerprint}} for every stored point (of `sources`).
+
+        The fingerprint (payload `note_hash`, see kb.ingest) says which version of a note the
+        point was written from, so ingest can leave a note whose points would not change alone.
+        A point without one (written by an older version) maps to "".
+        """
+        flt = None
+        if sources is not None:
+            sources = sorted(set(sources))
+            if not sources:
+                return {}
+            flt = source_filter(sources)
+        out: dict[str, dict[str, str]] = {}
+        offset = None
+        with self._calls():
+            while True:
+                records, offset = self.client.scroll(
+                    self.collection,
+                    scroll_filter=flt,
+                    limit=SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=["source", "note_hash"],
+                )
+                for r in records:
+                    payload = r.payload or {}
+                    source = payload.get("source")
+                    if isinstance(source, str):
+                        note_hash = payload.get("note_hash")
+                        out.setdefault(source, {})[str(r.id)] = (
+                            note_hash if isinstance(note_hash, str) else ""
+                        )
+                if offset is None:
+                    return out
 
     def count(self, source: str | None = None) -> int:
         flt = source_filter([source]) if source is not None else None

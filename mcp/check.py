@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from kb.settings import get_settings
+from kb.settings import describe_invalid, get_settings
 
 TOOLS = {"search_notes", "list_tags"}
 # Field -> accepted types of one search_notes result (None = JSON null).
@@ -144,10 +144,7 @@ def main() -> int:
     try:
         settings = get_settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        print(f"error: {problems}", file=sys.stderr)
+        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
         return 1
     url = settings.MCP_URL
     try:

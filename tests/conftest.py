@@ -11,7 +11,7 @@ import pytest
 from helpers import EmbedderProcess
 
 # The MCP tests' fixtures (ingested notes, server processes), available to every test module.
-pytest_plugins = ["mcp_fixtures"]
+pytest_plugins = ["ingest_fixtures", "mcp_fixtures"]
 
 QWEN_QUERY_PROMPT = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"

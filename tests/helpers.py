@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -59,16 +59,70 @@ def wait_http(
             time.sleep(0.05)
 
 
-class EmbedderProcess:
-    """A real `python embedder/app.py` process on 127.0.0.1 at a free port (the container's path).
+class ServiceProcess:
+    """A real service process started from the repository root, its output in `log_path` so a
+    failing test can show it; `stop()` terminates it (then kills it if it hangs)."""
 
-    Output goes to `log_path` so a failing test can show it; `stop()` terminates the process.
-    """
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, base: str
+    ) -> None:
+        self.base = base  # http://127.0.0.1:PORT
+        self.env = dict(env)
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        # cwd = repository root: the images' WORKDIR /app holds the same relative layout
+        self.proc = subprocess.Popen(
+            list(argv), cwd=REPO_ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log[-chars:]
+
+    def wait_healthy(self, deadline_s: float = 120.0) -> httpx.Response:
+        """Until GET /health answers 200."""
+        try:
+            return wait_http(f"{self.base}/health", deadline_s, proc=self.proc)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- log ---\n{self.log_tail()}") from None
+
+    def wait_listening(self, deadline_s: float = 60.0) -> None:
+        """Until GET /health answers at all (any status), e.g. while a model still loads."""
+        end = time.monotonic() + deadline_s
+        with httpx.Client(timeout=10.0) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"exited with {self.proc.returncode}:\n{self.log_tail()}")
+                try:
+                    client.get(f"{self.base}/health")
+                    return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > end:
+                    raise AssertionError(f"not listening after {deadline_s}s:\n{self.log_tail()}")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        self._log.close()
+
+
+class EmbedderProcess(ServiceProcess):
+    """A real `python embedder/app.py` on 127.0.0.1 at a free port (the container's path)."""
 
     def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
         full_env = {
             **os.environ,
             # Tests never touch the network and must not pick settings up from a developer's .env.
@@ -81,47 +135,4 @@ class EmbedderProcess:
             "LOG_LEVEL": "INFO",
             **env,
         }
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(EMBEDDER_APP)],
-            cwd=REPO_ROOT,
-            env=full_env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_healthy(self, deadline_s: float = 120.0) -> httpx.Response:
-        try:
-            return wait_http(f"{self.url}/health", deadline_s, proc=self.proc)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- embedder log ---\n{self.log_tail()}") from None
-
-    def wait_listening(self, deadline_s: float = 60.0) -> None:
-        """Wait until the HTTP port answers at all (any status), e.g. while the model loads."""
-        end = time.monotonic() + deadline_s
-        with httpx.Client(timeout=5.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"embedder exited early:\n{self.log_tail()}")
-                try:
-                    client.get(f"{self.url}/health")
-                    return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > end:
-                    raise AssertionError(f"embedder not listening:\n{self.log_tail()}")
-                time.sleep(0.05)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self._log.close()
+        super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)

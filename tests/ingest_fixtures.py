@@ -1,4 +1,8 @@
-"""Helpers for the ingest, store, query and ingest_check tests: settings, notes, hashes, scripts."""
+"""Helpers for the ingest, store, query and ingest_check tests: settings, notes, hashes, scripts.
+
+Also a pytest plugin (tests/conftest.py): the `settings`, `client` and `store` fixtures of one
+test's notes folder, embedded Qdrant and the MiniLM embedder.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,18 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from helpers import REPO_ROOT
 
+from embed_client import EmbedClient
+from kb.chunking import chunk_note
 from kb.ingest import LOCK_NAME
+from kb.notes import read_note
 from kb.settings import Settings
+from kb.store import Store, point_id
 
 UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
 
@@ -51,6 +61,43 @@ def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overr
         **overrides,
     }
     return Settings(_env_file=None, **values)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, embedder_url: str) -> Settings:
+    return make_settings(tmp_path, embedder_url)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[EmbedClient]:
+    with EmbedClient(settings=settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    with Store.open(settings) as opened:
+        yield opened
+
+
+def check_consistent(store: Store, settings: Settings) -> None:
+    """Every note in ingested/ has exactly its current chunks in Qdrant, and nothing else is."""
+    expected: dict[str, int] = {}
+    for path in settings.ingested_dir.rglob("*"):
+        if path.is_file() and path.suffix.lower() in (".md", ".txt"):
+            source = path.relative_to(settings.ingested_dir).as_posix()
+            note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+            expected[source] = len(chunk_note(note))
+    payloads = store.payloads()
+    ids = [point for point, _ in payloads]
+    assert len(ids) == len(set(ids)), "duplicate points"
+    found: dict[str, list[int]] = {}
+    for _, payload in payloads:
+        found.setdefault(payload["source"], []).append(payload["chunk_index"])
+    assert {s: sorted(i) for s, i in found.items()} == {
+        s: list(range(n)) for s, n in expected.items()
+    }, "orphan, stale or missing chunks"
+    assert sorted(ids) == sorted(point_id(s, i) for s, n in expected.items() for i in range(n))
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -132,7 +179,7 @@ from embed_client import EmbedClient
 from kb.ingest import run
 from kb.progress import Progress
 from kb.settings import get_settings
-from kb.store import Store
+from kb.store import Store, point_id
 
 stop_at = sys.argv[1]
 
@@ -162,7 +209,7 @@ LOCK_HOLDER = """
 import sys
 from kb.ingest import ingest_lock
 from kb.settings import get_settings
-from kb.store import Store
+from kb.store import Store, point_id
 
 settings = get_settings()
 with ingest_lock(settings.NOTES_DIR), Store.open(settings):

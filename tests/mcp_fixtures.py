@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -26,11 +25,10 @@ from types import ModuleType
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 import pytest
 import uvicorn
-from helpers import REPO_ROOT, free_port
+from helpers import REPO_ROOT, ServiceProcess, free_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
@@ -198,54 +196,15 @@ def server_env(settings: Mapping[str, str]) -> dict[str, str]:
     return env | defaults | dict(settings)
 
 
-class ServerProcess:
+class ServerProcess(ServiceProcess):
     """`python mcp/server.py` (what `uv run mcp/server.py` runs) on a free loopback port."""
 
     def __init__(self, settings: Mapping[str, str], log_path: Path) -> None:
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.url = f"{self.base}/mcp"
-        self.log_path = log_path
-        self._log = log_path.open("wb")
+        base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{base}/mcp"
         env = server_env({"MCP_PORT": str(self.port), **settings})
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER_SCRIPT)],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_listening(self, deadline_s: float = 60.0) -> None:
-        """Until GET /health answers at all (200, or 503 while something is missing)."""
-        end = time.monotonic() + deadline_s
-        with httpx.Client(timeout=10.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"server exited with {self.proc.returncode}:\n{self.log}")
-                try:
-                    client.get(f"{self.base}/health")
-                    return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > end:
-                    raise AssertionError(f"server not listening after {deadline_s}s:\n{self.log}")
-                time.sleep(0.05)
-
-    @property
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self._log.close()
+        super().__init__([sys.executable, str(SERVER_SCRIPT)], env, log_path, base)
 
 
 ServerFactory = Callable[..., ServerProcess]

@@ -1,6 +1,5 @@
 """Never embed the same text twice: the content-addressed vector cache, through real ingest."""
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -9,8 +8,7 @@ from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
 from embed_client import EmbedClient
 from kb.embed_cache import CACHE_NAME, EmbedCache, content_key
 from kb.ingest import run
-from kb.settings import Settings
-from kb.store import Store
+from kb.store import SCHEMA_VERSION, Store
 
 
 def paragraphs(n: int) -> list[str]:
@@ -21,34 +19,22 @@ def paragraphs(n: int) -> list[str]:
     ]
 
 
-@pytest.fixture
-def settings(tmp_path: Path, embedder_url: str) -> Settings:
-    return make_settings(tmp_path, embedder_url)
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[EmbedClient]:
-    with EmbedClient(settings=settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    with Store.open(settings) as opened:
-        yield opened
-
-
-def test_rebuilding_an_unchanged_corpus_makes_no_embedding_calls(settings, client, store):
+def test_rebuilding_from_scratch_reuses_every_vector_and_makes_no_embedding_calls(
+    settings, client, store
+):
     write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
     write(settings.NOTES_DIR / "sub" / "bread.txt", BREAD)
     run(settings, client, store)
     before = {pid: vec for pid, vec in store.vectors([p for p, _ in store.payloads()]).items()}
+    # a collection from an older payload layout: the rebuild re-creates it, re-embedding nothing
+    store.client.update_collection(store.collection, metadata={"schema_version": 1})
     calls = client.calls
 
     summary = run(settings, client, store, rebuild=True)
 
     assert client.calls == calls
-    assert summary.embedded_cached == summary.chunks == 2
+    assert summary.embedded_cached == summary.chunks == 2 and summary.unchanged == 0
+    assert store.collection_model().schema_version == SCHEMA_VERSION
     after = store.vectors(list(before))
     assert all(after[p] == pytest.approx(before[p], abs=1e-6) for p in before)
 
@@ -92,7 +78,8 @@ def test_the_cache_can_be_turned_off(tmp_path: Path, embedder_url: str):
     with EmbedClient(settings=settings) as client, Store.open(settings) as store:
         run(settings, client, store)
         calls = client.calls
-        run(settings, client, store, rebuild=True)
+        store.drop()
+        run(settings, client, store)
         assert client.calls == calls + 1
     assert not (settings.NOTES_DIR / CACHE_NAME).exists()
 

@@ -12,12 +12,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from helpers import free_port, wait_http
+from helpers import ServiceProcess, free_port
 from stack_files import (
     EMBEDDER_DOCKERFILE,
     MCP_DOCKERFILE,
@@ -60,37 +59,8 @@ def healthcheck_passes(argv: list[str], env: Mapping[str, str]) -> bool:
     return subprocess.run(argv, env=env, capture_output=True, timeout=30).returncode == 0
 
 
-@dataclass
-class Service:
-    proc: subprocess.Popen[bytes]
-    url: str
-    env: dict[str, str]
-    log: Path
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def wait_healthy(self, deadline_s: float = 180.0) -> httpx.Response:
-        try:
-            return wait_http(f"{self.url}/health", deadline_s, proc=self.proc)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- log ---\n{self.log_tail()}") from None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-
-
-def launch(argv: list[str], env: dict[str, str], port: int, log: Path) -> Service:
-    # cwd = repository root: the images' WORKDIR /app holds the same relative layout.
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    return Service(proc, f"http://127.0.0.1:{port}", env, log)
+def launch(argv: list[str], env: dict[str, str], port: int, log: Path) -> ServiceProcess:
+    return ServiceProcess(argv, env, log, f"http://127.0.0.1:{port}")
 
 
 def hub_cache_with_minilm(hf_home: Path, minilm_path: Path) -> None:
@@ -105,7 +75,9 @@ def hub_cache_with_minilm(hf_home: Path, minilm_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Iterator[Service]:
+def embedder(
+    tmp_path_factory: pytest.TempPathFactory, minilm_path: Path
+) -> Iterator[ServiceProcess]:
     """embedder/Dockerfile's CMD with the image's and compose's environment, serving a hub id
     from an offline cache as the image does (HF_HUB_OFFLINE=1 comes from the Dockerfile)."""
     root = tmp_path_factory.mktemp("embedder-cmd")
@@ -130,7 +102,7 @@ def embedder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Ite
 
 
 def test_embedder_cmd_serves_the_baked_model_offline_and_reports_healthy(
-    embedder: Service,
+    embedder: ServiceProcess,
 ) -> None:
     assert embedder.env["HF_HUB_OFFLINE"] == "1"
     health = embedder.wait_healthy().json()
@@ -142,7 +114,7 @@ def test_embedder_cmd_serves_the_baked_model_offline_and_reports_healthy(
 
 
 def test_mcp_cmd_serves_health_with_the_compose_environment(
-    embedder: Service, tmp_path: Path
+    embedder: ServiceProcess, tmp_path: Path
 ) -> None:
     embedder.wait_healthy()
     notes, store = tmp_path / "notes", tmp_path / "qdrant"
@@ -151,7 +123,7 @@ def test_mcp_cmd_serves_health_with_the_compose_environment(
     ingest_env = container_env(
         MCP_DOCKERFILE,
         "mcp",
-        {"EMBED_URL": embedder.url, "QDRANT_PATH": str(store), "NOTES_DIR": str(notes)},
+        {"EMBED_URL": embedder.base, "QDRANT_PATH": str(store), "NOTES_DIR": str(notes)},
     )
     ingest_env.pop("QDRANT_URL")  # compose's http://qdrant:6333; here an embedded store instead
     ingest = subprocess.run(
@@ -174,7 +146,7 @@ def test_mcp_cmd_serves_health_with_the_compose_environment(
         assert healthcheck_passes(cmd_argv(MCP_DOCKERFILE, "HEALTHCHECK"), server.env)
         assert healthcheck_passes(compose_healthcheck_argv("mcp"), server.env)
         # compose passes MCP_ALLOWED_HOSTS="" and MCP_TOKEN="": the Host check stays on.
-        hostile = httpx.get(f"{server.url}/health", headers={"Host": "evil.example:80"})
+        hostile = httpx.get(f"{server.base}/health", headers={"Host": "evil.example:80"})
         assert hostile.status_code == 421
     finally:
         server.stop()

@@ -4,9 +4,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from ingest_fixtures import (
@@ -16,6 +14,7 @@ from ingest_fixtures import (
     LOCK_HOLDER,
     SHOCK,
     UNREACHABLE_EMBEDDER,
+    check_consistent,
     make_settings,
     run_script,
     script_env,
@@ -25,13 +24,11 @@ from ingest_fixtures import (
 from qdrant_client import models
 
 from embed_client import EmbedClient
-from kb.chunking import chunk_note
 from kb.ingest import IngestBusy, IngestError, run
-from kb.notes import read_note
 from kb.progress import ConsoleProgress, Failure, Summary
 from kb.settings import Settings
 from kb.sparse import document_vector
-from kb.store import DENSE, KEYWORD, Store, point_id
+from kb.store import DENSE, KEYWORD, Store
 
 
 def long_note(paragraphs: int, word: str) -> str:
@@ -45,45 +42,8 @@ def cosine(a: list[float], b: list[float]) -> float:
     return dot / math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
 
 
-@pytest.fixture
-def settings(tmp_path: Path, embedder_url: str) -> Settings:
-    return make_settings(tmp_path, embedder_url)
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[EmbedClient]:
-    with EmbedClient(settings=settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[Store]:
-    with Store.open(settings) as opened:
-        yield opened
-
-
 def ingest(settings: Settings, client: EmbedClient, store: Store, **kwargs) -> Summary:
     return run(settings, client, store, **kwargs)
-
-
-def check_consistent(store: Store, settings: Settings) -> None:
-    """Every note in ingested/ has exactly its current chunks in Qdrant, and nothing else is."""
-    expected: dict[str, int] = {}
-    for path in settings.ingested_dir.rglob("*"):
-        if path.is_file() and path.suffix.lower() in (".md", ".txt"):
-            source = path.relative_to(settings.ingested_dir).as_posix()
-            note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
-            expected[source] = len(chunk_note(note))
-    payloads = store.payloads()
-    ids = [point for point, _ in payloads]
-    assert len(ids) == len(set(ids)), "duplicate points"
-    found: dict[str, list[int]] = {}
-    for _, payload in payloads:
-        found.setdefault(payload["source"], []).append(payload["chunk_index"])
-    assert {s: sorted(i) for s, i in found.items()} == {
-        s: list(range(n)) for s, n in expected.items()
-    }, "orphan, stale or missing chunks"
-    assert sorted(ids) == sorted(point_id(s, i) for s, n in expected.items() for i in range(n))
 
 
 def test_notes_are_stored_then_moved_to_ingested_keeping_their_subfolder(settings, client, store):
@@ -415,13 +375,17 @@ def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, cli
         write(settings.NOTES_DIR / f"n{i}.md", f"Note number {i}, about subject {i * 11}.\n")
     with Store.open(settings) as store:
         run(settings, client, store)
+    for i in range(6):  # edited where they lie: the rebuild has every note to rewrite
+        write(settings.ingested_dir / f"n{i}.md", f"Note number {i}, revised: topic {i * 13}.\n")
     assert kill_at(settings, "stored:n2.md", "rebuild") == "stored n2.md,n3.md"
     with Store.open(settings) as store:
         assert store.collection_model().rebuild_incomplete
-        assert store.count() == 4  # the first two groups
+        revised = sorted(p["source"] for _, p in store.payloads() if "revised" in p["text"])
+        assert revised == ["n0.md", "n1.md", "n2.md", "n3.md"]  # the first two groups
         summary = run(settings, client, store)
-        assert len(summary.ingested) == 6
+        assert len(summary.ingested) == 6 and summary.unchanged == 4
         assert not store.collection_model().rebuild_incomplete
+        assert all("revised" in p["text"] for _, p in store.payloads())
         check_consistent(store, settings)
 
 

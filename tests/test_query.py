@@ -1,7 +1,5 @@
 import dataclasses
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from helpers import free_port
@@ -54,17 +52,6 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
     with Store.open(settings) as store, EmbedClient(settings=settings) as client:
         assert len(run(settings, client, store).ingested) == 7
     return settings
-
-
-@pytest.fixture
-def settings(tmp_path: Path, embedder_url: str) -> Settings:
-    return make_settings(tmp_path, embedder_url)
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[EmbedClient]:
-    with EmbedClient(settings=settings) as opened:
-        yield opened
 
 
 def test_query_prints_the_five_closest_chunks_with_score_source_and_text(corpus, tmp_path):

@@ -1,0 +1,109 @@
+"""The MCP tool surface: result models, argument types and the tools' descriptions.
+
+tests/snapshots/tools_list.json pins what clients see; server.py wires these to kb. A sibling
+module of server.py (this folder is not a package: the SDK owns the name `mcp`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, StringConstraints
+
+MAX_K = 20
+
+# --- tool results -----------------------------------------------------------------------
+
+
+class Note(BaseModel):
+    text: str = Field(description="The matching passage (one chunk of a note).")
+    source: str | None = Field(description="Note file, relative to the notes folder: cite it.")
+    score: float = Field(
+        description="Relevance within this search, higher is better; the scale depends on "
+        "the mode: hybrid = cosine similarity plus a keyword bonus (-1..2), semantic = cosine "
+        "similarity (-1..1), keyword = BM25 (0 and up). Compare scores only within one search."
+    )
+    title: str | None = Field(description="Title of the note (first # heading, or file name).")
+    heading_path: list[str] = Field(description="Headings above the passage, outermost first.")
+    tags: list[str] = Field(description="Tags of the note.")
+    topic: str | None = Field(description="One-sentence topic of the note, if it has one.")
+    document_date: str | None = Field(description="Date the note is about (ISO), if given.")
+    date_ingested: str | None = Field(description="When the note was ingested (ISO, UTC).")
+    chunk_index: int | None = Field(description="Position of the passage in its note, from 0.")
+    line_start: int | None = Field(description="First line of the passage in the file (1-based).")
+    line_end: int | None = Field(description="Last line of the passage in the file.")
+
+
+class SearchResults(BaseModel):
+    results: list[Note] = Field(description="Best passages, best first.")
+
+
+class TagCount(BaseModel):
+    tag: str
+    chunks: int = Field(description="Number of passages (chunks) carrying the tag.")
+    notes: int = Field(description="Number of notes carrying the tag.")
+
+
+class TagList(BaseModel):
+    tags: list[TagCount] = Field(description="Every tag in the notes, most passages first.")
+
+
+Query = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1),
+    Field(description="What to look for, in natural language or exact words."),
+]
+Count = Annotated[int, Field(description=f"Number of passages to return, 1-{MAX_K} (clamped).")]
+Mode = Annotated[
+    Literal["hybrid", "semantic", "keyword"],
+    Field(
+        description="hybrid: by meaning and exact words (default); semantic: by meaning only; "
+        "keyword: exact words only (BM25), for identifiers, error codes and names."
+    ),
+]
+TagNames = list[str] | None
+Tags = Annotated[
+    TagNames,
+    Field(
+        description="Only notes carrying at least one of these tags (case and spacing do not "
+        "matter). Leave out to search everything."
+    ),
+]
+AllTags = Annotated[TagNames, Field(description="Only notes carrying every one of these tags.")]
+Day = str | None
+DateFrom = Annotated[Day, Field(description="Only notes whose date is on/after this ISO date.")]
+DateTo = Annotated[Day, Field(description="Only notes whose date is on/before this ISO date.")]
+IngestedFrom = Annotated[Day, Field(description="Only notes ingested on/after this ISO date.")]
+IngestedTo = Annotated[Day, Field(description="Only notes ingested on/before this ISO date.")]
+Path = Annotated[
+    str | None,
+    Field(description="Only notes in this folder (e.g. 'recipes/', any depth) or this one file."),
+]
+PerNote = Annotated[
+    int,
+    Field(
+        description=f"At most this many passages per note, 0-{MAX_K} (clamped): 1 (default) "
+        "gives distinct notes; 0 ranks passages alone, so one note can fill the list."
+    ),
+]
+# Filters' field names -> this tool's argument names, for its ValueError messages
+ARGUMENT_NAMES = {"tags_any": "tags", "tags_all": "all_tags", "path_prefix": "path"}
+
+
+SEARCH_NOTES = """Search the user's own notes (files they ingested); returns the best \
+passages, best first, each with the note file and lines it comes from.
+
+Use this whenever the user asks about something they may have written down. Search unfiltered \
+first, in the default hybrid mode, in the user's words. Narrow by `tags` only when the user \
+names a domain or area, or when the unfiltered results are off-topic; call `list_tags` first so \
+you only pass tags that exist. For an exact identifier, error code, command or name, use \
+`mode` "keyword" when hybrid ranks a look-alike first. Use `date_from`/`date_to` (the note's \
+date), `ingested_from`/`ingested_to` or `path` (a folder) only when the user asks for a period \
+or a folder. Cite each passage you use as its `source` with `line_start`-`line_end`. If nothing \
+relevant comes back, say so instead of guessing."""
+
+LIST_TAGS = """List every tag in the user's notes with the number of passages (`chunks`) and \
+of notes carrying it, most used first.
+
+Call this before filtering `search_notes` by tags, so you only pass tags that exist; it is also \
+a quick overview of what the notes cover."""
