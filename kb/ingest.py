@@ -3,7 +3,8 @@
 A run (1) takes the ingest lock, (2) reads and chunks every note first, so bad frontmatter stops
 the run before anything is written and progress knows the total, (3) embeds notes in groups,
 (4) writes each group's points with wait=True and deletes the notes' stale chunks, and (5) only
-then moves the group's files into ingested/ by hard link + unlink (or rename), with fsyncs.
+then moves the group's files into ingested/ by hard link + unlink (or rename), with fsyncs
+(kb.inbox.move_all).
 A run killed at any point leaves every note either still in the inbox (re-ingested next run,
 overwriting its points: ids are deterministic) or stored and moved.
 
@@ -32,7 +33,7 @@ from typing import Any
 from embed_client import EmbedClient, EmbedError
 from kb.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.embed_cache import CACHE_NAME, EmbedCache
-from kb.inbox import INGESTED, Mover, discover
+from kb.inbox import INGESTED, discover, move_all
 from kb.notes import FrontmatterError, Note, NoteError, read_note
 from kb.progress import Failure, Progress, Summary
 from kb.qdrant_query import folders_of
@@ -279,26 +280,21 @@ class _Writer:
         self.store.replace(points, stale)
 
     def _move(self, group: list[Pending]) -> None:
-        mover = Mover()
-        try:
-            for p in group:
-                self._move_one(mover, p)
-        finally:
-            mover.sync()
-
-    def _move_one(self, mover: Mover, p: Pending) -> None:
-        if p.inbox:
-            try:
-                mover.move(p.note.path, self.settings.ingested_dir / p.note.source)
-            except OSError as exc:
+        moving = [p for p in group if p.inbox]
+        errors = move_all(
+            [(p.note.path, self.settings.ingested_dir / p.note.source) for p in moving]
+        )
+        failed = {id(p): exc for p, exc in zip(moving, errors, strict=True) if exc is not None}
+        for p in group:
+            if id(p) in failed:
                 # stored but not moved: still in the inbox, so the next run redoes it
-                self._failed(Failure(p.note.source, f"stored, but not moved: {exc}"))
-                return
-        self.summary.ingested.append(p.note.source)
-        if p.replaces:
-            self.summary.replaced.append(p.note.source)
-        self.summary.chunks += len(p.chunks)
-        self.progress.done(p.note.source, len(p.chunks))
+                self._failed(Failure(p.note.source, f"stored, but not moved: {failed[id(p)]}"))
+                continue
+            self.summary.ingested.append(p.note.source)
+            if p.replaces:
+                self.summary.replaced.append(p.note.source)
+            self.summary.chunks += len(p.chunks)
+            self.progress.done(p.note.source, len(p.chunks))
 
     def _failed(self, failure: Failure) -> None:
         self.summary.failed.append(failure)

@@ -168,8 +168,8 @@ def run_script(
 
 
 # An ingest that parks itself at a chosen point so a test can SIGKILL it exactly there:
-#   argv[1] = "first-done"     after the first note is stored and moved (the rest of its group
-#                              is stored but not moved yet)
+#   argv[1] = "first-done"     when the first note is reported done (its group is stored and
+#                              moved; the next groups are not stored yet)
 #           = "stored:NAME"    after Qdrant acknowledged the group holding note NAME, before
 #                              that group's moves
 #   argv[2] = "rebuild" to run a rebuild instead of a plain ingest

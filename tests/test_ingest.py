@@ -350,9 +350,9 @@ def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lo
     for name, text in texts.items():
         write(notes / name, text)
     # EMBED_BATCH_SIZE=2 groups notes by up to 2 chunks: [n0 n1] [n2 n3] [n4] [n5]
-    assert kill_at(settings, "first-done") == "done n0.md"
-    assert (settings.ingested_dir / "n0.md").is_file() and (notes / "n1.md").is_file()
-    # n1 was stored but not moved; now the groups are [n1 n2] [n3] [n4] [n5]
+    assert kill_at(settings, "first-done") == "done n0.md"  # its group is moved together
+    assert (settings.ingested_dir / "n1.md").is_file() and (notes / "n2.md").is_file()
+    # the first group is done; now the groups are [n2 n3] [n4] [n5]
     assert kill_at(settings, "stored:n4.md") == "stored n4.md"
     assert not (notes / "n3.md").exists() and (notes / "n4.md").is_file()
     with Store.open(settings) as store:
