@@ -33,6 +33,7 @@ from kb.sparse import Sparse
 SCHEMA_VERSION = 2  # payload layout, recorded in the collection metadata (2: keyword, folders)
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
 SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
+FILTER_BATCH = 500  # note names per `source` filter
 
 # Every field a filter or facet uses. A server needs these; embedded mode ignores them.
 PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
@@ -364,15 +365,16 @@ class Store:
 
     def delete_sources(self, sources: Iterable[str]) -> None:
         """Remove every point of these notes."""
-        sources = sorted(set(sources))
-        if not sources:
-            return
+        wanted = sorted(set(sources))
         with self._calls():
-            self.client.delete(
-                self.collection,
-                points_selector=models.FilterSelector(filter=source_filter(sources)),
-                wait=True,
-            )
+            for i in range(0, len(wanted), FILTER_BATCH):
+                self.client.delete(
+                    self.collection,
+                    points_selector=models.FilterSelector(
+                        filter=source_filter(wanted[i : i + FILTER_BATCH])
+                    ),
+                    wait=True,
+                )
 
     def fingerprints(self, sources: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
         """{source: {point id: its note's fingerprint}} for every stored point (of `sources`).
@@ -381,13 +383,17 @@ class Store:
         point was written from, so ingest can leave a note whose points would not change alone.
         A point without one (written by an older version) maps to "".
         """
-        flt = None
-        if sources is not None:
-            sources = sorted(set(sources))
-            if not sources:
-                return {}
-            flt = source_filter(sources)
         out: dict[str, dict[str, str]] = {}
+        if sources is None:
+            self._read_fingerprints(None, out)
+            return out
+        wanted = sorted(set(sources))
+        # a few hundred names per filter keeps each request small for a server
+        for i in range(0, len(wanted), FILTER_BATCH):
+            self._read_fingerprints(source_filter(wanted[i : i + FILTER_BATCH]), out)
+        return out
+
+    def _read_fingerprints(self, flt: models.Filter | None, out: dict[str, dict[str, str]]) -> None:
         offset = None
         with self._calls():
             while True:
@@ -407,7 +413,7 @@ class Store:
                             note_hash if isinstance(note_hash, str) else ""
                         )
                 if offset is None:
-                    return out
+                    return
 
     def count(self, source: str | None = None) -> int:
         flt = source_filter([source]) if source is not None else None

@@ -14,7 +14,9 @@ from helpers import REPO_ROOT
 KEYS = {"first_s", "reingest_s", "reingest_embed_calls", "edit_embedded_chunks"}
 
 
-def test_ingest_bench_reports_first_ingest_reingest_and_one_edit(tmp_path: Path) -> None:
+def test_ingest_bench_reports_first_ingest_reingests_one_edit_and_a_recreated_collection(
+    tmp_path: Path,
+) -> None:
     docs = tmp_path / "docs"
     for i in range(5):
         path = docs / f"folder{i % 2}" / f"note{i}.md"
@@ -44,4 +46,7 @@ def test_ingest_bench_reports_first_ingest_reingest_and_one_edit(tmp_path: Path)
     assert result["reingest_embed_calls"] == 0
     assert result["redrop_embed_calls"] == 0
     assert result["edit_embedded_chunks"] == 1
+    # a re-created collection takes every vector from the cache; without it, embeds them all
+    assert result["recreate_embed_calls"] == 0
+    assert result["recreate_nocache_embed_calls"] == result["first_embed_calls"]
     assert "re-ingest:" in proc.stdout

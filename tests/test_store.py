@@ -110,6 +110,29 @@ def test_deleting_a_source_removes_all_its_points(store: Store):
     assert (store.count("a.md"), store.count()) == (0, 1)
 
 
+def test_fingerprints_and_deletes_cover_more_notes_than_one_filter_names(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("kb.store.FILTER_BATCH", 2)  # five notes: three filters each
+    names = [f"n{i}.md" for i in range(5)]
+    points = [p for name in names for p in points_for(name, 2)]
+    for p in points[:4]:
+        p.payload["note_hash"] = f"hash-{p.payload['source']}"
+    store.replace(points, [])
+
+    found = store.fingerprints(names[1:])
+
+    assert sorted(found) == names[1:]
+    assert found["n1.md"] == {
+        point_id("n1.md", 0): "hash-n1.md",
+        point_id("n1.md", 1): "hash-n1.md",
+    }
+    assert found["n2.md"] == {point_id("n2.md", i): "" for i in range(2)}  # written without one
+    assert store.fingerprints() == store.fingerprints(names)
+    store.delete_sources(names[:4])
+    assert sorted(store.fingerprints()) == ["n4.md"]
+
+
 def test_query_returns_nearest_first_and_a_tag_filter_keeps_notes_with_any_tag(store: Store):
     store.replace(
         points_for("a.md", 1, ["x"]) + points_for("b.md", 1, ["y", "z"]) + points_for("c.md", 1),
