@@ -129,21 +129,27 @@ def move_all(moves: Sequence[tuple[Path, Path]]) -> list[OSError | None]:
     """
     if not moves:
         return []
+    unmade: dict[Path, OSError] = {}  # folders that could not be made: their notes stay put
     for folder in sorted({dest.parent for _, dest in moves}):
-        _makedirs_durably(folder)
+        try:
+            _makedirs_durably(folder)
+        except OSError as exc:
+            unmade[folder] = exc
+
+    def move_one(move: tuple[Path, Path]) -> OSError | None:
+        if move[1].parent in unmade:
+            return unmade[move[1].parent]
+        try:
+            _move(*move)
+        except OSError as exc:
+            return exc
+        return None
+
     with ThreadPoolExecutor(max_workers=min(MOVE_THREADS, len(moves))) as pool:
-        errors = list(pool.map(_move_quietly, moves))
-    for folder in sorted({p.parent for pair in moves for p in pair}):
+        errors = list(pool.map(move_one, moves))
+    for folder in sorted({p.parent for pair in moves for p in pair} - set(unmade)):
         _fsync_dir(folder)
     return errors
-
-
-def _move_quietly(move: tuple[Path, Path]) -> OSError | None:
-    try:
-        _move(*move)
-    except OSError as exc:
-        return exc
-    return None
 
 
 def _move(src: Path, dest: Path) -> None:

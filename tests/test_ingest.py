@@ -308,6 +308,22 @@ def test_a_move_interrupted_between_link_and_unlink_is_finished_next_run(setting
     check_consistent(store, settings)
 
 
+def test_a_note_whose_ingested_folder_cannot_be_made_stays_in_the_inbox_and_the_rest_move(
+    settings, client, store
+):
+    write(settings.ingested_dir / "trips", "a file where ingest needs a folder\n")
+    write(settings.NOTES_DIR / "trips" / "alps" / "walk.md", KIMCHI)
+    write(settings.NOTES_DIR / "bread.txt", BREAD)
+
+    summary = ingest(settings, client, store)
+
+    assert summary.ingested == ["bread.txt"]
+    [failure] = summary.failed
+    assert failure.source == "trips/alps/walk.md" and "stored, but not moved" in failure.reason
+    assert (settings.NOTES_DIR / "trips" / "alps" / "walk.md").read_text(encoding="utf-8") == KIMCHI
+    assert (settings.ingested_dir / "bread.txt").read_text(encoding="utf-8") == BREAD
+
+
 def test_a_lost_collection_is_rebuilt_from_ingested_notes_on_the_next_run(settings, client, store):
     write(settings.NOTES_DIR / "a.md", KIMCHI)
     ingest(settings, client, store)
