@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ class Pending:
     replaces: bool  # an earlier version of this note is in ingested/
     title: str = ""  # the note's title (chunking.note_title)
 
+    @cached_property
     def texts(self) -> list[str]:
         """What is embedded for each chunk: the chunk with its title, heading path and topic."""
         return [embedding_text(c, self.note, self.title) for c in self.chunks]
@@ -75,7 +77,7 @@ class Pending:
         fingerprints mean rewriting the note would change nothing but that date."""
         written = [
             [point_id(self.note.source, c.index), text, _payload(self, c)]
-            for c, text in zip(self.chunks, self.texts(), strict=True)
+            for c, text in zip(self.chunks, self.texts, strict=True)
         ]
         key = [model, dimensions, SCHEMA_VERSION, TOKENIZER_VERSION, written]
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
@@ -254,7 +256,7 @@ class _Writer:
         self._move(group)
 
     def _store(self, changed: list[tuple[Pending, str]]) -> None:
-        texts = [text for p, _ in changed for text in p.texts()]
+        texts = [text for p, _ in changed for text in p.texts]
         vectors = self.cache.embed_documents(self.client, texts)
         if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
             raise IngestError(f"embedder returned malformed vectors for {len(texts)} texts")
