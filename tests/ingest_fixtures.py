@@ -19,7 +19,7 @@ from helpers import REPO_ROOT
 
 from embed_client import EmbedClient
 from kb.chunking import chunk_note
-from kb.ingest import LOCK_NAME
+from kb.ingest import LOCK_NAME, run
 from kb.notes import read_note
 from kb.settings import Settings
 from kb.store import Store, point_id
@@ -61,6 +61,17 @@ def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overr
         **overrides,
     }
     return Settings(_env_file=None, **values)
+
+
+def ingest_notes(folder: Path, embed_url: str, notes: dict[str, str]) -> Settings:
+    """Write `notes` (source -> text) into a notes folder under `folder` and ingest them all;
+    the store is closed again, so a module can share the corpus across tests."""
+    settings = make_settings(folder, embed_url)
+    for name, text in notes.items():
+        write(settings.NOTES_DIR / name, text)
+    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+        assert sorted(run(settings, client, store).ingested) == sorted(notes)
+    return settings
 
 
 @pytest.fixture

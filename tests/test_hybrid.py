@@ -8,7 +8,14 @@ finds while keyword search is misled by an incidental shared word.
 from collections.abc import Iterator
 
 import pytest
-from ingest_fixtures import UNREACHABLE_EMBEDDER, make_settings, run_script, script_env, write
+from ingest_fixtures import (
+    UNREACHABLE_EMBEDDER,
+    ingest_notes,
+    make_settings,
+    run_script,
+    script_env,
+    write,
+)
 
 from embed_client import EmbedClient
 from kb.ingest import run
@@ -52,12 +59,7 @@ NOTES = {
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
-    settings = make_settings(tmp_path_factory.mktemp("hybrid"), embedder_url)
-    for name, text in NOTES.items():
-        write(settings.NOTES_DIR / name, text)
-    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
-        assert len(run(settings, client, store).ingested) == len(NOTES)
-    return settings
+    return ingest_notes(tmp_path_factory.mktemp("hybrid"), embedder_url, NOTES)
 
 
 @pytest.fixture

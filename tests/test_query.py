@@ -8,15 +8,13 @@ from ingest_fixtures import (
     KIMCHI,
     SHOCK,
     UNREACHABLE_EMBEDDER,
-    make_settings,
+    ingest_notes,
     run_script,
     script_env,
-    write,
 )
 from qdrant_client import models
 
 from embed_client import EmbedClient, EmbedError
-from kb.ingest import run
 from kb.search import Hit, list_tags, search
 from kb.settings import Settings
 from kb.store import (
@@ -43,15 +41,9 @@ EXTRA = {
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
     """Seven notes ingested into embedded Qdrant once for the module (store closed after)."""
-    settings = make_settings(tmp_path_factory.mktemp("query"), embedder_url)
-    write(settings.NOTES_DIR / "food" / "kimchi.md", KIMCHI)
-    write(settings.NOTES_DIR / "bread.txt", BREAD)
-    write(settings.NOTES_DIR / "shock.md", SHOCK)
-    for name, text in EXTRA.items():
-        write(settings.NOTES_DIR / name, text)
-    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
-        assert len(run(settings, client, store).ingested) == 7
-    return settings
+    notes = {"food/kimchi.md": KIMCHI, "bread.txt": BREAD, "shock.md": SHOCK, **EXTRA}
+    assert len(notes) == 7
+    return ingest_notes(tmp_path_factory.mktemp("query"), embedder_url, notes)
 
 
 def test_query_prints_the_five_closest_chunks_with_score_source_and_text(corpus, tmp_path):

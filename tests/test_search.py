@@ -4,10 +4,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from ingest_fixtures import make_settings, run_script, script_env, write
+from ingest_fixtures import ingest_notes, run_script, script_env
 
 from embed_client import EmbedClient
-from kb.ingest import run
 from kb.search import Filters, search
 from kb.settings import Settings
 from kb.store import Store, source_filter
@@ -44,11 +43,8 @@ INGESTED = {
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
-    settings = make_settings(tmp_path_factory.mktemp("search"), embedder_url)
-    for name, text in NOTES.items():
-        write(settings.NOTES_DIR / name, text)
-    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
-        assert len(run(settings, client, store).ingested) == len(NOTES)
+    settings = ingest_notes(tmp_path_factory.mktemp("search"), embedder_url, NOTES)
+    with Store.open(settings) as store:
         assert store.count("garden/tomatoes.md") == 6
         for source, stamp in INGESTED.items():
             store.client.set_payload(
