@@ -1,254 +1,33 @@
-"""The one HTTP client to the embedder, shared by the host scripts and the MCP server.
+"""Embed one text with the embedder at EMBED_URL and print its size and norm.
 
-Requests carry at most EMBED_BATCH_SIZE texts and EMBED_BATCH_SIZE x EMBED_MAX_CHARS characters;
-connection errors, 429 and 503 are retried with bounded exponential backoff that honours
-Retry-After; every vector is checked (dimension from /health, finite, non-zero norm).
+    uv run embed_client.py "some text" [--query]
 
-Run as a script to embed one text: `uv run embed_client.py "some text" [--query]`.
+The client itself is kb.embedding.EmbedClient (shared by every script and the MCP server).
 """
 
 from __future__ import annotations
 
 import argparse
-import array
-import base64
 import math
-import sys
-import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-import httpx
-
-from kb.settings import Settings, get_settings
-
-RETRY_STATUSES = frozenset({429, 503})
-BACKOFF_BASE_S = 0.5
-BACKOFF_MAX_S = 30.0
-# Retry only when the request surely did not run; a read timeout may mean it is still running.
-_RETRY_TRANSPORT = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-)
+from kb.backend import embed_client
+from kb.cli import script
+from kb.settings import get_settings
 
 
-class EmbedError(Exception):
-    """The embedder could not embed: unreachable, loading, overloaded, or it rejected the input."""
-
-    def __init__(self, message: str, status: int | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-
-
-def _decode_base64(data: str) -> list[float]:
-    values = array.array("f", base64.b64decode(data))
-    if sys.byteorder != "little":  # the wire format is little-endian float32
-        values.byteswap()
-    return values.tolist()
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
-class EmbedClient:
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        settings: Settings | None = None,
-        batch_size: int | None = None,
-        max_chars: int | None = None,
-        timeout: float | None = None,
-        retries: int | None = None,
-    ) -> None:
-        settings = settings or get_settings()
-        self.url = (url or settings.EMBED_URL).rstrip("/")
-        self.batch_size = batch_size or settings.EMBED_BATCH_SIZE
-        self.max_chars = max_chars or settings.EMBED_MAX_CHARS
-        self.timeout = timeout or settings.EMBED_TIMEOUT
-        self.retries = settings.EMBED_RETRIES if retries is None else retries
-        self.calls = 0  # POST /v1/embeddings attempts made
-        self._health: dict[str, Any] | None = None
-        self._http = httpx.Client(
-            base_url=self.url, timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
-        )
-
-    # --- lifecycle -------------------------------------------------------------------
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> EmbedClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # --- health ----------------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
-        """GET /health once: its JSON when ready, else EmbedError (503 while loading)."""
-        try:
-            response = self._http.get("/health")
-        except httpx.TransportError as exc:
-            raise self._unreachable(exc) from None
-        if response.status_code != 200:
-            raise self._http_error(response)
-        body = response.json()
-        self._health = body
-        return body
-
-    def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:
-        """Poll /health until the model is ready; EmbedError after `timeout` seconds.
-
-        A model that failed to load (500) does not recover by waiting: that raises at once.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.health()
-            except EmbedError as exc:
-                if exc.status is not None and exc.status not in RETRY_STATUSES:
-                    raise
-                if time.monotonic() >= deadline:
-                    raise EmbedError(
-                        f"embedder at {self.url} not ready after {timeout:.0f}s: {exc.message}",
-                        exc.status,
-                        exc.code,
-                    ) from None
-            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-
-    @property
-    def model(self) -> str:
-        return str((self._health or self.health())["model"])
-
-    @property
-    def dimensions(self) -> int:
-        return int((self._health or self.health())["dimensions"])
-
-    # --- embedding -------------------------------------------------------------------
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order, sent in requests within the batch limits."""
-        for index, text in enumerate(texts):
-            if not isinstance(text, str) or not text:
-                raise EmbedError(f"texts[{index}] is empty or not a string", code="empty_input")
-        vectors: list[list[float]] = []
-        for batch in self._batches(texts):
-            vectors.extend(self._embed(batch, "document"))
-        return vectors
-
-    def embed_query(self, text: str) -> list[float]:
-        if not isinstance(text, str) or not text:
-            raise EmbedError("query is empty", code="empty_input")
-        return self._embed([text], "query")[0]
-
-    def _batches(self, texts: Sequence[str]) -> Iterator[list[str]]:
-        budget = self.batch_size * self.max_chars
-        batch: list[str] = []
-        chars = 0
-        for text in texts:
-            if batch and (len(batch) >= self.batch_size or chars + len(text) > budget):
-                yield batch
-                batch, chars = [], 0
-            batch.append(text)  # a text over the budget goes alone; the server truncates it
-            chars += len(text)
-        if batch:
-            yield batch
-
-    def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
-        payload = {"input": texts, "input_type": input_type, "encoding_format": "base64"}
-        body = self._post(payload)
-        dims = self.dimensions  # after the POST: it has waited out a loading model
-        data = sorted(body.get("data", []), key=lambda item: item["index"])
-        if [item["index"] for item in data] != list(range(len(texts))):
-            raise EmbedError(
-                f"embedder at {self.url} returned {len(data)} vectors for {len(texts)} inputs"
-            )
-        vectors = []
-        for item in data:
-            raw = item["embedding"]
-            vector = _decode_base64(raw) if isinstance(raw, str) else [float(x) for x in raw]
-            self._check(vector, dims, item["index"])
-            vectors.append(vector)
-        return vectors
-
-    def _check(self, vector: list[float], dims: int, index: int) -> None:
-        if len(vector) != dims:
-            raise EmbedError(
-                f"embedder at {self.url} returned {len(vector)} dimensions for input {index}, "
-                f"expected {dims} (model changed? restart the client)"
-            )
-        if not all(math.isfinite(x) for x in vector):
-            raise EmbedError(f"embedder at {self.url} returned a non-finite vector (input {index})")
-        if math.fsum(x * x for x in vector) <= 1e-12:
-            raise EmbedError(f"embedder at {self.url} returned a zero vector (input {index})")
-
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        attempt = 0
-        while True:
-            self.calls += 1
-            delay = BACKOFF_BASE_S * 2**attempt
-            try:
-                response = self._http.post("/v1/embeddings", json=payload)
-            except _RETRY_TRANSPORT as exc:
-                error = self._unreachable(exc)
-            except httpx.TransportError as exc:  # e.g. a read timeout: do not pile requests on
-                raise self._unreachable(exc) from None
-            else:
-                if response.status_code == 200:
-                    return response.json()
-                error = self._http_error(response)
-                if response.status_code not in RETRY_STATUSES:
-                    raise error
-                retry_after = _retry_after(response)
-                delay = delay if retry_after is None else retry_after
-            if attempt >= self.retries:
-                raise error
-            time.sleep(min(delay, BACKOFF_MAX_S))
-            attempt += 1
-
-    # --- errors ----------------------------------------------------------------------
-    def _unreachable(self, exc: httpx.TransportError) -> EmbedError:
-        detail = str(exc) or type(exc).__name__
-        return EmbedError(f"embedder at {self.url} unreachable: {detail}")
-
-    def _http_error(self, response: httpx.Response) -> EmbedError:
-        code = None
-        try:
-            error = response.json()["error"]
-            message, code = str(error["message"]), error.get("code")
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:200] or response.reason_phrase
-        return EmbedError(
-            f"embedder at {self.url} answered {response.status_code}: {message}",
-            response.status_code,
-            code,
-        )
-
-
+@script
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Embed one text and print its size and norm.")
     parser.add_argument("text")
     parser.add_argument("--query", action="store_true", help="embed as a search query")
     args = parser.parse_args(argv)
-    try:
-        with EmbedClient() as client:
-            if args.query:
-                vector = client.embed_query(args.text)
-            else:
-                vector = client.embed_documents([args.text])[0]
-            model = client.model
-    except EmbedError as exc:
-        print(f"error: {exc.message} (URL from EMBED_URL)", file=sys.stderr)
-        return 1
+    with embed_client(get_settings()) as client:
+        if args.query:
+            vector = client.embed_query(args.text)
+        else:
+            vector = client.embed_documents([args.text])[0]
+        model = client.model
     norm = math.sqrt(math.fsum(x * x for x in vector))
     print(f"{model}: {len(vector)} dimensions, norm {norm:.4f}")
     return 0

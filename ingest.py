@@ -10,19 +10,22 @@ run stopped (one `error:` line), 2 for bad settings.
 from __future__ import annotations
 
 import argparse
-import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 
-from pydantic import ValidationError
-
-from embed_client import EmbedClient
-from kb.ingest import IngestError, ingest_lock, run
+from kb.backend import embed_client, open_store
+from kb.cli import fail, script, setup_logging
+from kb.errors import IngestError
+from kb.ingest import run
 from kb.progress import ConsoleProgress, format_summary
-from kb.settings import describe_invalid, get_settings
-from kb.store import Store, StoreError
+from kb.settings import get_settings
+from kb.state import State
 
 
+@script
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Ingest notes from NOTES_DIR into Qdrant.")
     parser.add_argument(
@@ -31,34 +34,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="re-index every note, ingested/ included: in place, or re-created for a new model",
     )
     args = parser.parse_args(argv)
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=settings.LOG_LEVEL, format="%(message)s")
-    if logging.getLogger().level > logging.DEBUG:
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    settings = get_settings()
+    setup_logging(settings.LOG_LEVEL)
+    stop = threading.Event()
 
-    summary = None
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        # the first Ctrl-C finishes the current group (stored notes get moved); a second one
+        # stops at once (KeyboardInterrupt): nothing is half-written either way
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("stopping after the current group (Ctrl-C again to stop now)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
     try:
         # the lock first: a second ingest is told "another ingest is running", not "storage busy"
         with (
-            ingest_lock(settings.NOTES_DIR),
-            Store.open(settings) as store,
-            EmbedClient(settings=settings) as client,
+            State(settings.STATE_DIR).lock(),
+            open_store(settings) as store,
+            embed_client(settings) as client,
         ):
             summary = run(
-                settings, client, store, rebuild=args.rebuild, progress=ConsoleProgress(sys.stderr)
+                settings,
+                client,
+                store,
+                rebuild=args.rebuild,
+                progress=ConsoleProgress(sys.stderr),
+                stop=stop,
             )
     except IngestError as exc:
-        if exc.summary.ingested or exc.summary.failed:
+        if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
             print(format_summary(exc.summary))
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return fail(str(exc))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(format_summary(summary))
     return 1 if summary.failed else 0
 

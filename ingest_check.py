@@ -10,18 +10,20 @@ Prints `ingest ok`, or one `error:` line and exits 1.
 from __future__ import annotations
 
 import secrets
-import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from embed_client import EmbedClient, EmbedError
-from kb.ingest import IngestError, run
-from kb.search import list_tags, search
-from kb.settings import Settings, describe_invalid, get_settings
-from kb.store import Store, StoreError
+from kb import collection
+from kb.backend import embed_client, open_store
+from kb.cli import fail, script
+from kb.embedding import EmbedClient
+from kb.errors import IngestError
+from kb.ingest import run
+from kb.search import search, tag_usage
+from kb.settings import Settings, get_settings
+from kb.sources.inbox import INGESTED
+from kb.store import Store
 
 KIMCHI = """---
 tags: [Korean Cuisine, "recipes ", korean  cuisine]
@@ -74,7 +76,7 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
         and not summary.failed,
         f"first run ingested {summary.ingested}, failed {summary.failed}",
     )
-    ingested = settings.ingested_dir
+    ingested = notes / INGESTED
     for source in ("food/kimchi.md", "bread.txt", "shock.md"):
         expect((ingested / source).is_file(), f"{source} was not moved into ingested/")
         expect(not (notes / source).exists(), f"{source} is still in the inbox")
@@ -98,9 +100,10 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
     )
     filtered = search(store, client, "baking bread", k=5, tags=["  KOREAN cuisine"])
     expect([h.source for h in filtered] == ["food/kimchi.md"], "tag filter returned other notes")
+    notes_per_tag = {u.tag: u.notes for u in tag_usage(store)}
     expect(
-        dict(list_tags(store)) == {"korean cuisine": 1, "recipes": 1, "aerodynamics": 1},
-        f"tag counts are {list_tags(store)}",
+        notes_per_tag == {"korean cuisine": 1, "recipes": 1, "aerodynamics": 1},
+        f"tag counts are {notes_per_tag}",
     )
 
     # re-drop: the new version replaces the old chunks and the old file in ingested/
@@ -132,39 +135,30 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
     expect((notes / "later.txt").is_file(), "the run went on after the bad-YAML note")
 
 
+@script
 def main() -> int:
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
-        return 2
-    collection = f"{settings.COLLECTION}_ingest_check_{secrets.token_hex(4)}"
-    try:
-        with (
-            tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp,
-            Store.open(settings, collection) as store,
-            EmbedClient(settings=settings) as client,
-        ):
-            notes = Path(tmp)
-            client.health()  # a down embedder is reported as such, before any work
-            try:
-                check(settings.model_copy(update={"NOTES_DIR": notes}), client, store, notes)
-            finally:
-                store.drop()
-    except CheckFailed as exc:
-        print(f"error: ingest check failed: {exc}", file=sys.stderr)
-        return 1
-    except IngestError as exc:
-        # the embedder or Qdrant failing mid-check is reported as itself, not as a check failure
-        failed = isinstance(exc.__cause__, EmbedError | StoreError)
-        print(f"error: {'' if failed else 'ingest check failed: '}{exc}", file=sys.stderr)
-        return 1
-    except EmbedError as exc:
-        print(f"error: {exc.message} (EMBED_URL)", file=sys.stderr)
-        return 1
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    settings = get_settings()
+    name = f"{settings.COLLECTION}_ingest_check_{secrets.token_hex(4)}"
+    with (
+        tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp,
+        open_store(settings, name) as store,
+        embed_client(settings) as client,
+    ):
+        notes = Path(tmp) / "notes"
+        notes.mkdir()
+        client.health()  # a down embedder is reported as such, before any work
+        own = {"NOTES_DIR": notes, "STATE_DIR": Path(tmp) / "state"}  # never the user's
+        try:
+            check(settings.model_copy(update=own), client, store, notes)
+        except CheckFailed as exc:
+            return fail(f"ingest check failed: {exc}")
+        except IngestError as exc:
+            # the embedder or Qdrant failing mid-check is reported as itself, not as a failure
+            if exc.__cause__ is None:
+                return fail(f"ingest check failed: {exc}")
+            raise
+        finally:
+            collection.drop(store)
     print("ingest ok")
     return 0
 

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 
-from pydantic import ValidationError
-
-from embed_client import EmbedClient, EmbedError
+from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
+from kb.cli import script
 from kb.search import MAX_K, MODES, Filters, Hit, search
-from kb.settings import describe_invalid, get_settings
-from kb.store import Store, StoreError
+from kb.settings import get_settings
 
 PREVIEW_CHARS = 200
 # Filters field -> the option that sets it, so a validation error names what the user typed
@@ -121,31 +118,20 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
     return args, filters
 
 
+@script
 def main(argv: Sequence[str] | None = None) -> int:
     args, filters = parse_args(argv)
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
-        return 2
-
-    try:
-        with Store.open(settings) as store, EmbedClient(settings=settings) as client:
-            hits = search(
-                store,
-                client,
-                args.query,
-                k=args.k,
-                mode=args.mode,
-                filters=filters,
-                per_note=args.per_note or None,
-            )
-    except EmbedError as exc:
-        print(f"error: {exc.message} (EMBED_URL)", file=sys.stderr)
-        return 1
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    settings = get_settings()
+    with open_store(settings) as store, embed_client(settings) as client:
+        hits = search(
+            store,
+            client,
+            args.query,
+            k=args.k,
+            mode=args.mode,
+            filters=filters,
+            per_note=args.per_note or None,
+        )
 
     if args.json:
         print(json.dumps({"results": [hit.to_dict() for hit in hits]}, ensure_ascii=False))

@@ -10,12 +10,13 @@ import argparse
 import base64
 import math
 import struct
-import sys
 from collections.abc import Sequence
 
 import httpx
 
-from embed_client import EmbedClient, EmbedError
+from kb.cli import fail, script
+from kb.embedding import EmbedClient
+from kb.errors import KbError
 from kb.settings import get_settings
 
 QUERY = "How do I bake bread at home?"
@@ -23,7 +24,7 @@ RELATED = "Knead the dough, let it rise for an hour, then bake the loaf in a hot
 UNRELATED = "The quarterly tax return must be filed with the revenue office by April."
 
 
-class SmokeError(Exception):
+class SmokeError(KbError):
     pass
 
 
@@ -80,6 +81,7 @@ def check_client(url: str) -> None:
         check_vectors(query, docs, client.dimensions, "embed_client")
 
 
+@script
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -92,12 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("smoke ok")
         check_client(url)
         print("client ok")
-    except (SmokeError, EmbedError) as exc:
-        print(f"error: {exc} (URL from EMBED_URL)", file=sys.stderr)
-        return 1
+    except KbError as exc:
+        return fail(f"{exc} (URL from EMBED_URL)")
     except httpx.HTTPError as exc:
-        print(f"error: embedder at {url} failed: {exc} (URL from EMBED_URL)", file=sys.stderr)
-        return 1
+        return fail(f"embedder at {url} failed: {exc} (URL from EMBED_URL)")
     return 0
 
 

@@ -21,10 +21,8 @@ from typing import Any
 import httpx
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from embed_client import EmbedError
-from kb.ingest import IngestError
+from kb.errors import EmbedError, KbError
 from kb.settings import Settings
-from kb.store import StoreError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
@@ -37,7 +35,7 @@ class BenchError(Exception):
 
 
 # What stops a benchmark with a one-line `error: ...` instead of a traceback (see `describe`).
-STOPS = (BenchError, EmbedError, IngestError, StoreError)
+STOPS = (BenchError, KbError)
 
 
 def describe(exc: BaseException) -> str:
@@ -63,10 +61,11 @@ class BenchSettings(Settings):
 
 
 def bench_settings(notes_dir: Path, qdrant_dir: Path, embed_url: str, **extra: Any) -> Settings:
-    """Settings for one benchmark run: notes and embedded Qdrant in temp folders."""
+    """Settings for one benchmark run: notes, state and embedded Qdrant in temp folders."""
     return BenchSettings(
         EMBED_URL=embed_url,
         NOTES_DIR=notes_dir,
+        STATE_DIR=qdrant_dir.parent / "bench-state",
         QDRANT_PATH=str(qdrant_dir),
         COLLECTION="bench",
         **extra,

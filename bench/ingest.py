@@ -39,12 +39,13 @@ from pathlib import Path
 
 from common import CRANFIELD, STOPS, BenchError, bench_settings, describe, embedder, format_table
 
-from embed_client import EmbedClient
+from kb import collection
+from kb.backend import open_store
 from kb.chunking import chunk_note
+from kb.embedding import EmbedClient
 from kb.ingest import run
 from kb.notes import read_note
 from kb.settings import Settings
-from kb.store import Store
 
 LONG_NOTE = "long/field-notes.md"  # source of the generated long note
 LONG_SECTIONS = 20  # one chunk each: a section is ~1.1k chars, two do not fit in 1500
@@ -139,10 +140,15 @@ def drop(corpus: Path, inbox: Path) -> None:
 def ingest(name: str, settings: Settings, *, rebuild: bool = False, drop: bool = False) -> Step:
     """One ingest as a new process runs it; `drop` deletes the collection first (not timed)."""
     if drop:
-        with Store.open(settings) as store:
-            store.drop()
+        with open_store(settings) as store:
+            collection.drop(store)
     started = time.perf_counter()
-    with Store.open(settings) as store, CountingClient(settings=settings) as client:
+    with (
+        open_store(settings) as store,
+        CountingClient(
+            settings.EMBED_URL, batch_size=settings.EMBED_BATCH_SIZE, timeout=settings.EMBED_TIMEOUT
+        ) as client,
+    ):
         summary = run(settings, client, store, rebuild=rebuild)
     seconds = time.perf_counter() - started
     if summary.failed:

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from common import STOPS, BenchError, bench_settings, copy_notes, describe, embedder, format_table
 
-from embed_client import EmbedClient
+from kb.backend import embed_client, open_store
+from kb.embedding import EmbedClient
 from kb.ingest import run
 from kb.notes import NOTE_SUFFIXES
 from kb.search import Mode, search
@@ -174,7 +175,7 @@ def evaluate(docs_dir: Path, queries: list[Query], embed_url: str) -> Result:
         copied = copy_notes(docs_dir, notes_dir)
         print(f"copied {copied} files from {docs_dir}; ingesting", file=sys.stderr)
         settings = bench_settings(notes_dir, Path(tmp) / "qdrant", embed_url)
-        with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+        with open_store(settings) as store, embed_client(settings) as client:
             started = time.perf_counter()
             summary = run(settings, client, store)
             ingest_s = time.perf_counter() - started

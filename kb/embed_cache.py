@@ -9,9 +9,9 @@ them by their stored fingerprint.)
 Why a local SQLite file rather than reading vectors back from Qdrant: a re-created collection has
 lost the vectors exactly when they are most needed, a lookup by key is O(1)
 where embedded Qdrant scans every point to filter on a payload field, and it works unchanged
-against a remote cluster. It lives beside the notes it serves (`NOTES_DIR/.embed-cache.sqlite3`,
-a hidden file ingest never reads as a note) and costs about 4 KB per 1024-d chunk. Deleting it is
-always safe: the next ingest simply embeds again.
+against a remote cluster. It lives in the state folder (`STATE_DIR/embed-cache.sqlite3`, see
+kb.state) and costs about 4 KB per 1024-d chunk. Deleting it is always safe: the next ingest
+simply embeds again.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-CACHE_NAME = ".embed-cache.sqlite3"
 _LOOKUP_CHUNK = 500  # keys per SELECT: well under SQLite's bound-parameter limit
 
 

@@ -11,24 +11,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-
-@dataclass(frozen=True)
-class Failure:
-    source: str  # path relative to the notes folder
-    reason: str
+from kb.sources.base import Failure
 
 
 @dataclass
 class Summary:
-    ingested: list[str] = field(default_factory=list)  # notes stored this run (incl. replaced)
-    replaced: list[str] = field(default_factory=list)  # ... of which replaced an earlier version
-    failed: list[Failure] = field(default_factory=list)
+    """What a run did. Each note is in exactly one of added, replaced, unchanged, failed."""
+
+    added: list[str] = field(default_factory=list)  # new notes, stored
+    replaced: list[str] = field(default_factory=list)  # stored again: an earlier version replaced
+    unchanged: list[str] = field(default_factory=list)  # already stored so: nothing written
+    failed: list[Failure] = field(default_factory=list)  # not ingested; left where they are
+    removed: list[str] = field(default_factory=list)  # full build: files gone, points deleted
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
-    chunks: int = 0
-    unchanged: int = 0  # notes whose stored points were already up to date (nothing written)
+    chunks: int = 0  # chunks of the notes handled (added, replaced, unchanged)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
     seconds: float = 0.0
     rebuilt: bool = False
+
+    @property
+    def ingested(self) -> list[str]:
+        """Every note now stored as it is (added, replaced or already up to date)."""
+        return [*self.added, *self.replaced, *self.unchanged]
 
     @property
     def chunks_per_s(self) -> float:
@@ -65,7 +69,7 @@ def _duration(seconds: float) -> str:
 
 class ConsoleProgress(Progress):
     """Notes, chunks, chunks/s and ETA: redrawn in place on a TTY, a line every `interval` s
-    otherwise (logs, CI). Failures always get a line of their own."""
+    otherwise (logs, CI). Failed files are listed once, by the summary (format_summary)."""
 
     def __init__(
         self,
@@ -88,9 +92,6 @@ class ConsoleProgress(Progress):
         self.notes_total, self.chunks_total = notes, chunks
         self.started = self.last_line = self.clock()
         self._write(f"ingesting {notes} notes ({chunks} chunks)", live=False)
-
-    def failed(self, failure: Failure) -> None:
-        self._write(f"failed: {failure.source}: {failure.reason}", live=False)
 
     def done(self, source: str, chunks: int) -> None:
         self.notes_done += 1
@@ -130,11 +131,13 @@ class ConsoleProgress(Progress):
 def format_summary(summary: Summary) -> str:
     """The end-of-run report: counts, speed, and every failed file with its reason."""
     verb = "rebuilt: ingested" if summary.rebuilt else "ingested"
+    removed = f", {len(summary.removed)} removed (files gone)" if summary.removed else ""
     lines = [
         f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
-        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s; "
-        f"{summary.unchanged} already up to date, {summary.embedded_cached} chunk vectors "
-        f"reused; replaced {len(summary.replaced)}; failed {len(summary.failed)}"
+        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s: {len(summary.added)} new, "
+        f"{len(summary.replaced)} replaced, {len(summary.unchanged)} already up to date"
+        f"{removed}; {summary.embedded_cached} chunk vectors reused; "
+        f"failed {len(summary.failed)}"
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
     if summary.ignored:

@@ -12,10 +12,9 @@ from typing import Any
 
 from qdrant_client import models
 
-from kb.sparse import Sparse
+from kb.keywords import KeywordVector
+from kb.schema import DENSE, FOLDERS, KEYWORD, SOURCE, TAGS
 
-DENSE = "dense"  # name of the dense vector
-KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
 # Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
 # and n the number of distinct query terms: see `fusion`.
 KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..1)
@@ -36,15 +35,6 @@ class DateRange:
     end_exclusive: bool = False
 
 
-def folders_of(source: str) -> list[str]:
-    """Every folder above a note: `a/b/c.md` -> `["a", "a/b"]` (the payload field `folders`).
-
-    Qdrant matches keywords exactly, never by prefix, so a path filter looks a folder up here.
-    """
-    parts = source.split("/")[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
 def payload_filter(
     *,
     tags_any: Sequence[str] = (),
@@ -56,9 +46,9 @@ def payload_filter(
     `path` is a folder (`recipes`, any depth below it) or one note (`recipes/kimchi.md`)."""
     must: list[models.Condition] = []
     if tags_any:
-        must.append(models.FieldCondition(key="tags", match=models.MatchAny(any=list(tags_any))))
+        must.append(models.FieldCondition(key=TAGS, match=models.MatchAny(any=list(tags_any))))
     must.extend(
-        models.FieldCondition(key="tags", match=models.MatchValue(value=tag)) for tag in tags_all
+        models.FieldCondition(key=TAGS, match=models.MatchValue(value=tag)) for tag in tags_all
     )
     for when in dates:
         bounds: dict[str, datetime] = {}
@@ -70,14 +60,14 @@ def payload_filter(
             must.append(models.FieldCondition(key=when.field, range=models.DatetimeRange(**bounds)))
     if path:
         either = [
-            models.FieldCondition(key="folders", match=models.MatchValue(value=path)),
-            models.FieldCondition(key="source", match=models.MatchValue(value=path)),
+            models.FieldCondition(key=FOLDERS, match=models.MatchValue(value=path)),
+            models.FieldCondition(key=SOURCE, match=models.MatchValue(value=path)),
         ]
         must.append(models.Filter(should=either))
     return models.Filter(must=must) if must else None
 
 
-def sparse_vector(vector: Sparse) -> models.SparseVector:
+def sparse_vector(vector: KeywordVector) -> models.SparseVector:
     return models.SparseVector(indices=vector.indices, values=vector.values)
 
 
@@ -85,7 +75,7 @@ def request(
     limit: int,
     *,
     dense: Sequence[float] | None,
-    keyword: Sparse | None,
+    keyword: KeywordVector | None,
     where: models.Filter | None,
     per_note: int | None,
 ) -> dict[str, Any]:

@@ -13,77 +13,27 @@ different notes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
+from kb import collection
+from kb.keywords import query_vector
 from kb.notes import normalise_tags
 from kb.qdrant_query import DateRange, payload_filter
-from kb.sparse import query_vector
+from kb.schema import DATE_INGESTED, DOCUMENT_DATE, Hit
 from kb.store import Store
 
 if TYPE_CHECKING:
     from qdrant_client.models import Filter as QdrantFilter
 
-    from embed_client import EmbedClient
+    from kb.embedding import EmbedClient
+
+__all__ = ["MAX_K", "MODES", "Filters", "Hit", "Mode", "TagUsage", "search", "tag_usage"]
 
 MAX_K = 100
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES: tuple[str, ...] = get_args(Mode)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One matching chunk. Fields a point lacks (written by an older version) are empty/None.
-
-    `score` ranks results within one search: cosine similarity in semantic mode (-1..1), BM25
-    in keyword mode (0 and up), cosine plus a keyword bonus of 0..1 in hybrid mode.
-    """
-
-    text: str
-    source: str | None
-    score: float
-    tags: list[str] = field(default_factory=list)
-    topic: str | None = None
-    document_date: str | None = None
-    date_ingested: str | None = None
-    chunk_index: int | None = None
-    line_start: int | None = None  # locators: 1-based lines of the chunk in its note file
-    line_end: int | None = None
-    char_start: int | None = None  # character offsets of the chunk in its note file
-    char_end: int | None = None
-    title: str | None = None  # the note's first `#` heading, else its file name
-    heading_path: list[str] = field(default_factory=list)  # headings above the chunk
-
-    @classmethod
-    def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
-        def opt(key: str, kind: type) -> Any:
-            value = payload.get(key)
-            return value if isinstance(value, kind) and not isinstance(value, bool) else None
-
-        def strings(key: str) -> list[str]:
-            value = payload.get(key)
-            return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-        return cls(
-            text=payload.get("text") if isinstance(payload.get("text"), str) else "",
-            source=opt("source", str),
-            score=float(score),
-            tags=strings("tags"),
-            topic=opt("topic", str),
-            document_date=opt("document_date", str),
-            date_ingested=opt("date_ingested", str),
-            chunk_index=opt("chunk_index", int),
-            line_start=opt("line_start", int),
-            line_end=opt("line_end", int),
-            char_start=opt("char_start", int),
-            char_end=opt("char_end", int),
-            title=opt("title", str),
-            heading_path=strings("heading_path"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _when(name: str, value: str | date | None, *, end: bool) -> tuple[datetime | None, bool]:
@@ -145,7 +95,7 @@ class Filters:
     def date_ranges(self) -> list[DateRange]:
         """The document_date and date_ingested bounds as UTC datetimes."""
         ranges = []
-        for prefix, key in (("date", "document_date"), ("ingested", "date_ingested")):
+        for prefix, key in (("date", DOCUMENT_DATE), ("ingested", DATE_INGESTED)):
             first, last = getattr(self, f"{prefix}_from"), getattr(self, f"{prefix}_to")
             start, _ = _when(f"{prefix}_from", first, end=False)
             end, exclusive = _when(f"{prefix}_to", last, end=True)
@@ -200,11 +150,13 @@ def search(
         filters = replace(filters, tags_any=(*filters.tags_any, *normalise_tags(tags)))
     dense = None
     if mode != "keyword":  # keyword search needs no embedder: it works while that one is down
-        store.check_model(client.model, client.dimensions)
+        collection.check_model(store, client.model, client.dimensions)
         dense = client.embed_query(query)
-    keyword = query_vector(query) if mode != "semantic" else None
-    matches = store.query(k, dense=dense, keyword=keyword, where=filters.where(), per_note=per_note)
-    return [Hit.from_payload(m.score, m.payload) for m in matches]
+    keyword = None
+    if mode != "semantic":
+        collection.require_keyword(store)
+        keyword = query_vector(query)
+    return store.query(k, dense=dense, keyword=keyword, where=filters.where(), per_note=per_note)
 
 
 class TagUsage(NamedTuple):
@@ -213,17 +165,10 @@ class TagUsage(NamedTuple):
     notes: int  # notes carrying the tag
 
 
-def list_tags(store: Store) -> list[tuple[str, int]]:
-    """Every tag with the number of notes carrying it, most used first (CollectionMissing if
-    nothing was ingested yet)."""
-    store.require()
-    return store.tag_counts()
-
-
 def tag_usage(store: Store) -> list[TagUsage]:
     """Every tag with the number of chunks and of notes carrying it (two facet calls), most
     chunks first, then by name (CollectionMissing if nothing was ingested yet)."""
-    store.require()
+    collection.require(store)
     notes = dict(store.tag_counts())
     chunks = store.tag_counts(per="chunk")
     return [TagUsage(tag, n, notes.get(tag, 0)) for tag, n in chunks]

@@ -1,8 +1,10 @@
 """Every setting the host scripts and the MCP server read, in one place.
 
 Field names are the environment variable names. Values come from the environment, then from
-`.env` at the repository root, then the defaults below. README's configuration table and
-`.env.example` list exactly these names (a test keeps the three in sync).
+`.env` at the repository root, then the defaults below. Relative paths (NOTES_DIR, QDRANT_PATH,
+STATE_DIR) are resolved against the repository root, where `.env` is read, whatever the current
+folder. README's configuration table and `.env.example` list exactly these names (a test keeps
+the three in sync).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kb.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,9 +60,14 @@ class Settings(BaseSettings):
         description="Notes larger than this (bytes) are reported and left in place, not ingested.",
     )
 
+    STATE_DIR: Path = Field(
+        REPO_ROOT / "state",
+        description="The project's own state, never inside the notes: the ingest lock, the "
+        "embedding cache and the run log.",
+    )
     EMBED_CACHE: bool = Field(
         True,
-        description="Reuse document vectors by content hash (NOTES_DIR/.embed-cache.sqlite3), so "
+        description="Reuse document vectors by content hash (STATE_DIR/embed-cache.sqlite3), so "
         "unchanged text is never embedded twice.",
     )
 
@@ -89,19 +98,29 @@ class Settings(BaseSettings):
         # No silent fallback between a server and embedded storage: both set is a mistake.
         if self.QDRANT_PATH and "QDRANT_URL" in self.model_fields_set:
             raise ValueError("set QDRANT_URL or QDRANT_PATH, not both")
-        if not self.NOTES_DIR.is_absolute():
-            self.NOTES_DIR = (Path.cwd() / self.NOTES_DIR).resolve()
+        # against the repository root, like .env itself: `cd data && uv run ../query.py`
+        # must find the same storage as a run from the root
+        self.NOTES_DIR = _from_root(self.NOTES_DIR)
+        self.STATE_DIR = _from_root(self.STATE_DIR)
+        if self.QDRANT_PATH:
+            self.QDRANT_PATH = str(_from_root(Path(self.QDRANT_PATH)))
         return self
 
-    @property
-    def ingested_dir(self) -> Path:
-        return self.NOTES_DIR / "ingested"
+
+def _from_root(path: Path) -> Path:
+    return (REPO_ROOT / path.expanduser()).resolve()
 
 
 @lru_cache
 def get_settings() -> Settings:
-    """Settings read once per process (tests build `Settings(...)` directly instead)."""
-    return Settings()
+    """Settings read once per process (tests build `Settings(...)` directly instead).
+
+    Raises ConfigError naming every invalid setting.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_invalid(exc)) from None
 
 
 def describe_invalid(exc: ValidationError) -> str:

@@ -1,11 +1,10 @@
-"""The only module that talks to Qdrant: a server (QDRANT_URL) or embedded storage (QDRANT_PATH).
+"""Points and queries: with kb.collection, the only modules that talk to Qdrant, a server
+(QDRANT_URL) or embedded storage (QDRANT_PATH).
 
-One collection holds one point per chunk: a named dense vector (`dense`), a sparse keyword vector
-(`keyword`, BM25 term weights whose IDF half Qdrant applies from live collection statistics)
-and the chunk's payload. The collection's metadata records the embedding model and dimension
-that made it, so a different embedder is refused instead of silently mixing vector spaces.
-Point ids are derived from (source, chunk index), so re-ingesting a note overwrites its points
-instead of adding copies.
+One collection holds one point per chunk (kb.schema): a named dense vector, a sparse keyword
+vector (BM25 term weights whose IDF half Qdrant applies from live collection statistics) and the
+chunk's payload. kb.collection creates and checks the collection; this module reads and writes
+its points.
 
 A search is one Query API call: dense and keyword prefetches (each filtered), fused by a score
 formula, optionally grouped by note (`query_points_groups`, group_by source); kb.qdrant_query
@@ -15,8 +14,6 @@ builds the request.
 from __future__ import annotations
 
 import fcntl
-import uuid
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,46 +23,14 @@ from typing import Any, Literal
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from kb.qdrant_query import DENSE, KEYWORD, PREFETCH_FACTOR, request, sparse_vector
-from kb.settings import Settings
-from kb.sparse import Sparse
+from kb.errors import StoreError, StoreUnavailable
+from kb.keywords import KeywordVector
+from kb.qdrant_query import PREFETCH_FACTOR, request, sparse_vector
+from kb.schema import CHUNK_INDEX, DENSE, KEYWORD, NOTE_HASH, SOURCE, TAGS, Hit
 
-SCHEMA_VERSION = 2  # payload layout, recorded in the collection metadata (2: keyword, folders)
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
 SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
 FILTER_BATCH = 500  # note names per `source` filter
-
-# Every field a filter or facet uses. A server needs these; embedded mode ignores them.
-PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
-    "source": models.PayloadSchemaType.KEYWORD,
-    "folders": models.PayloadSchemaType.KEYWORD,  # every folder above the note (path filter)
-    "tags": models.PayloadSchemaType.KEYWORD,
-    "chunk_index": models.PayloadSchemaType.INTEGER,
-    "document_date": models.PayloadSchemaType.DATETIME,
-    "date_ingested": models.PayloadSchemaType.DATETIME,
-}
-
-_ID_NAMESPACE = uuid.UUID("6f1d7a52-3c1e-4b5f-9a57-0c3e2b8f4d11")
-
-
-class StoreError(Exception):
-    """Qdrant cannot do what was asked; the message says what to do about it."""
-
-
-class StoreUnavailable(StoreError):
-    """The server is unreachable, or the embedded folder is held by another process."""
-
-
-class CollectionMissing(StoreError):
-    """The collection does not exist yet (nothing ingested)."""
-
-
-class ModelMismatch(StoreError):
-    """The collection was built by another embedding model or dimension."""
-
-
-class KeywordIndexMissing(StoreError):
-    """The collection was built by an older version, without keyword vectors."""
 
 
 @dataclass(frozen=True)
@@ -73,43 +38,12 @@ class Point:
     id: str
     vector: list[float]  # the dense vector
     payload: dict[str, Any]
-    keyword: Sparse | None = None  # the keyword vector (kb.sparse.document_vector)
-
-
-@dataclass(frozen=True)
-class Match:
-    id: str
-    score: float
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CollectionModel:
-    model: str | None  # None: made without our metadata (unknown model)
-    dimensions: int
-    points: int
-    rebuild_incomplete: bool  # a full (re)build started and has not finished yet
-    keyword: bool = True  # has the keyword vector (False: made by an older version)
-    schema_version: int | None = None  # payload layout (SCHEMA_VERSION of the version that made it)
-
-    def current(self, model: str, dimensions: int) -> bool:
-        """Made for `model` by this version's layout: a rebuild can update it in place."""
-        return (
-            self.model == model
-            and self.dimensions == dimensions
-            and self.keyword
-            and self.schema_version == SCHEMA_VERSION
-        )
-
-
-def point_id(source: str, chunk_index: int) -> str:
-    """Deterministic point id of a note's chunk (a UUID, as Qdrant requires)."""
-    return str(uuid.uuid5(_ID_NAMESPACE, f"{source}\x00{chunk_index}"))
+    keyword: KeywordVector | None = None  # the keyword vector (kb.keywords.document_vector)
 
 
 def source_filter(sources: Iterable[str]) -> models.Filter:
     return models.Filter(
-        must=[models.FieldCondition(key="source", match=models.MatchAny(any=list(sources)))]
+        must=[models.FieldCondition(key=SOURCE, match=models.MatchAny(any=list(sources)))]
     )
 
 
@@ -129,7 +63,8 @@ def _folder_locked(path: Path) -> bool:
 
 
 class Store:
-    """One collection in one Qdrant. Build with `Store.open(settings)`; close when done."""
+    """One collection in one Qdrant. Build with `Store.open(...)` (kb.backend.open_store reads
+    the settings); close when done."""
 
     def __init__(
         self, client: QdrantClient, collection: str, location: str, *, embedded: bool = False
@@ -138,41 +73,43 @@ class Store:
         self.collection = collection
         self.location = location  # "Qdrant at URL" or "embedded Qdrant in PATH", for messages
         self.embedded = embedded  # qdrant-client's local mode (QDRANT_PATH), not a server
-        self._checked: tuple[str, int] | None = None
-        self._keyword = False  # the collection is known to have the keyword vector
+        # what kb.collection has already checked, so a search does not ask again
+        self.checked_model: tuple[str, int] | None = None
+        self.has_keyword = False
 
     @classmethod
-    def open(cls, settings: Settings, collection: str | None = None) -> Store:
-        """Connect as the settings say: QDRANT_PATH (embedded) if set, else QDRANT_URL.
+    def open(
+        cls, collection: str, *, url: str = "", path: str | Path = "", api_key: str = ""
+    ) -> Store:
+        """Embedded storage in folder `path` if given, else the server at `url`.
 
         Raises StoreUnavailable when the server does not answer or the folder is in use.
         """
-        name = collection or settings.COLLECTION
-        if settings.QDRANT_PATH:
-            path = Path(settings.QDRANT_PATH).expanduser().resolve()
-            location = f"embedded Qdrant in {path} (QDRANT_PATH)"
+        if path:
+            folder = Path(path)
+            location = f"embedded Qdrant in {folder} (QDRANT_PATH)"
             busy = StoreUnavailable(
                 f"{location} is in use by another process (the MCP server or another "
                 "ingest?); stop it first, or run Qdrant as a server and set QDRANT_URL"
             )
             # checked first: a refused QdrantClient(path=...) leaks its lock file handle
-            if _folder_locked(path):
+            if _folder_locked(folder):
                 raise busy
             try:
-                client = QdrantClient(path=str(path))
+                client = QdrantClient(path=str(folder))
             except RuntimeError as exc:
                 if "already accessed" not in str(exc):
                     raise
                 raise busy from None
-            return cls(client, name, location, embedded=True)
-        location = f"Qdrant at {settings.QDRANT_URL} (QDRANT_URL)"
+            return cls(client, collection, location, embedded=True)
+        location = f"Qdrant at {url} (QDRANT_URL)"
         client = QdrantClient(
-            url=settings.QDRANT_URL,
-            api_key=settings.QDRANT_API_KEY or None,
+            url=url,
+            api_key=api_key or None,
             check_compatibility=False,  # it warns from a thread; we probe below instead
         )
-        store = cls(client, name, location)
-        with store._calls():
+        store = cls(client, collection, location)
+        with store.calls():
             client.get_collections()  # fail now, with a clear message, when it is down
         return store
 
@@ -186,7 +123,8 @@ class Store:
         self.close()
 
     @contextmanager
-    def _calls(self) -> Iterator[None]:
+    def calls(self) -> Iterator[None]:
+        """Qdrant's exceptions as StoreErrors that say where and what to do."""
         try:
             yield
         except ResponseHandlingException as exc:
@@ -197,141 +135,6 @@ class Store:
             detail = exc.content.decode("utf-8", "replace")[:300]
             raise StoreError(f"{self.location} answered HTTP {exc.status_code}: {detail}") from None
 
-    # --- collection -------------------------------------------------------------------
-
-    def exists(self) -> bool:
-        with self._calls():
-            return self.client.collection_exists(self.collection)
-
-    def collection_model(self) -> CollectionModel | None:
-        """Which model and dimension built the collection; None when it does not exist."""
-        if not self.exists():
-            return None
-        with self._calls():
-            info = self.client.get_collection(self.collection)
-        vectors = info.config.params.vectors
-        if not isinstance(vectors, dict) or DENSE not in vectors:
-            raise ModelMismatch(
-                f"collection '{self.collection}' in {self.location} has no '{DENSE}' vector "
-                "(made by another tool or version); re-create it with `uv run ingest.py --rebuild`"
-            )
-        meta = info.config.metadata or {}
-        model = meta.get("embed_model")
-        sparse = info.config.params.sparse_vectors
-        schema = meta.get("schema_version")
-        return CollectionModel(
-            model=model if isinstance(model, str) else None,
-            dimensions=vectors[DENSE].size,
-            points=info.points_count or 0,
-            rebuild_incomplete=meta.get("rebuild_incomplete") is True,
-            keyword=isinstance(sparse, dict) and KEYWORD in sparse,
-            schema_version=schema if isinstance(schema, int) else None,
-        )
-
-    def create(self, model: str, dimensions: int, *, rebuilding: bool = False) -> None:
-        """Create the collection for `model`'s vectors, with every payload index a filter uses.
-
-        `rebuilding` marks it incomplete until `mark_complete()`, so an interrupted full build
-        is finished by the next ingest.
-        """
-        with self._calls():
-            self.client.create_collection(
-                self.collection,
-                vectors_config={
-                    DENSE: models.VectorParams(size=dimensions, distance=models.Distance.COSINE)
-                },
-                # IDF from live statistics: document frequencies stay right as notes come and go
-                sparse_vectors_config={
-                    KEYWORD: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-                metadata={
-                    "embed_model": model,
-                    "embed_dimensions": dimensions,
-                    "schema_version": SCHEMA_VERSION,
-                    "rebuild_incomplete": rebuilding,
-                },
-            )
-        self.create_indexes()
-        self._checked = (model, dimensions)
-        self._keyword = True
-
-    def create_indexes(self) -> None:
-        """Create the payload indexes filters and facets need (idempotent)."""
-        with self._calls(), warnings.catch_warnings():
-            # embedded mode warns that it ignores payload indexes; a server needs them
-            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            for field, schema in PAYLOAD_INDEXES.items():
-                self.client.create_payload_index(
-                    self.collection, field, field_schema=schema, wait=True
-                )
-
-    def mark_complete(self, complete: bool = True) -> None:
-        """Record that a full build finished (see `create`), or with False that one started."""
-        with self._calls():
-            self.client.update_collection(
-                self.collection, metadata={"rebuild_incomplete": not complete}
-            )
-
-    def ensure(self, model: str, dimensions: int) -> bool:
-        """Create the collection if missing, else check it was made by this model.
-
-        Returns True when it was created. Raises ModelMismatch (telling to --rebuild).
-        """
-        if self.collection_model() is None:
-            self.create(model, dimensions)
-            return True
-        self.check_model(model, dimensions)
-        # also after an interrupted create, or when a newer version indexes more fields
-        self.create_indexes()
-        return False
-
-    def require(self) -> CollectionModel:
-        """The collection's model info; CollectionMissing when nothing was ingested yet."""
-        found = self.collection_model()
-        if found is None:
-            raise CollectionMissing(
-                f"collection '{self.collection}' does not exist in {self.location}; "
-                "ingest notes first: uv run ingest.py"
-            )
-        return found
-
-    def check_model(self, model: str, dimensions: int) -> None:
-        """Raise CollectionMissing / ModelMismatch unless `model` can search and extend it."""
-        if self._checked == (model, dimensions):
-            return
-        found = self.require()
-        if found.dimensions != dimensions or (found.model and found.model != model):
-            made_by = f"{found.model or 'an unknown model'} ({found.dimensions}-d)"
-            raise ModelMismatch(
-                f"collection '{self.collection}' was built with {made_by} but the embedder "
-                f"serves {model} ({dimensions}-d); re-embed everything with "
-                "`uv run ingest.py --rebuild` (make ingest-rebuild)"
-            )
-        self._checked = (model, dimensions)
-
-    def require_keyword(self) -> None:
-        """Raise KeywordIndexMissing (telling to --rebuild) for a collection made by a version
-        without keyword vectors; CollectionMissing when there is none."""
-        if self._keyword:
-            return
-        if not self.require().keyword:
-            raise KeywordIndexMissing(
-                f"collection '{self.collection}' in {self.location} was built by an older "
-                "version without keyword vectors, which ingest, keyword and hybrid search need; "
-                "re-create it with `uv run ingest.py --rebuild` (make ingest-rebuild). Semantic "
-                "search works on it meanwhile (mode semantic)"
-            )
-        self._keyword = True  # only a positive answer is kept: a rebuild can add it later
-
-    def drop(self) -> bool:
-        """Delete the collection and its points; True if it existed."""
-        self._checked = None
-        self._keyword = False
-        with self._calls():
-            if not self.client.collection_exists(self.collection):
-                return False
-            return self.client.delete_collection(self.collection)
-
     # --- points -----------------------------------------------------------------------
 
     def replace(self, points: Sequence[Point], sources: Iterable[str]) -> None:
@@ -341,7 +144,7 @@ class Store:
         Every write waits for Qdrant's acknowledgement (wait=True).
         """
         sources = sorted(set(sources))
-        with self._calls():
+        with self.calls():
             for i in range(0, len(points), UPSERT_BATCH):
                 batch = points[i : i + UPSERT_BATCH]
                 self.client.upsert(
@@ -359,14 +162,10 @@ class Store:
                     self.collection, points_selector=models.FilterSelector(filter=stale), wait=True
                 )
 
-    def delete_source(self, source: str) -> None:
-        """Remove every point of one note."""
-        self.delete_sources([source])
-
     def delete_sources(self, sources: Iterable[str]) -> None:
         """Remove every point of these notes."""
         wanted = sorted(set(sources))
-        with self._calls():
+        with self.calls():
             for i in range(0, len(wanted), FILTER_BATCH):
                 self.client.delete(
                     self.collection,
@@ -395,37 +194,32 @@ class Store:
 
     def _read_fingerprints(self, flt: models.Filter | None, out: dict[str, dict[str, str]]) -> None:
         offset = None
-        with self._calls():
+        with self.calls():
             while True:
                 records, offset = self.client.scroll(
                     self.collection,
                     scroll_filter=flt,
                     limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=["source", "note_hash"],
+                    with_payload=[SOURCE, NOTE_HASH],
                 )
                 for r in records:
                     payload = r.payload or {}
-                    source = payload.get("source")
+                    source = payload.get(SOURCE)
                     if isinstance(source, str):
-                        note_hash = payload.get("note_hash")
+                        note_hash = payload.get(NOTE_HASH)
                         out.setdefault(source, {})[str(r.id)] = (
                             note_hash if isinstance(note_hash, str) else ""
                         )
                 if offset is None:
                     return
 
-    def count(self, source: str | None = None) -> int:
-        flt = source_filter([source]) if source is not None else None
-        with self._calls():
-            return self.client.count(self.collection, count_filter=flt, exact=True).count
-
     def payloads(self, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""
         flt = source_filter([source]) if source is not None else None
         out: list[tuple[str, dict[str, Any]]] = []
         offset = None
-        with self._calls():
+        with self.calls():
             while True:
                 records, offset = self.client.scroll(
                     self.collection, scroll_filter=flt, limit=256, offset=offset
@@ -434,21 +228,15 @@ class Store:
                 if offset is None:
                     return out
 
-    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
-        """Stored dense vectors by point id."""
-        with self._calls():
-            records = self.client.retrieve(self.collection, ids=list(ids), with_vectors=[DENSE])
-        return {str(r.id): list(r.vector[DENSE]) for r in records}  # type: ignore[index]
-
     def query(
         self,
         limit: int,
         *,
         dense: Sequence[float] | None = None,
-        keyword: Sparse | None = None,
+        keyword: KeywordVector | None = None,
         where: models.Filter | None = None,
         per_note: int | None = None,
-    ) -> list[Match]:
+    ) -> list[Hit]:
         """The best `limit` points for a dense vector, a keyword vector, or both (hybrid), in
         one Query API call; `where` (kb.qdrant_query.payload_filter) applies inside each
         prefetch, so fusion only ever sees matching points.
@@ -456,19 +244,16 @@ class Store:
         With `per_note`, at most that many points per note (grouped by `source` in the same
         call): `limit` distinct notes when per_note is 1. Scores: cosine similarity (dense
         alone), BM25 (keyword alone), or cosine plus a keyword bonus of 0..1 (both: see
-        kb.qdrant_query.fusion). Raises KeywordIndexMissing for a keyword vector on a collection
-        built without them.
+        kb.qdrant_query.fusion). kb.search checks the collection first (kb.collection).
         """
         if dense is None and keyword is None:
             raise ValueError("query needs a dense vector, a keyword vector, or both")
-        if keyword is not None:
-            self.require_keyword()
-            if not keyword.indices and dense is None:
-                return []  # nothing to look for: e.g. a query made only of stopwords
+        if keyword is not None and not keyword.indices and dense is None:
+            return []  # nothing to look for: e.g. a query made only of stopwords
         if per_note and self.embedded:
             return self._collapsed(limit, per_note, dense=dense, keyword=keyword, where=where)
         search = request(limit, dense=dense, keyword=keyword, where=where, per_note=per_note)
-        with self._calls():
+        with self.calls():
             if not per_note:
                 response = self.client.query_points(
                     self.collection, limit=limit, with_payload=True, **search
@@ -477,7 +262,7 @@ class Store:
             else:
                 groups = self.client.query_points_groups(
                     self.collection,
-                    group_by="source",
+                    group_by=SOURCE,
                     group_size=per_note,
                     limit=limit,
                     with_payload=True,
@@ -485,11 +270,11 @@ class Store:
                 ).groups
                 # best first across notes; sorted() keeps the group order among equal scores
                 points = sorted((p for g in groups for p in g.hits), key=lambda p: -p.score)
-        return [Match(str(p.id), p.score, p.payload or {}) for p in points[:limit]]
+        return [Hit.from_payload(p.score, p.payload or {}) for p in points[:limit]]
 
     def _collapsed(
         self, limit: int, per_note: int, *, dense: Any, keyword: Any, where: Any
-    ) -> list[Match]:
+    ) -> list[Hit]:
         """What `query_points_groups` returns, for embedded Qdrant: the best chunks, at most
         `per_note` of each note, from one ranked query deep enough to hold them.
 
@@ -500,18 +285,18 @@ class Store:
         fetch = PREFETCH_FACTOR * limit * per_note
         while True:
             search = request(fetch, dense=dense, keyword=keyword, where=where, per_note=None)
-            with self._calls():
+            with self.calls():
                 points = self.client.query_points(
                     self.collection, limit=fetch, with_payload=True, **search
                 ).points
-            kept: list[Match] = []
+            kept: list[Hit] = []
             taken: dict[Any, int] = {}
             for p in points:
-                source = (p.payload or {}).get("source")
+                source = (p.payload or {}).get(SOURCE)
                 if source is None or taken.get(source, 0) >= per_note:
                     continue  # as the server does, a point without a source joins no group
                 taken[source] = taken.get(source, 0) + 1
-                kept.append(Match(str(p.id), p.score, p.payload or {}))
+                kept.append(Hit.from_payload(p.score, p.payload or {}))
                 if len(kept) == limit:
                     return kept
             if len(points) < fetch:
@@ -527,12 +312,12 @@ class Store:
             raise ValueError(f"per must be 'note' or 'chunk', got {per!r}")
         # every note has exactly one chunk 0, so counting those counts notes, not chunks
         first_chunks = models.Filter(
-            must=[models.FieldCondition(key="chunk_index", match=models.MatchValue(value=0))]
+            must=[models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))]
         )
         where = first_chunks if per == "note" else None
-        with self._calls():
+        with self.calls():
             response = self.client.facet(
-                self.collection, key="tags", facet_filter=where, limit=limit, exact=True
+                self.collection, key=TAGS, facet_filter=where, limit=limit, exact=True
             )
         counts = [(str(hit.value), hit.count) for hit in response.hits]
         return sorted(counts, key=lambda tc: (-tc[1], tc[0]))

@@ -10,7 +10,6 @@ assumes nothing about the notes), checks every result field and a tag filter, an
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import anyio
@@ -18,9 +17,9 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
-from kb.settings import describe_invalid, get_settings
+from kb.cli import fail, script
+from kb.settings import get_settings
 
 TOOLS = {"search_notes", "list_tags"}
 # Field -> accepted types of one search_notes result (None = JSON null).
@@ -140,12 +139,9 @@ def describe(exc: BaseException) -> str | None:
     return None
 
 
+@script
 def main() -> int:
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
-        return 1
+    settings = get_settings()
     url = settings.MCP_URL
     try:
         anyio.run(check, url, settings.MCP_TOKEN)
@@ -153,8 +149,7 @@ def main() -> int:
         message = describe(first_failure(exc))
         if message is None:
             raise  # not a failure this check knows how to explain: a bug, keep the traceback
-        print(f"error: {url}: {message}", file=sys.stderr)
-        return 1
+        return fail(f"{url}: {message}")
     print("mcp ok")
     return 0
 

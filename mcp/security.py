@@ -15,13 +15,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kb.errors import ConfigError
 from kb.settings import Settings
 
 HEALTH_PATH = "/health"
-
-
-class ConfigError(Exception):
-    """A setting that would make the server unsafe or unusable; the message names it."""
 
 
 def _split(value: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,101 +21,43 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import ValidationError
-from security import HEALTH_PATH, ConfigError, Guard, transport_security
+from security import HEALTH_PATH, Guard, transport_security
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 from surface import (
     ARGUMENT_NAMES,
     LIST_TAGS,
-    MAX_K,
     SEARCH_NOTES,
+    TOOL_MAX_K,
     AllTags,
     Count,
     DateFrom,
     DateTo,
+    Hit,
     IngestedFrom,
     IngestedTo,
-    Mode,
-    Note,
-    Path,
+    PathFilter,
     PerNote,
     Query,
+    SearchMode,
     SearchResults,
     TagCount,
     TagList,
     Tags,
 )
 
-from embed_client import EmbedClient, EmbedError
+from kb import collection
 from kb import search as kb_search
-from kb import store as kb_store
-from kb.settings import Settings, describe_invalid, get_settings
+from kb.backend import Backend, embedder_message
+from kb.cli import fail
+from kb.errors import ConfigError, EmbedError, KbError, StoreError
+from kb.settings import Settings, get_settings
 
 log = logging.getLogger("mcp-server")
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 T = TypeVar("T")
-
-
-# --- backend: one embedder client and one store, shared by every request ------------------
-
-
-class Backend:
-    """Connections the tools use. The store opens on first use, so the server starts (and
-    reports why in /health and in tool errors) while Qdrant or the storage folder is not
-    available yet, and recovers without a restart once it is."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.client = EmbedClient(settings=settings)
-        self._store: kb_store.Store | None = None
-        self._lock = threading.Lock()
-
-    def store(self) -> kb_store.Store:
-        with self._lock:
-            if self._store is None:
-                self._store = kb_store.Store.open(self.settings)
-            return self._store
-
-    def close(self) -> None:
-        with self._lock:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-        self.client.close()
-
-    def health(self) -> dict[str, Any]:
-        """Embedder and store state for GET /health (blocking: run it in a worker thread)."""
-        embedder: dict[str, Any] = {"url": self.settings.EMBED_URL}
-        try:
-            info = self.client.health()
-            embedder |= {
-                "ready": True,
-                "model": info.get("model"),
-                "dimensions": info.get("dimensions"),
-            }
-        except EmbedError as exc:
-            embedder |= {"ready": False, "error": embedder_message(exc)}
-        store: dict[str, Any] = {"collection": self.settings.COLLECTION}
-        try:
-            found = self.store().require()
-            if embedder["ready"]:
-                self.store().check_model(embedder["model"], embedder["dimensions"])
-            store |= {"ready": True, "points": found.points, "model": found.model}
-        except kb_store.StoreError as exc:
-            store |= {"ready": False, "error": str(exc)}
-        return {"ok": embedder["ready"] and store["ready"], "embedder": embedder, "store": store}
-
-
-def embedder_message(exc: EmbedError) -> str:
-    """Say what failed and what to do; the model relays this to the user."""
-    if exc.status == 503:
-        return f"embedder failed: still loading, retry in a minute ({exc.message})"
-    if exc.status is None:
-        return f"embedder failed: {exc.message}; start the embedder and retry"
-    return f"embedder failed: {exc.message}"
 
 
 @contextmanager
@@ -127,7 +68,7 @@ def tool_errors() -> Iterator[None]:
         yield
     except EmbedError as exc:
         raise ToolError(embedder_message(exc)) from exc
-    except kb_store.StoreError as exc:
+    except StoreError as exc:
         raise ToolError(str(exc)) from exc
 
 
@@ -153,7 +94,7 @@ def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search
     """kb's search; no hits at all from an empty collection is an error the user can fix."""
     store = backend.store()
     hits = kb_search.search(store, backend.client, query, k, **options)
-    if not hits and store.require().points == 0:
+    if not hits and collection.require(store).points == 0:
         raise ToolError(
             f"collection '{store.collection}' has no notes yet: put notes in the notes folder "
             "and run ingest.py first"
@@ -173,18 +114,18 @@ def build_server(backend: Backend) -> MCPServer:
     async def search_notes(
         query: Query,
         k: Count = 5,
-        mode: Mode = "hybrid",
+        mode: SearchMode = "hybrid",
         tags: Tags = None,
         all_tags: AllTags = None,
         date_from: DateFrom = None,
         date_to: DateTo = None,
         ingested_from: IngestedFrom = None,
         ingested_to: IngestedTo = None,
-        path: Path = None,
+        path: PathFilter = None,
         per_note: PerNote = 1,
     ) -> SearchResults:
-        k = max(1, min(MAX_K, k))
-        per_note = max(0, min(MAX_K, per_note))
+        k = max(1, min(TOOL_MAX_K, k))
+        per_note = max(0, min(TOOL_MAX_K, per_note))
         where = filters(
             tags_any=tags or (),
             tags_all=all_tags or (),
@@ -208,7 +149,7 @@ def build_server(backend: Backend) -> MCPServer:
             len(hits),
             (time.perf_counter() - started) * 1000,
         )
-        return SearchResults(results=[Note.model_validate(h, from_attributes=True) for h in hits])
+        return SearchResults(results=[Hit.model_validate(h, from_attributes=True) for h in hits])
 
     @server.tool(description=LIST_TAGS, annotations=read_only)
     async def list_tags() -> TagList:
@@ -262,19 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = get_settings()
         level = _log_level(settings)
-        # Before the SDK configures logging: plain lines on stderr (stdout is the stdio transport).
-        logging.basicConfig(
-            level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
-        if level != "DEBUG":  # httpx logs every embedder request at INFO: noise, not news
-            logging.getLogger("httpx").setLevel(logging.WARNING)
         backend = Backend(settings)
-    except ValidationError as exc:
-        print(f"error: {describe_invalid(exc)}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KbError as exc:
+        return fail(str(exc), exc.exit_code)
+    # Before the SDK configures logging: plain lines on stderr (stdout is the stdio transport).
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if level != "DEBUG":  # httpx logs every embedder request at INFO: noise, not news
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         if args.stdio:
             build_server(backend).run("stdio")
@@ -282,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             app = build_app(backend)
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return fail(str(exc), exc.exit_code)
         log.info(
             "serving http://%s:%d/mcp (token %s)",
             settings.MCP_HOST,

@@ -6,16 +6,22 @@ module of server.py (this folder is not a package: the SDK owns the name `mcp`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
-MAX_K = 20
+from kb.search import Mode
+
+# The most passages one tool call returns (kb.search allows more): results go into the model's
+# context, where twenty passages are already plenty.
+TOOL_MAX_K = 20
 
 # --- tool results -----------------------------------------------------------------------
 
 
-class Note(BaseModel):
+class Hit(BaseModel):
+    """One search result (kb.schema.Hit; a test keeps these fields among its fields)."""
+
     text: str = Field(description="The matching passage (one chunk of a note).")
     source: str | None = Field(description="Note file, relative to the notes folder: cite it.")
     score: float = Field(
@@ -35,7 +41,7 @@ class Note(BaseModel):
 
 
 class SearchResults(BaseModel):
-    results: list[Note] = Field(description="Best passages, best first.")
+    results: list[Hit] = Field(description="Best passages, best first.")
 
 
 class TagCount(BaseModel):
@@ -53,9 +59,11 @@ Query = Annotated[
     StringConstraints(strip_whitespace=True, min_length=1),
     Field(description="What to look for, in natural language or exact words."),
 ]
-Count = Annotated[int, Field(description=f"Number of passages to return, 1-{MAX_K} (clamped).")]
-Mode = Annotated[
-    Literal["hybrid", "semantic", "keyword"],
+Count = Annotated[
+    int, Field(description=f"Number of passages to return, 1-{TOOL_MAX_K} (clamped).")
+]
+SearchMode = Annotated[
+    Mode,
     Field(
         description="hybrid: by meaning and exact words (default); semantic: by meaning only; "
         "keyword: exact words only (BM25), for identifiers, error codes and names."
@@ -75,14 +83,14 @@ DateFrom = Annotated[Day, Field(description="Only notes whose date is on/after t
 DateTo = Annotated[Day, Field(description="Only notes whose date is on/before this ISO date.")]
 IngestedFrom = Annotated[Day, Field(description="Only notes ingested on/after this ISO date.")]
 IngestedTo = Annotated[Day, Field(description="Only notes ingested on/before this ISO date.")]
-Path = Annotated[
+PathFilter = Annotated[
     str | None,
     Field(description="Only notes in this folder (e.g. 'recipes/', any depth) or this one file."),
 ]
 PerNote = Annotated[
     int,
     Field(
-        description=f"At most this many passages per note, 0-{MAX_K} (clamped): 1 (default) "
+        description=f"At most this many passages per note, 0-{TOOL_MAX_K} (clamped): 1 (default) "
         "gives distinct notes; 0 ranks passages alone, so one note can fill the list."
     ),
 ]

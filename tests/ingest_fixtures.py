@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT
 
-from embed_client import EmbedClient
+from kb.backend import embed_client, open_store
 from kb.chunking import chunk_note
-from kb.ingest import LOCK_NAME, run
+from kb.embedding import EmbedClient
+from kb.ingest import run
 from kb.notes import read_note
+from kb.schema import DENSE, point_id
 from kb.settings import Settings
-from kb.store import Store, point_id
+from kb.store import Store, source_filter
 
 UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
 
@@ -49,12 +51,14 @@ velocity drops below the speed of sound.
 
 
 def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overrides) -> Settings:
-    """Settings for one test: notes in tmp/data, embedded Qdrant in tmp/qdrant, no .env read."""
+    """Settings for one test: notes in tmp/data, state in tmp/state, embedded Qdrant in
+    tmp/qdrant, no .env read."""
     notes = tmp_path / "data"
     notes.mkdir(exist_ok=True)
     values = {
         "EMBED_URL": embed_url,
         "NOTES_DIR": notes,
+        "STATE_DIR": tmp_path / "state",
         "QDRANT_PATH": str(tmp_path / "qdrant"),
         "COLLECTION": "notes",
         "EMBED_RETRIES": 0,
@@ -69,7 +73,7 @@ def ingest_notes(folder: Path, embed_url: str, notes: dict[str, str]) -> Setting
     settings = make_settings(folder, embed_url)
     for name, text in notes.items():
         write(settings.NOTES_DIR / name, text)
-    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+    with open_store(settings) as store, embed_client(settings) as client:
         assert sorted(run(settings, client, store).ingested) == sorted(notes)
     return settings
 
@@ -81,22 +85,22 @@ def settings(tmp_path: Path, embedder_url: str) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[EmbedClient]:
-    with EmbedClient(settings=settings) as opened:
+    with embed_client(settings) as opened:
         yield opened
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Store]:
-    with Store.open(settings) as opened:
+    with open_store(settings) as opened:
         yield opened
 
 
 def check_consistent(store: Store, settings: Settings) -> None:
     """Every note in ingested/ has exactly its current chunks in Qdrant, and nothing else is."""
     expected: dict[str, int] = {}
-    for path in settings.ingested_dir.rglob("*"):
+    for path in (settings.NOTES_DIR / "ingested").rglob("*"):
         if path.is_file() and path.suffix.lower() in (".md", ".txt"):
-            source = path.relative_to(settings.ingested_dir).as_posix()
+            source = path.relative_to(settings.NOTES_DIR / "ingested").as_posix()
             note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
             expected[source] = len(chunk_note(note))
     payloads = store.payloads()
@@ -127,7 +131,7 @@ def tree_state(root: Path) -> dict[str, str]:
     """
     state: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + [f for f in filenames if f != LOCK_NAME]:
+        for name in dirnames + filenames:
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
             mode = path.lstat().st_mode
@@ -152,6 +156,7 @@ def script_env(settings: Settings, **extra: str) -> dict[str, str]:
     env.update(
         EMBED_URL=settings.EMBED_URL,
         NOTES_DIR=str(settings.NOTES_DIR),
+        STATE_DIR=str(settings.STATE_DIR),
         COLLECTION=settings.COLLECTION,
         EMBED_RETRIES=str(settings.EMBED_RETRIES),
         LOG_LEVEL="WARNING",
@@ -186,11 +191,10 @@ def run_script(
 #   argv[2] = "rebuild" to run a rebuild instead of a plain ingest
 KILLABLE_INGEST = """
 import sys
-from embed_client import EmbedClient
+from kb.backend import embed_client, open_store
 from kb.ingest import run
 from kb.progress import Progress
 from kb.settings import get_settings
-from kb.store import Store, point_id
 
 stop_at = sys.argv[1]
 
@@ -210,7 +214,7 @@ class ParkingProgress(Progress):
 
 
 settings = get_settings()
-with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+with open_store(settings) as store, embed_client(settings) as client:
     run(settings, client, store, rebuild=sys.argv[2:] == ["rebuild"], progress=ParkingProgress())
 print("finished", flush=True)
 """
@@ -218,12 +222,24 @@ print("finished", flush=True)
 # Holds the ingest lock and the embedded storage, as a running ingest does, until stdin closes.
 LOCK_HOLDER = """
 import sys
-from kb.ingest import ingest_lock
+from kb.backend import open_store
 from kb.settings import get_settings
-from kb.store import Store, point_id
+from kb.state import State
 
 settings = get_settings()
-with ingest_lock(settings.NOTES_DIR), Store.open(settings):
+with State(settings.STATE_DIR).lock(), open_store(settings):
     print("locked", flush=True)
     sys.stdin.read()
 """
+
+
+def count_points(store: Store, source: str | None = None) -> int:
+    """Points stored (of one note), read straight from Qdrant."""
+    flt = source_filter([source]) if source is not None else None
+    return store.client.count(store.collection, count_filter=flt, exact=True).count
+
+
+def stored_vectors(store: Store, ids: list[str]) -> dict[str, list[float]]:
+    """Stored dense vectors by point id, read straight from Qdrant."""
+    records = store.client.retrieve(store.collection, ids=list(ids), with_vectors=[DENSE])
+    return {str(r.id): list(r.vector[DENSE]) for r in records}  # type: ignore[index]

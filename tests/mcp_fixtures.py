@@ -33,10 +33,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from embed_client import EmbedClient
-from kb import ingest
+from kb import collection, ingest
+from kb.backend import embed_client, open_store
 from kb.settings import Settings
-from kb.store import Store
 
 SERVER_SCRIPT = REPO_ROOT / "mcp" / "server.py"
 CHECK_SCRIPT = REPO_ROOT / "mcp" / "check.py"
@@ -154,11 +153,13 @@ def ingested_notes_fixture(
         path = root / "data" / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    settings = make_settings(embedder_url, root / "qdrant", NOTES_DIR=root / "data")
-    with EmbedClient(settings=settings) as client, Store.open(settings) as store:
+    settings = make_settings(
+        embedder_url, root / "qdrant", NOTES_DIR=root / "data", STATE_DIR=root / "state"
+    )
+    with embed_client(settings) as client, open_store(settings) as store:
         summary = ingest.run(settings, client, store)
         assert not summary.failed, summary.failed
-        info = store.require()
+        info = collection.require(store)
     assert info.points > len(FACTS) + 5 > 20, "the corpus must hold more chunks than k's cap"
     return IngestedNotes(root / "qdrant", info.points, info.model or "", info.dimensions)
 

@@ -3,12 +3,14 @@
 from pathlib import Path
 
 import pytest
-from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
+from ingest_fixtures import BREAD, KIMCHI, SHOCK, count_points, make_settings, stored_vectors, write
 
-from embed_client import EmbedClient
-from kb.embed_cache import CACHE_NAME, EmbedCache, content_key
+from kb import collection
+from kb.backend import embed_client, open_store
+from kb.embed_cache import EmbedCache, content_key
 from kb.ingest import run
-from kb.store import SCHEMA_VERSION, Store
+from kb.schema import SCHEMA_VERSION
+from kb.state import CACHE_NAME
 
 
 def paragraphs(n: int) -> list[str]:
@@ -25,7 +27,9 @@ def test_rebuilding_from_scratch_reuses_every_vector_and_makes_no_embedding_call
     write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
     write(settings.NOTES_DIR / "sub" / "bread.txt", BREAD)
     run(settings, client, store)
-    before = {pid: vec for pid, vec in store.vectors([p for p, _ in store.payloads()]).items()}
+    before = {
+        pid: vec for pid, vec in stored_vectors(store, [p for p, _ in store.payloads()]).items()
+    }
     # a collection from an older payload layout: the rebuild re-creates it, re-embedding nothing
     store.client.update_collection(store.collection, metadata={"schema_version": 1})
     calls = client.calls
@@ -33,9 +37,9 @@ def test_rebuilding_from_scratch_reuses_every_vector_and_makes_no_embedding_call
     summary = run(settings, client, store, rebuild=True)
 
     assert client.calls == calls
-    assert summary.embedded_cached == summary.chunks == 2 and summary.unchanged == 0
-    assert store.collection_model().schema_version == SCHEMA_VERSION
-    after = store.vectors(list(before))
+    assert summary.embedded_cached == summary.chunks == 2 and len(summary.unchanged) == 0
+    assert collection.info(store).schema_version == SCHEMA_VERSION
+    after = stored_vectors(store, list(before))
     assert all(after[p] == pytest.approx(before[p], abs=1e-6) for p in before)
 
 
@@ -62,26 +66,26 @@ def test_a_redropped_note_with_one_paragraph_edited_embeds_only_the_changed_chun
 def test_cached_vectors_survive_a_new_process_and_a_lost_collection(settings, client, store):
     write(settings.NOTES_DIR / "shock.md", SHOCK)
     run(settings, client, store)
-    store.drop()  # e.g. the Qdrant volume was deleted
+    collection.drop(store)  # e.g. the Qdrant volume was deleted
     calls = client.calls
-    with EmbedClient(settings=settings) as fresh_client:  # a later run: new client, new cache
+    with embed_client(settings) as fresh_client:  # a later run: new client, new cache
         summary = run(settings, fresh_client, store)
         assert fresh_client.calls == 0
     assert client.calls == calls
     assert summary.embedded_cached == 1
-    assert store.count("shock.md") == 1
+    assert count_points(store, "shock.md") == 1
 
 
 def test_the_cache_can_be_turned_off(tmp_path: Path, embedder_url: str):
     settings = make_settings(tmp_path, embedder_url, EMBED_CACHE=False)
     write(settings.NOTES_DIR / "bread.txt", BREAD)
-    with EmbedClient(settings=settings) as client, Store.open(settings) as store:
+    with embed_client(settings) as client, open_store(settings) as store:
         run(settings, client, store)
         calls = client.calls
-        store.drop()
+        collection.drop(store)
         run(settings, client, store)
         assert client.calls == calls + 1
-    assert not (settings.NOTES_DIR / CACHE_NAME).exists()
+    assert not (settings.STATE_DIR / CACHE_NAME).exists()
 
 
 class _Counting:

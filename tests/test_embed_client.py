@@ -16,7 +16,8 @@ import httpx
 import pytest
 from helpers import free_port
 
-from embed_client import EmbedClient, EmbedError
+from kb.backend import embed_client
+from kb.embedding import EmbedClient, EmbedError
 from kb.settings import Settings
 
 TEXTS = [f"note number {i} about {topic}" for i, topic in enumerate("abcdefghij" * 2)]
@@ -34,7 +35,7 @@ def close(a: list[float], b: list[float]) -> bool:
 
 def test_defaults_come_from_settings(embedder_url: str) -> None:
     settings = Settings(_env_file=None, EMBED_URL=embedder_url, EMBED_BATCH_SIZE=3, EMBED_RETRIES=1)
-    with EmbedClient(settings=settings) as client:
+    with embed_client(settings) as client:
         assert (client.url, client.batch_size, client.max_chars) == (embedder_url, 3, 1500)
         assert client.retries == 1
         assert client.timeout == settings.EMBED_TIMEOUT

@@ -17,7 +17,7 @@ import pytest
 from conftest import EmbedderFactory
 from helpers import EmbedderProcess
 
-from embed_client import EmbedClient, EmbedError
+from kb.embedding import EmbedClient, EmbedError
 
 
 class GatedModel:

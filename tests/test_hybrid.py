@@ -17,7 +17,8 @@ from ingest_fixtures import (
     write,
 )
 
-from embed_client import EmbedClient
+from kb.backend import embed_client, open_store
+from kb.embedding import EmbedClient
 from kb.ingest import run
 from kb.search import search
 from kb.settings import Settings
@@ -64,7 +65,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
 
 @pytest.fixture
 def open_corpus(corpus: Settings) -> Iterator[tuple[Store, EmbedClient]]:
-    with Store.open(corpus) as store, EmbedClient(settings=corpus) as client:
+    with open_store(corpus) as store, embed_client(corpus) as client:
         yield store, client
 
 
@@ -134,7 +135,7 @@ def test_the_mode_switches_the_ranking_and_its_score(open_corpus):
 
 
 def test_keyword_search_needs_no_embedder_and_stopwords_alone_find_nothing(corpus):
-    with Store.open(corpus) as store, EmbedClient(UNREACHABLE_EMBEDDER, settings=corpus) as down:
+    with open_store(corpus) as store, EmbedClient(UNREACHABLE_EMBEDDER, retries=0) as down:
         [hit] = search(store, down, "ECMP", mode="keyword")
         assert hit.source == "work/offsite.md"
         assert search(store, down, "the of and", mode="keyword") == []
@@ -165,7 +166,7 @@ def test_replacing_a_note_replaces_its_keyword_vectors_so_old_words_no_longer_ma
     settings = make_settings(tmp_path, embedder_url)
     write(settings.NOTES_DIR / "trip.md", "# Trip\n\nWe flew over the glacier in a zeppelin.\n")
     write(settings.NOTES_DIR / "other.md", "# Other\n\nA zeppelin museum in Friedrichshafen.\n")
-    with Store.open(settings) as store, EmbedClient(settings=settings) as client:
+    with open_store(settings) as store, embed_client(settings) as client:
         run(settings, client, store)
         assert {h.source for h in search(store, client, "zeppelin", mode="keyword")} == {
             "trip.md",

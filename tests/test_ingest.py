@@ -15,20 +15,26 @@ from ingest_fixtures import (
     SHOCK,
     UNREACHABLE_EMBEDDER,
     check_consistent,
+    count_points,
     make_settings,
     run_script,
     script_env,
+    stored_vectors,
     tree_state,
     write,
 )
 from qdrant_client import models
 
-from embed_client import EmbedClient
-from kb.ingest import IngestBusy, IngestError, run
+from kb import collection
+from kb.backend import open_store
+from kb.embedding import EmbedClient
+from kb.errors import IngestBusy, IngestError
+from kb.ingest import run
+from kb.keywords import document_vector
 from kb.progress import ConsoleProgress, Failure, Summary
+from kb.schema import DENSE, KEYWORD
 from kb.settings import Settings
-from kb.sparse import document_vector
-from kb.store import DENSE, KEYWORD, Store
+from kb.store import Store
 
 
 def long_note(paragraphs: int, word: str) -> str:
@@ -56,7 +62,7 @@ def test_notes_are_stored_then_moved_to_ingested_keeping_their_subfolder(setting
     assert (summary.replaced, summary.failed, summary.chunks) == ([], [], 3)
     for source, text in [("food/kimchi.md", KIMCHI), ("bread.txt", BREAD)]:
         assert not (notes / source).exists()
-        assert (settings.ingested_dir / source).read_text(encoding="utf-8") == text
+        assert (settings.NOTES_DIR / "ingested" / source).read_text(encoding="utf-8") == text
     check_consistent(store, settings)
 
 
@@ -105,7 +111,7 @@ def test_title_heading_path_and_topic_are_embedded_with_each_chunk_which_is_stor
     # what each chunk's text lacks: the headings above it that it does not show itself
     context = ["", "Alps 2023 > Glaciers\n", "Alps 2023\n"]
     ids = [point for point, _ in payloads]
-    stored = store.vectors(ids)
+    stored = stored_vectors(store, ids)
     records = store.client.retrieve(store.collection, ids, with_vectors=[KEYWORD])
     keywords = {str(r.id): r.vector[KEYWORD] for r in records}
     for (point, payload), lines in zip(payloads, context, strict=True):
@@ -137,24 +143,26 @@ def test_a_redropped_note_replaces_its_old_chunks_and_its_old_file(settings, cli
     write(notes / "sub" / "trip.md", long_note(4, "glacier"))
     write(notes / "other.md", BREAD)
     ingest(settings, client, store)
-    assert store.count("sub/trip.md") == 4
+    assert count_points(store, "sub/trip.md") == 4
     new_version = "---\ntags: [Alps]\n---\n" + long_note(2, "summit")
     write(notes / "sub" / "trip.md", new_version)
     summary = ingest(settings, client, store)
     assert (summary.ingested, summary.replaced) == (["sub/trip.md"], ["sub/trip.md"])
-    assert (settings.ingested_dir / "sub" / "trip.md").read_text(encoding="utf-8") == new_version
+    assert (settings.NOTES_DIR / "ingested" / "sub" / "trip.md").read_text(
+        encoding="utf-8"
+    ) == new_version
     assert not (notes / "sub" / "trip.md").exists()
     texts = [p["text"] for _, p in store.payloads("sub/trip.md")]
     assert len(texts) == 2 and all("summit" in t and "glacier" not in t for t in texts)
     assert {tuple(p["tags"]) for _, p in store.payloads("sub/trip.md")} == {("alps",)}
-    assert store.count("other.md") == 1
+    assert count_points(store, "other.md") == 1
     check_consistent(store, settings)
 
 
 def test_rebuild_reembeds_every_note_and_leaves_ingested_files_where_they_are(
     settings, client, store
 ):
-    notes, ingested = settings.NOTES_DIR, settings.ingested_dir
+    notes, ingested = settings.NOTES_DIR, settings.NOTES_DIR / "ingested"
     write(notes / "a.md", long_note(2, "alpha"))
     write(notes / "sub" / "b.txt", BREAD)
     ingest(settings, client, store)
@@ -171,19 +179,19 @@ def test_rebuild_reembeds_every_note_and_leaves_ingested_files_where_they_are(
     assert tree_state(ingested)["sub/b.txt"] == kept_b
     assert (ingested / "a.md").stat().st_ino != inode_a  # replaced by the re-dropped file
     assert not any(p.suffix == ".md" for p in notes.iterdir())
-    assert not store.collection_model().rebuild_incomplete
+    assert not collection.info(store).rebuild_incomplete
     check_consistent(store, settings)
     assert "omega" in store.payloads("a.md")[0][1]["text"]
 
 
 def test_a_collection_built_by_another_model_is_refused_until_rebuild(settings, client, store):
-    store.create("some-other-model", client.dimensions)
+    collection.create(store, "some-other-model", client.dimensions)
     write(settings.NOTES_DIR / "a.md", KIMCHI)
     with pytest.raises(IngestError, match=r"some-other-model.*--rebuild"):
         ingest(settings, client, store)
     assert (settings.NOTES_DIR / "a.md").is_file()
     ingest(settings, client, store, rebuild=True)
-    assert store.collection_model().model == client.model
+    assert collection.info(store).model == client.model
     check_consistent(store, settings)
 
 
@@ -201,7 +209,7 @@ def test_a_collection_from_before_keyword_vectors_is_refused_until_rebuild(setti
         ingest(settings, client, store)
     assert (settings.NOTES_DIR / "a.md").is_file()
     ingest(settings, client, store, rebuild=True)
-    assert store.collection_model().keyword
+    assert collection.info(store).keyword
     check_consistent(store, settings)
 
 
@@ -217,7 +225,7 @@ def test_bad_yaml_stops_the_run_naming_file_and_line_before_anything_is_written(
     message = str(caught.value)
     assert "sub/bad.md" in message and "line 3" in message and "not valid YAML" in message
     assert tree_state(notes) == before
-    assert not store.exists()
+    assert collection.info(store) is None
     assert client.calls == 0
 
 
@@ -278,7 +286,10 @@ def test_a_malformed_corpus_is_reported_file_by_file_and_nothing_is_altered_or_l
     assert "not a regular file" in reasons["pipe.md"]
     assert summary.ignored == ["picture.png"]
 
-    after = {**tree_state(notes), **{k: v for k, v in tree_state(settings.ingested_dir).items()}}
+    after = {
+        **tree_state(notes),
+        **{k: v for k, v in tree_state(settings.NOTES_DIR / "ingested").items()},
+    }
     for rel, state in before.items():
         assert after.get(rel) == state, f"{rel} altered or lost"
     assert tree_state(outside.parent) == outside_before
@@ -289,7 +300,7 @@ def test_a_folder_in_the_way_in_ingested_keeps_the_note_in_the_inbox(settings, c
     write(settings.NOTES_DIR / "other.md", BREAD)
     ingest(settings, client, store)
     write(settings.NOTES_DIR / "n.md", KIMCHI)
-    (settings.ingested_dir / "n.md").mkdir()
+    (settings.NOTES_DIR / "ingested" / "n.md").mkdir()
     summary = ingest(settings, client, store)
     assert [f.source for f in summary.failed] == ["n.md"]
     assert "not a file" in summary.failed[0].reason
@@ -300,18 +311,18 @@ def test_a_move_interrupted_between_link_and_unlink_is_finished_next_run(setting
     write(settings.NOTES_DIR / "n.md", KIMCHI)
     ingest(settings, client, store)
     # a crash right after os.link: the note has both names
-    os.link(settings.ingested_dir / "n.md", settings.NOTES_DIR / "n.md")
+    os.link(settings.NOTES_DIR / "ingested" / "n.md", settings.NOTES_DIR / "n.md")
     summary = ingest(settings, client, store)
     assert summary.ingested == ["n.md"] and summary.replaced == []
     assert not (settings.NOTES_DIR / "n.md").exists()
-    assert (settings.ingested_dir / "n.md").read_text(encoding="utf-8") == KIMCHI
+    assert (settings.NOTES_DIR / "ingested" / "n.md").read_text(encoding="utf-8") == KIMCHI
     check_consistent(store, settings)
 
 
 def test_a_note_whose_ingested_folder_cannot_be_made_stays_in_the_inbox_and_the_rest_move(
     settings, client, store
 ):
-    write(settings.ingested_dir / "trips", "a file where ingest needs a folder\n")
+    write(settings.NOTES_DIR / "ingested" / "trips", "a file where ingest needs a folder\n")
     write(settings.NOTES_DIR / "trips" / "alps" / "walk.md", KIMCHI)
     write(settings.NOTES_DIR / "bread.txt", BREAD)
 
@@ -321,13 +332,13 @@ def test_a_note_whose_ingested_folder_cannot_be_made_stays_in_the_inbox_and_the_
     [failure] = summary.failed
     assert failure.source == "trips/alps/walk.md" and "stored, but not moved" in failure.reason
     assert (settings.NOTES_DIR / "trips" / "alps" / "walk.md").read_text(encoding="utf-8") == KIMCHI
-    assert (settings.ingested_dir / "bread.txt").read_text(encoding="utf-8") == BREAD
+    assert (settings.NOTES_DIR / "ingested" / "bread.txt").read_text(encoding="utf-8") == BREAD
 
 
 def test_a_lost_collection_is_rebuilt_from_ingested_notes_on_the_next_run(settings, client, store):
     write(settings.NOTES_DIR / "a.md", KIMCHI)
     ingest(settings, client, store)
-    store.drop()  # e.g. the Qdrant volume was deleted
+    collection.drop(store)  # e.g. the Qdrant volume was deleted
     write(settings.NOTES_DIR / "b.txt", BREAD)
     summary = ingest(settings, client, store)
     assert sorted(summary.ingested) == ["a.md", "b.txt"]
@@ -367,40 +378,43 @@ def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lo
         write(notes / name, text)
     # EMBED_BATCH_SIZE=2 groups notes by up to 2 chunks: [n0 n1] [n2 n3] [n4] [n5]
     assert kill_at(settings, "first-done") == "done n0.md"  # its group is moved together
-    assert (settings.ingested_dir / "n1.md").is_file() and (notes / "n2.md").is_file()
+    assert (settings.NOTES_DIR / "ingested" / "n1.md").is_file() and (notes / "n2.md").is_file()
     # the first group is done; now the groups are [n2 n3] [n4] [n5]
     assert kill_at(settings, "stored:n4.md") == "stored n4.md"
     assert not (notes / "n3.md").exists() and (notes / "n4.md").is_file()
-    with Store.open(settings) as store:
-        assert store.count("n4.md") == 3
+    with open_store(settings) as store:
+        assert count_points(store, "n4.md") == 3
     texts["n4.md"] = long_note(1, "summit")  # edited after the crash: now one chunk
     write(notes / "n4.md", texts["n4.md"])
 
-    with Store.open(settings) as store:
+    with open_store(settings) as store:
         summary = run(settings, client, store)
         assert sorted(summary.ingested) == ["n4.md", "n5.md"]
         check_consistent(store, settings)
-        assert store.count() == 6
+        assert count_points(store) == 6
     assert not any(notes.glob("*.md"))
     for name, text in texts.items():
-        assert (settings.ingested_dir / name).read_text(encoding="utf-8") == text
+        assert (settings.NOTES_DIR / "ingested" / name).read_text(encoding="utf-8") == text
 
 
 def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, client):
     for i in range(6):
         write(settings.NOTES_DIR / f"n{i}.md", f"Note number {i}, about subject {i * 11}.\n")
-    with Store.open(settings) as store:
+    with open_store(settings) as store:
         run(settings, client, store)
     for i in range(6):  # edited where they lie: the rebuild has every note to rewrite
-        write(settings.ingested_dir / f"n{i}.md", f"Note number {i}, revised: topic {i * 13}.\n")
+        write(
+            settings.NOTES_DIR / "ingested" / f"n{i}.md",
+            f"Note number {i}, revised: topic {i * 13}.\n",
+        )
     assert kill_at(settings, "stored:n2.md", "rebuild") == "stored n2.md,n3.md"
-    with Store.open(settings) as store:
-        assert store.collection_model().rebuild_incomplete
+    with open_store(settings) as store:
+        assert collection.info(store).rebuild_incomplete
         revised = sorted(p["source"] for _, p in store.payloads() if "revised" in p["text"])
         assert revised == ["n0.md", "n1.md", "n2.md", "n3.md"]  # the first two groups
         summary = run(settings, client, store)
-        assert len(summary.ingested) == 6 and summary.unchanged == 4
-        assert not store.collection_model().rebuild_incomplete
+        assert len(summary.ingested) == 6 and len(summary.unchanged) == 4
+        assert not collection.info(store).rebuild_incomplete
         assert all("revised" in p["text"] for _, p in store.payloads())
         check_consistent(store, settings)
 
@@ -412,7 +426,7 @@ def test_a_second_ingest_or_rebuild_while_one_runs_is_told_its_pid(settings, cli
         assert holder.stdout.readline().strip() == "locked"
         (tmp_path / "other").mkdir()
         with (
-            Store.open(make_settings(tmp_path / "other")) as other_store,
+            open_store(make_settings(tmp_path / "other")) as other_store,
             pytest.raises(IngestBusy, match=f"another ingest is running \\(pid {holder.pid}\\)"),
         ):
             run(settings, client, other_store)
@@ -444,7 +458,9 @@ def test_ingest_script_reports_a_down_embedder_in_one_line_then_ingests_and_summ
     result = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
     assert result.returncode == 1  # one note failed
     assert "ingested 1 notes (1 chunks)" in result.stdout
-    assert "replaced 0; failed 1" in result.stdout
+    assert ": 1 new, 0 replaced, 0 already up to date;" in result.stdout
+    assert result.stdout.count("failed: empty.md: empty file") == 1
+    assert "empty.md" not in result.stderr  # each failure is printed once, in the summary
     assert "failed: empty.md: empty file" in result.stdout
     assert "ingesting 1 notes (1 chunks)" in result.stderr
     assert "1/1 notes, 1/1 chunks" in result.stderr  # the final progress line in logs
@@ -459,7 +475,7 @@ class FakeClock:
         return self.now
 
 
-def test_progress_redraws_one_line_on_a_terminal_with_rate_and_eta():
+def test_progress_redraws_one_line_on_a_terminal_with_rate_and_eta_and_leaves_failures_to_the_summary():
     out, clock = io.StringIO(), FakeClock()
     progress = ConsoleProgress(out, tty=True, clock=clock)
     progress.start(notes=4, chunks=40)
@@ -471,7 +487,7 @@ def test_progress_redraws_one_line_on_a_terminal_with_rate_and_eta():
     progress.finish(Summary())
     text = out.getvalue()
     assert "\r\x1b[K1/4 notes, 10/40 chunks, 2.0 chunks/s, ETA 15s" in text
-    assert "\r\x1b[Kfailed: b.md: empty file\n" in text
+    assert "failed" not in text  # listed once, by the summary
     assert "\r\x1b[K2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
     assert text.endswith("\r\x1b[K")
 

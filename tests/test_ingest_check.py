@@ -10,7 +10,7 @@ from ingest_fixtures import (
     write,
 )
 
-from kb.store import Store
+from kb.backend import open_store
 
 
 def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_collection_alone(
@@ -22,7 +22,7 @@ def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_col
     result = run_script("ingest_check.py", env=script_env(settings), cwd=tmp_path, timeout=300)
     assert (result.returncode, result.stdout, result.stderr) == (0, "ingest ok\n", "")
     assert tree_state(settings.NOTES_DIR) == before
-    with Store.open(settings) as store:
+    with open_store(settings) as store:
         # its own collection is gone, and the user's collection was never created
         assert store.client.get_collections().collections == []
 
@@ -33,5 +33,5 @@ def test_ingest_check_fails_with_one_error_line_when_the_embedder_is_down(tmp_pa
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: embedder at {UNREACHABLE_EMBEDDER} unreachable")
-    with Store.open(settings) as store:
+    with open_store(settings) as store:
         assert store.client.get_collections().collections == []

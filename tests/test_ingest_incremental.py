@@ -4,8 +4,9 @@ collection made for the same model updates it in place (real embedder, embedded 
 from collections.abc import Sequence
 
 import pytest
-from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, write
+from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, count_points, write
 
+from kb import collection
 from kb.ingest import run
 from kb.store import Point, Store
 
@@ -45,11 +46,11 @@ def test_a_redropped_unchanged_note_is_moved_without_rewriting_its_points(
 
     summary = run(settings, client, store)
 
-    assert summary.ingested == ["kimchi.md"] and summary.unchanged == 1
+    assert summary.ingested == ["kimchi.md"] and len(summary.unchanged) == 1
     assert writes == [] and client.calls == calls
     assert dates(store) == before  # nothing rewritten, so the first ingest date stands
     assert not (settings.NOTES_DIR / "kimchi.md").exists()
-    assert (settings.ingested_dir / "kimchi.md").read_text(encoding="utf-8") == KIMCHI
+    assert (settings.NOTES_DIR / "ingested" / "kimchi.md").read_text(encoding="utf-8") == KIMCHI
     check_consistent(store, settings)
 
 
@@ -63,7 +64,7 @@ def test_a_redropped_note_with_only_new_tags_is_rewritten_without_embedding_agai
 
     summary = run(settings, client, store)
 
-    assert summary.unchanged == 0 and writes == [["shock.md"]]
+    assert len(summary.unchanged) == 0 and writes == [["shock.md"]]
     assert client.calls == calls  # same embedded text: the vector comes from the cache
     assert [p["tags"] for _, p in store.payloads("shock.md")] == [["physics"]]
 
@@ -77,11 +78,11 @@ def test_rebuilding_an_unchanged_corpus_writes_nothing_and_keeps_ingest_dates(
 
     summary = run(settings, client, store, rebuild=True)
 
-    assert summary.rebuilt and summary.unchanged == 3
+    assert summary.rebuilt and len(summary.unchanged) == 3
     assert sorted(summary.ingested) == ["kimchi.md", "shock.md", "sub/bread.txt"]
     assert writes == [] and client.calls == calls
     assert dates(store) == before
-    assert not store.collection_model().rebuild_incomplete
+    assert not collection.info(store).rebuild_incomplete
     check_consistent(store, settings)
 
 
@@ -89,14 +90,14 @@ def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_drops_notes_dele
     settings, client, store, writes
 ):
     ingest_three(settings, client, store)
-    write(settings.ingested_dir / "shock.md", SHOCK.replace("supersonic", "hypersonic"))
-    (settings.ingested_dir / "kimchi.md").unlink()
+    write(settings.NOTES_DIR / "ingested" / "shock.md", SHOCK.replace("supersonic", "hypersonic"))
+    (settings.NOTES_DIR / "ingested" / "kimchi.md").unlink()
     writes.clear()
 
     summary = run(settings, client, store, rebuild=True)
 
-    assert writes == [["shock.md"]] and summary.unchanged == 1
-    assert store.count("kimchi.md") == 0
+    assert writes == [["shock.md"]] and len(summary.unchanged) == 1
+    assert count_points(store, "kimchi.md") == 0
     assert "hypersonic" in store.payloads("shock.md")[0][1]["text"]
     check_consistent(store, settings)
 
@@ -105,13 +106,13 @@ def test_rebuild_keeps_the_points_of_a_stored_note_it_can_no_longer_read_and_rep
     settings, client, store
 ):
     ingest_three(settings, client, store)
-    write(settings.ingested_dir / "sub" / "bread.txt", b"\xff\xfe not utf-8 any more")
+    write(settings.NOTES_DIR / "ingested" / "sub" / "bread.txt", b"\xff\xfe not utf-8 any more")
 
     summary = run(settings, client, store, rebuild=True)
 
     assert [f.source for f in summary.failed] == ["ingested/sub/bread.txt"]
-    assert store.count("sub/bread.txt") == 1  # still searchable until the file is fixed
-    assert not store.collection_model().rebuild_incomplete
+    assert count_points(store, "sub/bread.txt") == 1  # still searchable until the file is fixed
+    assert not collection.info(store).rebuild_incomplete
 
 
 def test_points_written_without_a_fingerprint_are_rewritten_by_the_next_ingest(
@@ -126,5 +127,5 @@ def test_points_written_without_a_fingerprint_are_rewritten_by_the_next_ingest(
 
     summary = run(settings, client, store)
 
-    assert summary.unchanged == 0 and writes == [["kimchi.md"]]
+    assert len(summary.unchanged) == 0 and writes == [["kimchi.md"]]
     assert all(p["note_hash"] for _, p in store.payloads("kimchi.md"))

@@ -20,10 +20,9 @@ from mcp_fixtures import (
     server_env,
 )
 
-from embed_client import EmbedClient
 from kb import ingest
+from kb.backend import embed_client, open_store
 from kb.settings import Settings
-from kb.store import Store
 
 TOKEN = "check-token-8d41"
 
@@ -62,7 +61,7 @@ def test_check_passes_when_no_note_has_tags(
     settings.NOTES_DIR.mkdir()
     for i, fact in enumerate(FACTS[:3]):
         (settings.NOTES_DIR / f"fact-{i}.txt").write_text(fact)
-    with EmbedClient(settings=settings) as client, Store.open(settings) as store:
+    with embed_client(settings) as client, open_store(settings) as store:
         ingest.run(settings, client, store)
     server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=settings.QDRANT_PATH)
     done = run_check(server.url)

@@ -35,7 +35,8 @@ from mcp_fixtures import (
 )
 from mcp_types import CallToolResult
 
-from kb.store import Store
+from kb import collection
+from kb.backend import open_store
 
 FIELDS = {
     "text",
@@ -347,8 +348,8 @@ def test_empty_collection_says_run_ingest_first(
     tmp_path: Path,
 ) -> None:
     settings = make_settings(embedder_url, tmp_path / "qdrant")
-    with Store.open(settings) as store:
-        store.create(ingested_notes.model, ingested_notes.dimensions)
+    with open_store(settings) as store:
+        collection.create(store, ingested_notes.model, ingested_notes.dimensions)
     server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=settings.QDRANT_PATH)
     message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
     assert "has no notes yet" in message and "ingest.py" in message
@@ -360,7 +361,7 @@ def test_a_store_folder_held_elsewhere_is_reported_and_recovered_from(
 ) -> None:
     folder = store_copy()
     settings = make_settings(embedder_url, folder)
-    with Store.open(settings):  # e.g. an ingest run holding the embedded folder
+    with open_store(settings):  # e.g. an ingest run holding the embedded folder
         server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(folder))
         message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
         assert "in use by another process" in message

@@ -14,18 +14,14 @@ from ingest_fixtures import (
 )
 from qdrant_client import models
 
-from embed_client import EmbedClient, EmbedError
-from kb.search import Hit, list_tags, search
+from kb import collection
+from kb.backend import embed_client, open_store
+from kb.embedding import EmbedClient, EmbedError
+from kb.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
+from kb.schema import DENSE, point_id
+from kb.search import Hit, search, tag_usage
 from kb.settings import Settings
-from kb.store import (
-    DENSE,
-    CollectionMissing,
-    KeywordIndexMissing,
-    ModelMismatch,
-    Point,
-    Store,
-    point_id,
-)
+from kb.store import Point
 
 EXTRA = {
     "garden/tomatoes.md": "---\ntags: [garden]\n---\nWater tomato plants at the root every "
@@ -71,7 +67,7 @@ def test_query_json_has_the_search_fields_and_honours_k_and_tags(corpus, tmp_pat
     assert results[0]["source"] == "garden/roses.md"
     assert results[0]["tags"] == ["garden", "flowers"]
     assert all({"garden", "code"} & set(r["tags"]) for r in results)
-    with Store.open(corpus) as store, EmbedClient(settings=corpus) as client:
+    with open_store(corpus) as store, embed_client(corpus) as client:
         hits = search(store, client, "pruning in spring", k=2, tags=["garden", "code", "x"])
     for hit, shown in zip(hits, results, strict=True):
         assert {**hit.to_dict(), "score": pytest.approx(hit.score, abs=1e-5)} == shown
@@ -114,8 +110,8 @@ def test_query_before_any_ingest_says_to_ingest_first(settings, tmp_path):
 def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fields(
     settings, client
 ):
-    with Store.open(settings) as store:
-        store.create(client.model, client.dimensions)
+    with open_store(settings) as store:
+        collection.create(store, client.model, client.dimensions)
         [vector] = client.embed_documents(["Sourdough needs a lively starter."])
         old = {"text": "Sourdough needs a lively starter.", "source": "old.md"}
         store.replace([Point(point_id("old.md", 0), vector, old)], ["old.md"])
@@ -144,7 +140,7 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
 def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_and_says_to_rebuild(
     settings, client, tmp_path
 ):
-    with Store.open(settings) as store:
+    with open_store(settings) as store:
         # the layout the previous version created: one dense vector, no keyword vector
         store.client.create_collection(
             "notes",
@@ -172,7 +168,7 @@ def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_
 
 
 def test_search_rejects_an_empty_query_and_k_out_of_range(corpus):
-    with Store.open(corpus) as store, EmbedClient(settings=corpus) as client:
+    with open_store(corpus) as store, embed_client(corpus) as client:
         with pytest.raises(ValueError, match="query is empty"):
             search(store, client, "  ")
         for k in (0, 101):
@@ -182,32 +178,32 @@ def test_search_rejects_an_empty_query_and_k_out_of_range(corpus):
 
 
 def test_search_refuses_a_collection_built_by_another_model(settings, client):
-    with Store.open(settings) as store:
-        store.create("another-model", client.dimensions)
+    with open_store(settings) as store:
+        collection.create(store, "another-model", client.dimensions)
         with pytest.raises(ModelMismatch, match="--rebuild"):
             search(store, client, "bread")
 
 
 def test_search_and_list_tags_on_a_missing_collection_say_to_ingest_first(settings, client):
-    with Store.open(settings) as store:
+    with open_store(settings) as store:
         with pytest.raises(CollectionMissing, match="ingest notes first"):
             search(store, client, "bread")
         with pytest.raises(CollectionMissing, match="ingest notes first"):
-            list_tags(store)
+            tag_usage(store)
 
 
 def test_search_propagates_embedder_errors(corpus):
     with (
-        Store.open(corpus) as store,
-        EmbedClient(UNREACHABLE_EMBEDDER, settings=corpus) as down,
+        open_store(corpus) as store,
+        EmbedClient(UNREACHABLE_EMBEDDER, retries=0) as down,
         pytest.raises(EmbedError, match="unreachable"),
     ):
         search(store, down, "bread")
 
 
-def test_list_tags_counts_notes_per_tag_most_used_first(corpus):
-    with Store.open(corpus) as store:
-        assert list_tags(store) == [
+def test_tag_usage_counts_notes_per_tag_most_used_first(corpus):
+    with open_store(corpus) as store:
+        assert [(u.tag, u.notes) for u in tag_usage(store)] == [
             ("garden", 2),
             ("aerodynamics", 1),
             ("code", 1),

@@ -4,9 +4,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from ingest_fixtures import ingest_notes, run_script, script_env
+from ingest_fixtures import count_points, ingest_notes, run_script, script_env
 
-from embed_client import EmbedClient
+from kb.backend import embed_client, open_store
+from kb.embedding import EmbedClient
 from kb.search import Filters, search
 from kb.settings import Settings
 from kb.store import Store, source_filter
@@ -44,8 +45,8 @@ INGESTED = {
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
     settings = ingest_notes(tmp_path_factory.mktemp("search"), embedder_url, NOTES)
-    with Store.open(settings) as store:
-        assert store.count("garden/tomatoes.md") == 6
+    with open_store(settings) as store:
+        assert count_points(store, "garden/tomatoes.md") == 6
         for source, stamp in INGESTED.items():
             store.client.set_payload(
                 store.collection,
@@ -58,7 +59,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
 
 @pytest.fixture
 def opened(corpus: Settings) -> Iterator[tuple[Store, EmbedClient]]:
-    with Store.open(corpus) as store, EmbedClient(settings=corpus) as client:
+    with open_store(corpus) as store, embed_client(corpus) as client:
         yield store, client
 
 

@@ -8,31 +8,23 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
-from ingest_fixtures import make_settings
+from ingest_fixtures import count_points, make_settings
 from pydantic import ValidationError
 from qdrant_client import models
 
+from kb import collection
+from kb.backend import open_store
+from kb.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch, StoreUnavailable
+from kb.keywords import document_vector, query_vector
 from kb.qdrant_query import (
     KEYWORD_HALF,
     KEYWORD_WEIGHT,
     DateRange,
-    folders_of,
     payload_filter,
 )
+from kb.schema import DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
 from kb.settings import Settings
-from kb.sparse import document_vector, query_vector
-from kb.store import (
-    DENSE,
-    KEYWORD,
-    PAYLOAD_INDEXES,
-    CollectionMissing,
-    KeywordIndexMissing,
-    ModelMismatch,
-    Point,
-    Store,
-    StoreUnavailable,
-    point_id,
-)
+from kb.store import Point, Store
 
 DIMS = 4
 
@@ -59,13 +51,13 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Store]:
-    with Store.open(settings) as opened:
-        opened.ensure("model-a", DIMS)
+    with open_store(settings) as opened:
+        collection.create(opened, "model-a", DIMS)
         yield opened
 
 
 def test_collection_records_the_model_and_dimension_that_made_it(store: Store):
-    info = store.collection_model()
+    info = collection.info(store)
     assert info is not None
     assert (info.model, info.dimensions, info.points) == ("model-a", DIMS, 0)
     assert not info.rebuild_incomplete
@@ -74,15 +66,15 @@ def test_collection_records_the_model_and_dimension_that_made_it(store: Store):
 def test_collection_and_points_survive_closing_and_reopening(settings: Settings, store: Store):
     store.replace(points_for("a.md", 3), ["a.md"])
     store.close()
-    with Store.open(settings) as again:
-        assert again.collection_model().model == "model-a"
-        assert again.count() == 3
+    with open_store(settings) as again:
+        assert collection.info(again).model == "model-a"
+        assert count_points(again) == 3
 
 
 @pytest.mark.parametrize(("model", "dims"), [("model-b", DIMS), ("model-a", 8)])
 def test_another_model_or_dimension_is_refused_with_a_rebuild_hint(store: Store, model, dims):
     with pytest.raises(ModelMismatch) as caught:
-        store.ensure(model, dims)
+        collection.check_model(store, model, dims)
     message = str(caught.value)
     assert "model-a (4-d)" in message and f"{model} ({dims}-d)" in message
     assert "--rebuild" in message
@@ -93,21 +85,21 @@ def test_point_ids_are_deterministic_so_rewriting_a_note_never_duplicates(store:
     assert len({point_id("a.md", 0), point_id("a.md", 1), point_id("b.md", 0)}) == 3
     for _ in range(3):
         store.replace(points_for("a.md", 4), ["a.md"])
-    assert store.count() == 4
+    assert count_points(store) == 4
 
 
 def test_replacing_a_note_removes_its_stale_chunks_and_leaves_other_notes_alone(store: Store):
     store.replace(points_for("a.md", 5) + points_for("b.md", 2), ["a.md", "b.md"])
     store.replace(points_for("a.md", 2), ["a.md"])
-    assert store.count("a.md") == 2
-    assert store.count("b.md") == 2
+    assert count_points(store, "a.md") == 2
+    assert count_points(store, "b.md") == 2
     assert sorted(p["chunk_index"] for _, p in store.payloads("a.md")) == [0, 1]
 
 
 def test_deleting_a_source_removes_all_its_points(store: Store):
     store.replace(points_for("a.md", 3) + points_for("b.md", 1), ["a.md", "b.md"])
-    store.delete_source("a.md")
-    assert (store.count("a.md"), store.count()) == (0, 1)
+    store.delete_sources(["a.md"])
+    assert (count_points(store, "a.md"), count_points(store)) == (0, 1)
 
 
 def test_fingerprints_and_deletes_cover_more_notes_than_one_filter_names(
@@ -140,10 +132,10 @@ def test_query_returns_nearest_first_and_a_tag_filter_keeps_notes_with_any_tag(s
     )
     store.replace([Point(point_id("d.md", 0), vec(0, 0, 0, 1), {"source": "d.md"})], ["d.md"])
     matches = store.query(4, dense=vec(0, 0, 0, 1))
-    assert matches[0].payload["source"] == "d.md"
+    assert matches[0].source == "d.md"
     assert matches[0].score == pytest.approx(1.0)
     where = payload_filter(tags_any=["z", "x"])
-    found = {m.payload["source"] for m in store.query(10, dense=vec(1, 0, 0.1), where=where)}
+    found = {m.source for m in store.query(10, dense=vec(1, 0, 0.1), where=where)}
     assert found == {"a.md", "b.md"}
 
 
@@ -157,7 +149,7 @@ def test_tag_counts_count_notes_not_chunks(store: Store):
 def test_payload_indexes_are_created_for_every_filtered_field(settings: Settings, monkeypatch):
     # embedded Qdrant ignores payload indexes but a server needs them: record what is asked for
     requested: dict[str, object] = {}
-    with Store.open(settings, "indexed") as store:
+    with open_store(settings, "indexed") as store:
         real = store.client.create_payload_index
 
         def recording(collection_name, field_name, field_schema=None, **kwargs):
@@ -165,7 +157,7 @@ def test_payload_indexes_are_created_for_every_filtered_field(settings: Settings
             return real(collection_name, field_name, field_schema=field_schema, **kwargs)
 
         monkeypatch.setattr(store.client, "create_payload_index", recording)
-        store.ensure("model-a", DIMS)
+        collection.create(store, "model-a", DIMS)
     assert requested == PAYLOAD_INDEXES
     assert {"source", "folders", "tags", "document_date", "date_ingested"} <= set(requested)
     assert PAYLOAD_INDEXES["tags"] == "keyword" and PAYLOAD_INDEXES["document_date"] == "datetime"
@@ -177,7 +169,7 @@ def test_collection_holds_a_named_dense_vector_and_an_idf_weighted_keyword_vecto
     assert params.vectors[DENSE].size == DIMS
     assert set(params.sparse_vectors) == {KEYWORD}
     assert params.sparse_vectors[KEYWORD].modifier == models.Modifier.IDF
-    assert store.collection_model().keyword
+    assert collection.info(store).keyword
 
 
 def test_a_point_stores_its_keyword_vector_beside_the_dense_one(store: Store):
@@ -187,13 +179,13 @@ def test_a_point_stores_its_keyword_vector_beside_the_dense_one(store: Store):
     stored = record.vector[KEYWORD]
     assert (stored.indices, stored.values) == (keyword.indices, pytest.approx(keyword.values))
     [match] = store.query(5, keyword=query_vector("upsert_points"))
-    assert match.payload["source"] == "a.md" and match.score > 0
+    assert match.source == "a.md" and match.score > 0
 
 
 def test_a_collection_made_without_keyword_vectors_refuses_keyword_search_with_a_rebuild_hint(
     settings: Settings,
 ):
-    with Store.open(settings, "old") as store:
+    with open_store(settings, "old") as store:
         # what the previous version created: the dense vector only
         store.client.create_collection(
             "old",
@@ -201,15 +193,13 @@ def test_a_collection_made_without_keyword_vectors_refuses_keyword_search_with_a
             metadata={"embed_model": "model-a", "embed_dimensions": DIMS, "schema_version": 1},
         )
         store.replace([Point(point_id("a.md", 0), vec(1), {"source": "a.md"})], ["a.md"])
-        assert not store.collection_model().keyword
+        assert not collection.info(store).keyword
         with pytest.raises(KeywordIndexMissing) as caught:
-            store.query(5, dense=vec(1), keyword=query_vector("anything"))
+            collection.require_keyword(store)
         message = str(caught.value)
         assert "'old'" in message and "older version" in message and "--rebuild" in message
-        with pytest.raises(KeywordIndexMissing):
-            store.require_keyword()
         # semantic search still works on it
-        assert [m.payload["source"] for m in store.query(5, dense=vec(1))] == ["a.md"]
+        assert [m.source for m in store.query(5, dense=vec(1))] == ["a.md"]
 
 
 def test_hybrid_score_is_the_cosine_plus_a_saturating_keyword_bonus(store: Store):
@@ -222,9 +212,9 @@ def test_hybrid_score_is_the_cosine_plus_a_saturating_keyword_bonus(store: Store
     ]
     store.replace(points, list(texts))
     [bm25] = store.query(3, keyword=query_vector("zebra"))
-    assert bm25.payload["source"] == "b.md" and bm25.score > 0
+    assert bm25.source == "b.md" and bm25.score > 0
     both = {
-        m.payload["source"]: m.score
+        m.source: m.score
         for m in store.query(3, dense=vec(1), keyword=query_vector("zebra"))
     }
     bonus = KEYWORD_WEIGHT * bm25.score / (bm25.score + KEYWORD_HALF)
@@ -235,7 +225,7 @@ def test_hybrid_score_is_the_cosine_plus_a_saturating_keyword_bonus(store: Store
     }
     # two query terms halve the weight of matching one of them
     two = store.query(3, dense=vec(1), keyword=query_vector("zebra giraffe"))
-    assert {m.payload["source"]: m.score for m in two}["b.md"] < bonus
+    assert {m.source: m.score for m in two}["b.md"] < bonus
 
 
 def test_filters_hold_inside_each_prefetch_of_a_hybrid_query(store: Store):
@@ -248,7 +238,7 @@ def test_filters_hold_inside_each_prefetch_of_a_hybrid_query(store: Store):
     where = payload_filter(tags_any=["a", "c"])
     found = store.query(3, dense=vec(0, 1), keyword=query_vector("zebra"), where=where)
     # b.md is a top match both ways (the keyword twice, and by meaning), yet kept out
-    assert {m.payload["source"] for m in found} == {"a.md", "c.md"}
+    assert {m.source for m in found} == {"a.md", "c.md"}
 
 
 @pytest.mark.parametrize("grouping", ["query_points_groups", "collapse"])
@@ -268,7 +258,7 @@ def test_per_note_keeps_the_best_chunks_of_each_note_and_fills_the_limit_with_ot
     store.replace(points, ["a.md", "b.md", "c.md", "d.md"])
 
     def ranked(**kwargs):
-        return [(m.payload["source"], m.payload["chunk_index"]) for m in store.query(**kwargs)]
+        return [(m.source, m.chunk_index) for m in store.query(**kwargs)]
 
     assert ranked(limit=4, dense=vec(1)) == [("a.md", i) for i in range(4)]
     assert ranked(limit=4, dense=vec(1), per_note=1) == [
@@ -305,18 +295,18 @@ def test_payload_filter_combines_tags_dates_and_path_and_is_none_without_conditi
 
 
 def test_an_interrupted_full_build_is_flagged_until_marked_complete(store: Store):
-    store.drop()
-    store.create("model-a", DIMS, rebuilding=True)
-    assert store.collection_model().rebuild_incomplete
-    store.mark_complete()
-    assert not store.collection_model().rebuild_incomplete
+    collection.drop(store)
+    collection.create(store, "model-a", DIMS, rebuilding=True)
+    assert collection.info(store).rebuild_incomplete
+    collection.mark_complete(store)
+    assert not collection.info(store).rebuild_incomplete
 
 
 def test_a_missing_collection_says_to_ingest_first(settings: Settings):
-    with Store.open(settings, "never_made") as store:
-        assert store.collection_model() is None
+    with open_store(settings, "never_made") as store:
+        assert collection.info(store) is None
         with pytest.raises(CollectionMissing, match=r"uv run ingest\.py"):
-            store.check_model("model-a", DIMS)
+            collection.check_model(store, "model-a", DIMS)
 
 
 def test_embedded_storage_held_by_another_process_gives_a_clear_error(settings: Settings):
@@ -342,7 +332,7 @@ def test_embedded_storage_held_by_another_process_gives_a_clear_error(settings: 
     try:
         assert holder.stdout.readline().strip() == "holding"
         with pytest.raises(StoreUnavailable) as caught:
-            Store.open(settings)
+            open_store(settings)
         assert settings.QDRANT_PATH in str(caught.value)
         assert "in use by another process" in str(caught.value)
         assert "MCP server" in str(caught.value)
@@ -354,7 +344,7 @@ def test_an_unreachable_server_gives_a_clear_error_and_no_fallback(tmp_path: Pat
     url = f"http://127.0.0.1:{free_port()}"
     settings = make_settings(tmp_path, QDRANT_PATH="", QDRANT_URL=url)
     with pytest.raises(StoreUnavailable, match=f"Qdrant at {url} .* unreachable"):
-        Store.open(settings)
+        open_store(settings)
     assert not (tmp_path / "qdrant").exists()  # nothing fell back to embedded storage
 
 
@@ -389,6 +379,6 @@ def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Sto
                 for embedded in (False, True):
                     store.embedded = embedded
                     matches = store.query(7, where=where, per_note=per_note, **kwargs)
-                    found[embedded] = [(m.id, pytest.approx(m.score, abs=1e-5)) for m in matches]
+                    found[embedded] = [((m.source, m.chunk_index), pytest.approx(m.score, abs=1e-5)) for m in matches]
                 assert found[True] == found[False]
                 assert len(found[True]) == 7

@@ -1,4 +1,4 @@
-"""Keyword (BM25-style) sparse vectors for hybrid search.
+"""Keyword (BM25-style) vectors for hybrid search: stored in Qdrant as sparse vectors.
 
 Documents get BM25 term-frequency saturation weights; queries get 1.0 per distinct term. The IDF
 half of BM25 is left to Qdrant's `Modifier.IDF` on the sparse vector, so document frequencies stay
@@ -100,17 +100,17 @@ def term_id(term: str) -> int:
 
 
 @dataclass(frozen=True)
-class Sparse:
+class KeywordVector:
     indices: list[int]
     values: list[float]
 
 
-def _to_sparse(weights: dict[int, float]) -> Sparse:
+def _to_vector(weights: dict[int, float]) -> KeywordVector:
     ids = sorted(weights)
-    return Sparse(ids, [weights[i] for i in ids])
+    return KeywordVector(ids, [weights[i] for i in ids])
 
 
-def document_vector(text: str) -> Sparse:
+def document_vector(text: str) -> KeywordVector:
     """BM25 term-frequency part for a stored chunk."""
     terms = tokenize(text)
     norm = K1 * (1 - B + B * len(terms) / AVG_LEN)
@@ -119,9 +119,9 @@ def document_vector(text: str) -> Sparse:
         tid = term_id(term)
         # a 32-bit hash collision merges two terms; add rather than overwrite
         weights[tid] = weights.get(tid, 0.0) + tf * (K1 + 1) / (tf + norm)
-    return _to_sparse(weights)
+    return _to_vector(weights)
 
 
-def query_vector(text: str) -> Sparse:
+def query_vector(text: str) -> KeywordVector:
     """Each distinct query term once; Qdrant multiplies by its IDF."""
-    return _to_sparse({term_id(t): 1.0 for t in tokenize(text)})
+    return _to_vector({term_id(t): 1.0 for t in tokenize(text)})

@@ -1,4 +1,4 @@
-from kb.sparse import document_vector, query_vector, term_id, tokenize
+from kb.keywords import document_vector, query_vector, term_id, tokenize
 
 
 def test_snake_case_dotted_names_and_paths_are_kept_whole_and_split_into_parts():

@@ -1,8 +1,11 @@
-"""The notes folder's side of ingest: finding note files and moving them into ingested/.
+"""The inbox source: notes dropped into NOTES_DIR move to NOTES_DIR/ingested/ once stored.
 
-Files are never copied, altered or silently overwritten. A stored note is moved by hard link +
-unlink (or a rename where hard links are not supported); directories are fsynced so the move
-survives a power cut; an interrupted move (both names present) is finished on the next run.
+So the inbox holds only what has not been ingested yet. A note re-dropped under the same path
+replaces its earlier version in ingested/; a full build reads ingested/ too. Files are never
+copied, altered or silently overwritten. A stored note is moved by hard link + unlink (or a
+rename where hard links are not supported); directories are fsynced so the move survives a
+power cut; an interrupted move (both names present) is finished on the next run. Folders that
+the run emptied are removed from the inbox (never a folder that still holds anything).
 """
 
 from __future__ import annotations
@@ -13,11 +16,74 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kb.notes import NOTE_SUFFIXES
-from kb.progress import Failure
+from kb.notes import NOTE_SUFFIXES, Note, read_note
+from kb.sources.base import Failure, Item, Listing
 
 INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
+
+
+class InboxSource:
+    """NOTES_DIR as an inbox (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ingested = root / INGESTED
+        self._emptied: set[Path] = set()  # inbox folders notes were moved out of
+
+    def listing(self, *, everything: bool) -> Listing:
+        inbox, failed, ignored = discover(self.root, self.root, skip_ingested=True)
+        items: list[Item] = []
+        stored: list[tuple[Path, str]] = []
+        if everything:
+            stored, failed_stored, ignored_stored = discover(
+                self.ingested, self.root, skip_ingested=False
+            )
+            failed += [Failure(f"{INGESTED}/{f.source}", f.reason) for f in failed_stored]
+            ignored += [f"{INGESTED}/{name}" for name in ignored_stored]
+            # a note both re-dropped and already ingested: only the new version is read
+            in_inbox = {source for _, source in inbox}
+            items += [
+                Item(source, path, f"{INGESTED}/{source}", pending=False)
+                for path, source in stored
+                if source not in in_inbox
+            ]
+        for path, source in inbox:
+            dest = self.ingested / source
+            replaces = False
+            if os.path.lexists(dest):
+                if not dest.is_file() or dest.is_symlink():
+                    failed.append(
+                        Failure(source, f"{INGESTED}/{source} exists and is not a file; rename one")
+                    )
+                    continue
+                replaces = not os.path.samefile(path, dest)
+            items.append(Item(source, path, source, pending=True, replaces=replaces))
+        return Listing(items, failed, ignored)
+
+    def read(self, item: Item, *, max_bytes: int) -> Note:
+        return read_note(item.path, item.source, max_bytes=max_bytes)
+
+    def holds(self, source: str) -> bool:
+        return os.path.lexists(self.ingested / source) or os.path.lexists(self.root / source)
+
+    def after_store(self, items: Sequence[Item]) -> list[OSError | None]:
+        moving = [i for i in items if i.pending]
+        errors = iter(move_all([(i.path, self.ingested / i.source) for i in moving]))
+        self._emptied.update(i.path.parent for i in moving)
+        return [next(errors) if i.pending else None for i in items]
+
+    def finish(self) -> None:
+        """Remove the inbox folders this run emptied, deepest first (rmdir refuses a folder
+        that holds anything, hidden files included, so nothing of the user's is touched)."""
+        for folder in sorted(self._emptied, key=lambda p: len(p.parts), reverse=True):
+            while folder != self.root and folder.is_relative_to(self.root):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+                folder = folder.parent
+        self._emptied.clear()
 
 
 # --- discovery ------------------------------------------------------------------------

@@ -1,0 +1,90 @@
+"""The one place that builds the embedder client and the store from the settings, and the lazy
+pair of them that long-running servers (the MCP server, later the dashboard) share.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from kb import collection
+from kb.embedding import EmbedClient
+from kb.errors import EmbedError, StoreError
+from kb.settings import Settings
+from kb.store import Store
+
+
+def embed_client(settings: Settings) -> EmbedClient:
+    return EmbedClient(
+        settings.EMBED_URL,
+        batch_size=settings.EMBED_BATCH_SIZE,
+        max_chars=settings.EMBED_MAX_CHARS,
+        timeout=settings.EMBED_TIMEOUT,
+        retries=settings.EMBED_RETRIES,
+    )
+
+
+def open_store(settings: Settings, collection_name: str | None = None) -> Store:
+    """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers."""
+    return Store.open(
+        collection_name or settings.COLLECTION,
+        url=settings.QDRANT_URL,
+        path=settings.QDRANT_PATH,
+        api_key=settings.QDRANT_API_KEY,
+    )
+
+
+def embedder_message(exc: EmbedError) -> str:
+    """Say what failed and what to do (relayed to the user by an assistant or a page)."""
+    if exc.status == 503:
+        return f"embedder failed: still loading, retry in a minute ({exc.message})"
+    if exc.status is None:
+        return f"embedder failed: {exc.message}; start the embedder and retry"
+    return f"embedder failed: {exc.message}"
+
+
+class Backend:
+    """The embedder client and the store a server's requests share. The store opens on first
+    use, so a server starts (and reports why in its health) while Qdrant or the storage folder
+    is not available yet, and recovers without a restart once it is."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = embed_client(settings)
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.settings)
+            return self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+        self.client.close()
+
+    def health(self) -> dict[str, Any]:
+        """Embedder and store state (blocking: run it in a worker thread)."""
+        embedder: dict[str, Any] = {"url": self.settings.EMBED_URL}
+        try:
+            info = self.client.health()
+            embedder |= {
+                "ready": True,
+                "model": info.get("model"),
+                "dimensions": info.get("dimensions"),
+            }
+        except EmbedError as exc:
+            embedder |= {"ready": False, "error": embedder_message(exc)}
+        store: dict[str, Any] = {"collection": self.settings.COLLECTION}
+        try:
+            found = collection.require(self.store())
+            if embedder["ready"]:
+                collection.check_model(self.store(), embedder["model"], embedder["dimensions"])
+            store |= {"ready": True, "points": found.points, "model": found.model}
+        except StoreError as exc:
+            store |= {"ready": False, "error": str(exc)}
+        return {"ok": embedder["ready"] and store["ready"], "embedder": embedder, "store": store}

@@ -1,0 +1,161 @@
+"""The chunk record: what one Qdrant point holds, in one place.
+
+Every point is one chunk of one note: a dense vector (`DENSE`), a keyword vector (`KEYWORD`) and
+a payload whose keys are exactly the fields of `ChunkRecord`. Its id is derived from (source,
+chunk index), so writing a note again overwrites its points instead of adding copies. The indexes
+a Qdrant server needs for filters and facets are declared here too (embedded Qdrant ignores
+them, a server refuses to filter without them). `Hit` is a search result: the fields of a record
+a user sees, plus its score. Bump SCHEMA_VERSION when the payload layout changes: collections made
+by another version are re-created by the next `ingest.py --rebuild`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from qdrant_client import models
+
+SCHEMA_VERSION = 2  # payload layout, recorded in the collection metadata (2: keyword, folders)
+
+DENSE = "dense"  # name of the dense vector
+KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
+
+_ID_NAMESPACE = uuid.UUID("6f1d7a52-3c1e-4b5f-9a57-0c3e2b8f4d11")
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """The payload of one point; field names are the payload keys."""
+
+    text: str  # the chunk as it stands in the note (what results show)
+    source: str  # the note's path relative to its source's root, POSIX separators
+    folders: list[str]  # every folder above the note (see `folders_of`): path filters
+    title: str  # the note's first `#` heading, else its file name
+    heading_path: list[str]  # headings above the chunk, outermost first
+    chunk_index: int  # position in the note, from 0
+    tags: list[str]  # normalised frontmatter tags
+    topic: str | None
+    document_date: str | None  # ISO 8601
+    char_start: int  # locators: character offsets and 1-based lines in the note file
+    char_end: int
+    line_start: int
+    line_end: int
+    date_ingested: str | None = None  # UTC, ISO 8601: when the note was written
+    note_hash: str | None = None  # the note's fingerprint (see `fingerprint`)
+
+    def payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PAYLOAD_FIELDS = frozenset(f.name for f in fields(ChunkRecord))
+SOURCE = "source"
+FOLDERS = "folders"
+TAGS = "tags"
+CHUNK_INDEX = "chunk_index"
+DOCUMENT_DATE = "document_date"
+DATE_INGESTED = "date_ingested"
+NOTE_HASH = "note_hash"
+assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH} <= (
+    PAYLOAD_FIELDS
+)
+
+# Every field a filter or facet uses. A server needs these; embedded mode ignores them.
+PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
+    SOURCE: models.PayloadSchemaType.KEYWORD,
+    FOLDERS: models.PayloadSchemaType.KEYWORD,
+    TAGS: models.PayloadSchemaType.KEYWORD,
+    CHUNK_INDEX: models.PayloadSchemaType.INTEGER,
+    DOCUMENT_DATE: models.PayloadSchemaType.DATETIME,
+    DATE_INGESTED: models.PayloadSchemaType.DATETIME,
+}
+
+
+def point_id(source: str, chunk_index: int) -> str:
+    """Deterministic point id of a note's chunk (a UUID, as Qdrant requires)."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{source}\x00{chunk_index}"))
+
+
+def folders_of(source: str) -> list[str]:
+    """Every folder above a note: `a/b/c.md` -> `["a", "a/b"]` (the payload field `folders`).
+
+    Qdrant matches keywords exactly, never by prefix, so a path filter looks a folder up here.
+    """
+    parts = source.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def fingerprint(
+    model: str, dimensions: int, tokenizer_version: int, points: list[tuple[str, str, ChunkRecord]]
+) -> str:
+    """Hash of everything a note's points hold except the ingest date and the hash itself, from
+    (point id, embedded text, record) per chunk: equal fingerprints mean rewriting the note would
+    change nothing but that date."""
+    written = [
+        [pid, text, {k: v for k, v in r.payload().items() if k not in (DATE_INGESTED, NOTE_HASH)}]
+        for pid, text, r in points
+    ]
+    key = [model, dimensions, SCHEMA_VERSION, tokenizer_version, written]
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a stored chunk and its score. Fields a point lacks (written by an
+    older version) are empty/None.
+
+    `score` ranks results within one search: cosine similarity in semantic mode (-1..1), BM25
+    in keyword mode (0 and up), cosine plus a keyword bonus of 0..1 in hybrid mode.
+    """
+
+    text: str
+    source: str | None
+    score: float
+    tags: list[str] = field(default_factory=list)
+    topic: str | None = None
+    document_date: str | None = None
+    date_ingested: str | None = None
+    chunk_index: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+    title: str | None = None
+    heading_path: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
+        def opt(key: str, kind: type) -> Any:
+            value = payload.get(key)
+            return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+        def strings(key: str) -> list[str]:
+            value = payload.get(key)
+            return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+        return cls(
+            text=payload.get("text") if isinstance(payload.get("text"), str) else "",
+            source=opt(SOURCE, str),
+            score=float(score),
+            tags=strings(TAGS),
+            topic=opt("topic", str),
+            document_date=opt(DOCUMENT_DATE, str),
+            date_ingested=opt(DATE_INGESTED, str),
+            chunk_index=opt(CHUNK_INDEX, int),
+            line_start=opt("line_start", int),
+            line_end=opt("line_end", int),
+            char_start=opt("char_start", int),
+            char_end=opt("char_end", int),
+            title=opt("title", str),
+            heading_path=strings("heading_path"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+HIT_FIELDS = frozenset(f.name for f in fields(Hit))
+assert HIT_FIELDS - {"score"} <= PAYLOAD_FIELDS
