@@ -189,7 +189,7 @@ def test_build_contexts_hold_their_dockerfiles() -> None:
         EMBEDDER_DOCKERFILE
     )
     mcp = all_services["mcp"]["build"]
-    assert mcp["context"] == "."  # shares kb/ and embed_client.py with the host scripts
+    assert mcp["context"] == "."  # shares kb/ with the host scripts
     assert (REPO_ROOT / mcp["dockerfile"]).samefile(MCP_DOCKERFILE)
 
 
@@ -326,7 +326,7 @@ def test_mcp_image_installs_the_runtime_dependencies_only() -> None:
     runs = _run_lines(build)
     assert "-r /tmp/pyproject.toml" in runs and "--group" not in runs
     assert "torch" not in str(parse_dockerfile(MCP_DOCKERFILE).stages)
-    assert final.all("COPY")[1:] == ["kb/ kb/", "embed_client.py ./", "mcp/ mcp/"]
+    assert final.all("COPY")[1:] == ["kb/ kb/", "mcp/ mcp/"]
     assert final.env()["MCP_HOST"] == "0.0.0.0"
 
 
@@ -351,8 +351,8 @@ def test_the_mcp_context_lets_in_only_what_its_dockerfile_copies() -> None:
     ignore = REPO_ROOT / ".dockerignore"
     for path in NEVER_IN_A_CONTEXT:
         assert dockerignore_excludes(ignore, path), path
-    copied = ["pyproject.toml", "embed_client.py", "mcp/server.py", "mcp/check.py"]
-    copied += [p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "kb").glob("*.py")]
+    copied = ["pyproject.toml", "mcp/server.py", "mcp/check.py"]
+    copied += [p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "kb").rglob("*.py")]
     for path in copied:
         assert not dockerignore_excludes(ignore, path), path
 
