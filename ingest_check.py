@@ -80,6 +80,7 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
     for source in ("food/kimchi.md", "bread.txt", "shock.md"):
         expect((ingested / source).is_file(), f"{source} was not moved into ingested/")
         expect(not (notes / source).exists(), f"{source} is still in the inbox")
+    expect(not (notes / "food").exists(), "the inbox folder emptied by the moves is still there")
 
     hits = search(store, client, "how do I ferment cabbage?", k=3)
     expect(bool(hits) and hits[0].source == "food/kimchi.md", "kimchi note is not the top hit")
@@ -107,6 +108,7 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
     )
 
     # re-drop: the new version replaces the old chunks and the old file in ingested/
+    (notes / "food").mkdir()  # ingest removed it once its note was moved out
     (notes / "food" / "kimchi.md").write_text(KIMCHI_V2, encoding="utf-8")
     summary = run(settings, client, store)
     expect(summary.replaced == ["food/kimchi.md"], f"re-drop replaced {summary.replaced}")

@@ -19,8 +19,9 @@ TOOL_MAX_K = 20
 # --- tool results -----------------------------------------------------------------------
 
 
+# kb.schema.Hit as clients see it: a test keeps these fields among kb.schema.HIT_FIELDS.
 class Hit(BaseModel):
-    """One search result (kb.schema.Hit; a test keeps these fields among its fields)."""
+    """One passage of a note that matches the search."""
 
     text: str = Field(description="The matching passage (one chunk of a note).")
     source: str | None = Field(description="Note file, relative to the notes folder: cite it.")

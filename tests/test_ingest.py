@@ -475,7 +475,7 @@ class FakeClock:
         return self.now
 
 
-def test_progress_redraws_one_line_on_a_terminal_with_rate_and_eta_and_leaves_failures_to_the_summary():
+def test_progress_redraws_one_terminal_line_with_rate_and_eta_and_leaves_failures_to_the_summary():
     out, clock = io.StringIO(), FakeClock()
     progress = ConsoleProgress(out, tty=True, clock=clock)
     progress.start(notes=4, chunks=40)

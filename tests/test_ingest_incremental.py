@@ -8,6 +8,7 @@ from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, count_points
 
 from kb import collection
 from kb.ingest import run
+from kb.progress import format_summary
 from kb.store import Point, Store
 
 
@@ -46,7 +47,9 @@ def test_a_redropped_unchanged_note_is_moved_without_rewriting_its_points(
 
     summary = run(settings, client, store)
 
-    assert summary.ingested == ["kimchi.md"] and len(summary.unchanged) == 1
+    assert summary.ingested == ["kimchi.md"] and summary.unchanged == ["kimchi.md"]
+    assert summary.added == summary.replaced == []  # counted once, as already up to date
+    assert ": 0 new, 0 replaced, 1 already up to date;" in format_summary(summary)
     assert writes == [] and client.calls == calls
     assert dates(store) == before  # nothing rewritten, so the first ingest date stands
     assert not (settings.NOTES_DIR / "kimchi.md").exists()

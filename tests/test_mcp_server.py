@@ -89,7 +89,7 @@ def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess)
     assert schema["properties"]["k"]["default"] == 5
     assert schema["properties"]["mode"]["default"] == "hybrid"
     assert schema["properties"]["per_note"]["default"] == 1
-    score = tools["search_notes"]["outputSchema"]["$defs"]["Note"]["properties"]["score"]
+    score = tools["search_notes"]["outputSchema"]["$defs"]["Hit"]["properties"]["score"]
     assert "higher is better" in score["description"]
 
 

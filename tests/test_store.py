@@ -213,10 +213,7 @@ def test_hybrid_score_is_the_cosine_plus_a_saturating_keyword_bonus(store: Store
     store.replace(points, list(texts))
     [bm25] = store.query(3, keyword=query_vector("zebra"))
     assert bm25.source == "b.md" and bm25.score > 0
-    both = {
-        m.source: m.score
-        for m in store.query(3, dense=vec(1), keyword=query_vector("zebra"))
-    }
+    both = {m.source: m.score for m in store.query(3, dense=vec(1), keyword=query_vector("zebra"))}
     bonus = KEYWORD_WEIGHT * bm25.score / (bm25.score + KEYWORD_HALF)
     assert both == {
         "a.md": pytest.approx(1.0),
@@ -379,6 +376,9 @@ def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Sto
                 for embedded in (False, True):
                     store.embedded = embedded
                     matches = store.query(7, where=where, per_note=per_note, **kwargs)
-                    found[embedded] = [((m.source, m.chunk_index), pytest.approx(m.score, abs=1e-5)) for m in matches]
+                    found[embedded] = [
+                        ((m.source, m.chunk_index), pytest.approx(m.score, abs=1e-5))
+                        for m in matches
+                    ]
                 assert found[True] == found[False]
                 assert len(found[True]) == 7

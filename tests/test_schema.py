@@ -1,0 +1,81 @@
+"""The chunk record has one home (kb/schema.py): what ingest writes, what search reads, what the
+MCP tool and its check declare all stay within it."""
+
+import importlib.util
+
+from helpers import REPO_ROOT
+
+from kb.schema import (
+    HIT_FIELDS,
+    PAYLOAD_FIELDS,
+    PAYLOAD_INDEXES,
+    ChunkRecord,
+    Hit,
+    fingerprint,
+    folders_of,
+    point_id,
+)
+
+
+def _script_module(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(**changes) -> ChunkRecord:
+    values = dict(
+        text="Salt the cabbage.",
+        source="recipes/kimchi.md",
+        folders=folders_of("recipes/kimchi.md"),
+        title="Kimchi",
+        heading_path=["Kimchi"],
+        chunk_index=0,
+        tags=["recipes"],
+        topic=None,
+        document_date="2024-03-01",
+        char_start=0,
+        char_end=17,
+        line_start=1,
+        line_end=1,
+    )
+    return ChunkRecord(**(values | changes))
+
+
+def test_the_mcp_result_model_and_the_mcp_check_use_only_fields_of_a_search_hit():
+    surface = _script_module("mcp/surface.py", "notes_mcp_surface")
+    assert set(surface.Hit.model_fields) <= HIT_FIELDS
+    check = _script_module("mcp/check.py", "notes_mcp_check")
+    assert set(check.FIELDS) <= HIT_FIELDS
+
+
+def test_every_index_and_every_hit_field_is_a_payload_field():
+    assert set(PAYLOAD_INDEXES) <= PAYLOAD_FIELDS
+    assert HIT_FIELDS - {"score"} <= PAYLOAD_FIELDS
+    assert set(record().payload()) == PAYLOAD_FIELDS
+
+
+def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
+    stored = record(date_ingested="2024-03-02T10:00:00+00:00", note_hash="h").payload()
+    hit = Hit.from_payload(0.5, stored)
+    assert hit.to_dict() == {k: v for k, v in stored.items() if k in HIT_FIELDS} | {"score": 0.5}
+
+
+def test_a_hit_of_a_point_from_an_older_version_has_empty_fields_not_errors():
+    hit = Hit.from_payload(
+        1, {"text": 3, "source": "a.md", "tags": "not a list", "line_start": True}
+    )
+    assert (hit.text, hit.source, hit.tags, hit.line_start) == ("", "a.md", [], None)
+
+
+def test_the_fingerprint_ignores_the_ingest_date_and_changes_with_anything_written():
+    pid = point_id("recipes/kimchi.md", 0)
+    base = fingerprint("m", 4, 1, [(pid, "text", record())])
+    dated = record(date_ingested="2030-01-01T00:00:00+00:00", note_hash="old")
+    assert fingerprint("m", 4, 1, [(pid, "text", dated)]) == base
+    assert fingerprint("m", 4, 1, [(pid, "text", record(tags=["other"]))]) != base
+    assert fingerprint("m", 4, 1, [(pid, "other text", record())]) != base
+    assert fingerprint("m2", 4, 1, [(pid, "text", record())]) != base
+    assert fingerprint("m", 4, 2, [(pid, "text", record())]) != base

@@ -1,0 +1,28 @@
+"""kb.sync: a listing against what is stored gives write / unchanged / gone."""
+
+from kb.sync import plan
+
+
+def test_new_edited_and_partly_stored_notes_are_written_and_identical_ones_left_alone():
+    stored = {
+        "same.md": {"p1": "h1"},
+        "edited.md": {"p2": "old"},
+        "shrunk.md": {"p3": "h3", "p4": "h3"},
+    }
+    wanted = {
+        "same.md": {"p1": "h1"},
+        "edited.md": {"p2": "new"},
+        "shrunk.md": {"p3": "h3"},
+        "new.md": {"p5": "h5"},
+    }
+    result = plan(wanted, stored)
+    assert result.write == ["edited.md", "shrunk.md", "new.md"]
+    assert result.unchanged == ["same.md"]
+    assert result.gone == []  # a partial listing never says a note is gone
+
+
+def test_a_full_listing_reports_stored_notes_without_an_item_as_gone_unless_still_held():
+    stored = {"kept.md": {"a": "1"}, "deleted.md": {"b": "2"}, "unreadable.md": {"c": "3"}}
+    result = plan({"kept.md": {"a": "1"}}, stored, full=True, holds=lambda s: s == "unreadable.md")
+    assert result.gone == ["deleted.md"]
+    assert result.unchanged == ["kept.md"]
