@@ -19,111 +19,21 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import cached_property
 
 from kb import collection, sync
-from kb.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.embed_cache import EmbedCache
 from kb.embedding import EmbedClient
 from kb.errors import EmbedError, IngestError, StoreError
-from kb.keywords import TOKENIZER_VERSION, document_vector
-from kb.notes import FrontmatterError, Note, NoteError
+from kb.keywords import document_vector
+from kb.prepare import Prepared, prepare
 from kb.progress import Progress, Summary
-from kb.schema import ChunkRecord, fingerprint, folders_of, point_id
 from kb.settings import Settings
-from kb.sources.base import Failure, Item, Source
+from kb.sources.base import Failure, Source
 from kb.sources.inbox import InboxSource
 from kb.state import State
 from kb.store import Point, Store
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Prepared:
-    """A note read and chunked, with what its points would hold."""
-
-    item: Item
-    note: Note
-    chunks: list[Chunk]
-
-    @cached_property
-    def texts(self) -> list[str]:
-        """What is embedded for each chunk: the chunk with its title, heading path and topic."""
-        title = self.title
-        return [embedding_text(c, self.note, title) for c in self.chunks]
-
-    @cached_property
-    def title(self) -> str:
-        return note_title(self.note)
-
-    def records(self) -> list[ChunkRecord]:
-        note = self.note
-        return [
-            ChunkRecord(
-                text=c.text,
-                source=note.source,
-                folders=folders_of(note.source),
-                title=self.title,
-                heading_path=list(c.heading_path),
-                chunk_index=c.index,
-                tags=list(note.tags),
-                topic=note.topic,
-                document_date=note.document_date,
-                char_start=c.char_start,
-                char_end=c.char_end,
-                line_start=c.line_start,
-                line_end=c.line_end,
-            )
-            for c in self.chunks
-        ]
-
-    def points(self, model: str, dimensions: int) -> dict[str, str]:
-        """{point id: note fingerprint} of the points this note would get now."""
-        ids = [point_id(self.note.source, c.index) for c in self.chunks]
-        note_hash = fingerprint(
-            model,
-            dimensions,
-            TOKENIZER_VERSION,
-            list(zip(ids, self.texts, self.records(), strict=True)),
-        )
-        return dict.fromkeys(ids, note_hash)
-
-
-def _prepare(
-    source: Source, full: bool, max_bytes: int, summary: Summary, progress: Progress
-) -> list[Prepared]:
-    """Read and chunk every listed note; stops the run on bad frontmatter."""
-    listing = source.listing(everything=full)
-    summary.ignored = listing.ignored
-    failed = list(listing.failed)
-    prepared: list[Prepared] = []
-    bad_yaml: list[str] = []
-    for item in listing.items:
-        try:
-            note = source.read(item, max_bytes=max_bytes)
-            chunks = chunk_note(note)
-            if not chunks:
-                raise NoteError(item.path, "no text to index")
-        except FrontmatterError as exc:
-            bad_yaml.append(f"{item.shown}: {exc.reason}")
-            continue
-        except NoteError as exc:
-            failed.append(Failure(item.shown, exc.reason))
-            continue
-        except OSError as exc:
-            failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
-            continue
-        prepared.append(Prepared(item, note, chunks))
-    for failure in failed:
-        summary.failed.append(failure)
-        progress.failed(failure)
-    if bad_yaml:
-        raise IngestError(
-            "; ".join(bad_yaml) + "; nothing was ingested: fix the frontmatter and run again",
-            summary,
-        )
-    return prepared
 
 
 def _groups(pending: Sequence[Prepared], target_chunks: int) -> Iterator[list[Prepared]]:
@@ -280,7 +190,7 @@ def _run(
     date_ingested: str,
 ) -> None:
     build = collection.start_build(store, rebuild=rebuild)
-    prepared = _prepare(source, build.full, max_bytes, summary, progress)
+    prepared = prepare(source, build.full, max_bytes, summary, progress)
     if not prepared and not build.full:
         return
     model, dimensions = _embedder_model(client, client.timeout)
