@@ -1,7 +1,9 @@
 """End-to-end check of ingest + search against the configured embedder and Qdrant.
 
 Uses its own temporary notes folder and its own collection (COLLECTION + "_ingest_check_<random>"),
-never your notes or your collection, and removes both afterwards. Checks: frontmatter (tags,
+never your notes or your collection, and removes both afterwards. With embedded storage
+(QDRANT_PATH) that collection lives in a temporary storage folder of its own: embedded Qdrant is
+one process per folder, and the MCP server may be holding yours. Checks: frontmatter (tags,
 topic, document_date), date_ingested, the move into ingested/, search with a tag filter,
 replacement of a re-dropped note (no stale chunks) and that a bad-YAML note stops the run.
 Prints `ingest ok`, or one `error:` line and exits 1.
@@ -140,17 +142,22 @@ def main() -> int:
         return 2
     collection = f"{settings.COLLECTION}_ingest_check_{secrets.token_hex(4)}"
     try:
-        with (
-            tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp,
-            Store.open(settings, collection) as store,
-            EmbedClient(settings=settings) as client,
-        ):
-            notes = Path(tmp)
-            client.health()  # a down embedder is reported as such, before any work
-            try:
-                check(settings.model_copy(update={"NOTES_DIR": notes}), client, store, notes)
-            finally:
-                store.drop()
+        with tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp:
+            notes = Path(tmp) / "notes"
+            notes.mkdir()
+            own: dict[str, Path | str] = {"NOTES_DIR": notes}
+            if settings.QDRANT_PATH:
+                own["QDRANT_PATH"] = str(Path(tmp) / "qdrant")
+            settings = settings.model_copy(update=own)
+            with (
+                Store.open(settings, collection) as store,
+                EmbedClient(settings=settings) as client,
+            ):
+                client.health()  # a down embedder is reported as such, before any work
+                try:
+                    check(settings, client, store, notes)
+                finally:
+                    store.drop()
     except CheckFailed as exc:
         print(f"error: ingest check failed: {exc}", file=sys.stderr)
         return 1
