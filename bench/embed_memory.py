@@ -151,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
-    exit_on_sigterm()
     if not Path("/proc/self/clear_refs").exists():
         print("error: embed_memory.py needs Linux (/proc/PID/clear_refs)", file=sys.stderr)
         return 2
@@ -163,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    exit_on_sigterm()
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or build_apart(Path(tmp), args.layers)
         result = measure(model, args.inputs)
