@@ -1,7 +1,9 @@
 """End-to-end check of ingest + search against the configured embedder and Qdrant.
 
 Uses its own temporary notes folder and its own collection (COLLECTION + "_ingest_check_<random>"),
-never your notes or your collection, and removes both afterwards. Checks: frontmatter (tags,
+never your notes or your collection, and removes both afterwards. With embedded storage
+(QDRANT_PATH) that collection lives in a temporary storage folder of its own: embedded Qdrant is
+one process per folder, and the MCP server may be holding yours. Checks: frontmatter (tags,
 topic, document_date), date_ingested, the move into ingested/, search with a tag filter,
 replacement of a re-dropped note (no stale chunks) and that a bad-YAML note stops the run.
 Prints `ingest ok`, or one `error:` line and exits 1.
@@ -141,26 +143,27 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
 def main() -> int:
     settings = get_settings()
     name = f"{settings.COLLECTION}_ingest_check_{secrets.token_hex(4)}"
-    with (
-        tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp,
-        open_store(settings, name) as store,
-        embed_client(settings) as client,
-    ):
+    with tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp:
         notes = Path(tmp) / "notes"
         notes.mkdir()
-        client.health()  # a down embedder is reported as such, before any work
-        own = {"NOTES_DIR": notes, "STATE_DIR": Path(tmp) / "state"}  # never the user's
-        try:
-            check(settings.model_copy(update=own), client, store, notes)
-        except CheckFailed as exc:
-            return fail(f"ingest check failed: {exc}")
-        except IngestError as exc:
-            # the embedder or Qdrant failing mid-check is reported as itself, not as a failure
-            if exc.__cause__ is None:
+        # never the user's notes, state or (embedded: held by the MCP server?) storage folder
+        own: dict[str, Path | str] = {"NOTES_DIR": notes, "STATE_DIR": Path(tmp) / "state"}
+        if settings.QDRANT_PATH:
+            own["QDRANT_PATH"] = str(Path(tmp) / "qdrant")
+        settings = settings.model_copy(update=own)
+        with open_store(settings, name) as store, embed_client(settings) as client:
+            client.health()  # a down embedder is reported as such, before any work
+            try:
+                check(settings, client, store, notes)
+            except CheckFailed as exc:
                 return fail(f"ingest check failed: {exc}")
-            raise
-        finally:
-            collection.drop(store)
+            except IngestError as exc:
+                # the embedder or Qdrant failing mid-check is reported as itself
+                if exc.__cause__ is None:
+                    return fail(f"ingest check failed: {exc}")
+                raise
+            finally:
+                collection.drop(store)
     print("ingest ok")
     return 0
 

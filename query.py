@@ -9,21 +9,30 @@ Prints score, source file (with line range and heading path) and the start of ea
 `--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
 `search_notes`. Exits non-zero with one `error:` line when the embedder or Qdrant is down
 (keyword mode needs no embedder).
+
+Embedded storage (QDRANT_PATH) opens in one process at a time: while another process holds the
+folder, the search goes through the running MCP server (its `search_notes` tool at MCP_URL,
+by default MCP_HOST:MCP_PORT) and prints the same output.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from kb import remote
 from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
-from kb.cli import script
+from kb.cli import fail, script
+from kb.errors import StoreUnavailable
 from kb.search import MAX_K, MODES, Filters, Hit, search
-from kb.settings import get_settings
+from kb.settings import Settings, get_settings
 
 PREVIEW_CHARS = 200
+SERVER_MAX_K = 20  # search_notes clamps k to this
 # Filters field -> the option that sets it, so a validation error names what the user typed
 FILTER_OPTIONS = {
     "tags_any": "--tags",
@@ -34,6 +43,20 @@ FILTER_OPTIONS = {
     "ingested_to": "--ingested-to",
     "path_prefix": "--path",
 }
+
+
+def held_message(settings: Settings, failure: remote.RemoteError) -> str:
+    """What to do when the storage folder is held and the MCP server did not answer the search."""
+    folder = Path(settings.QDRANT_PATH).expanduser().resolve()
+    held = f"embedded Qdrant in {folder} (QDRANT_PATH) is in use by another process"
+    url = settings.mcp_url
+    if failure.reachable:
+        return f"{held}; asked the MCP server at {url} instead: {failure}"
+    return (
+        f"{held}, and no MCP server answers at {url} ({failure}): if the MCP server holds the "
+        "folder, set MCP_URL (or MCP_HOST/MCP_PORT) to where it listens; otherwise wait for "
+        "the other process (an ingest?) to finish, or stop it"
+    )
 
 
 def format_hit(rank: int, hit: Hit) -> str:
@@ -118,20 +141,49 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
     return args, filters
 
 
+def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
+    """The same search by the MCP server that holds the embedded storage folder."""
+    arguments = {
+        "query": args.query,
+        "k": args.k,
+        "mode": args.mode,
+        "tags": _listed(args.tags) or None,
+        "all_tags": _listed(args.all_tags) or None,
+        "date_from": args.date_from,
+        "date_to": args.date_to,
+        "ingested_from": args.ingested_from,
+        "ingested_to": args.ingested_to,
+        "path": args.path,
+        "per_note": args.per_note,
+    }
+    if args.k > SERVER_MAX_K:
+        print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
+    return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, arguments)
+
+
 @script
 def main(argv: Sequence[str] | None = None) -> int:
     args, filters = parse_args(argv)
     settings = get_settings()
-    with open_store(settings) as store, embed_client(settings) as client:
-        hits = search(
-            store,
-            client,
-            args.query,
-            k=args.k,
-            mode=args.mode,
-            filters=filters,
-            per_note=args.per_note or None,
-        )
+    try:
+        with open_store(settings) as store, embed_client(settings) as client:
+            hits = search(
+                store,
+                client,
+                args.query,
+                k=args.k,
+                mode=args.mode,
+                filters=filters,
+                per_note=args.per_note or None,
+            )
+    except StoreUnavailable:
+        if not settings.QDRANT_PATH:
+            raise
+        # The folder is held, most likely by the MCP server: ask it.
+        try:
+            hits = through_server(settings, args)
+        except remote.RemoteError as failure:
+            return fail(held_message(settings, failure))
 
     if args.json:
         print(json.dumps({"results": [hit.to_dict() for hit in hits]}, ensure_ascii=False))

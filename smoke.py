@@ -2,6 +2,7 @@
 
 Both checks: /health, a document and a query embedded, dimensions and unit norms, and a related
 pair scoring above an unrelated one. Reads EMBED_URL; exits non-zero with one `error:` line.
+An embedder that is down or still loading is waited for (`--wait`, 60 s), saying so on stderr.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import argparse
 import base64
 import math
 import struct
+import sys
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
 from kb.cli import fail, script
-from kb.embedding import EmbedClient
-from kb.errors import KbError
+from kb.embedding import RETRY_STATUSES, EmbedClient
+from kb.errors import EmbedError, KbError
 from kb.settings import get_settings
 
 QUERY = "How do I bake bread at home?"
@@ -49,9 +52,24 @@ def check_vectors(query: list[float], docs: list[list[float]], dims: int, via: s
         )
 
 
-def check_http(url: str, wait_s: float) -> None:
+def wait_healthy(url: str, wait_s: float) -> dict[str, Any]:
+    """/health once the model is ready, saying once on stderr what it waits for (a silent
+    minute looks like a hang)."""
     with EmbedClient(url, retries=0) as client:
-        health = client.wait_ready(wait_s)
+        try:
+            return client.health()
+        except EmbedError as exc:
+            if wait_s > 0 and (exc.status is None or exc.status in RETRY_STATUSES):
+                print(
+                    f"waiting for the embedder at {url} (up to {wait_s:g}s)...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return client.wait_ready(wait_s)
+
+
+def check_http(url: str, wait_s: float) -> None:
+    health = wait_healthy(url, wait_s)
     with httpx.Client(base_url=url, timeout=60.0) as http:
         docs = http.post(
             "/v1/embeddings", json={"input": [RELATED, UNRELATED], "encoding_format": "float"}

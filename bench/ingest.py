@@ -37,7 +37,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import CRANFIELD, STOPS, BenchError, bench_settings, describe, embedder, format_table
+from common import (
+    CRANFIELD,
+    STOPS,
+    BenchError,
+    bench_settings,
+    describe,
+    embedder,
+    format_table,
+    require_folder,
+)
 
 from kb import collection
 from kb.backend import open_store
@@ -106,10 +115,10 @@ def long_note(edited: bool = False) -> str:
     return "\n".join(parts)
 
 
-def build_corpus(docs: Path, limit: int, dest: Path) -> int:
-    """Copy the first `limit` notes of `docs` (sorted by path) and write the long note."""
-    if not docs.is_dir():
-        raise BenchError(f"--docs {docs} is not a folder")
+def pick_notes(docs: Path, limit: int) -> list[Path]:
+    """The first `limit` notes of `docs` (sorted by path); BenchError naming --docs when there
+    are none. Called before the embedder starts."""
+    require_folder(docs, "--docs")
     files = sorted(
         p
         for p in docs.rglob("*")
@@ -118,7 +127,12 @@ def build_corpus(docs: Path, limit: int, dest: Path) -> int:
         and not any(part.startswith(".") for part in p.relative_to(docs).parts)
     )[:limit]
     if not files:
-        raise BenchError(f"--docs {docs} holds no .md or .txt notes")
+        raise BenchError(f"--docs {docs}: no .md or .txt notes in it")
+    return files
+
+
+def build_corpus(docs: Path, files: list[Path], dest: Path) -> int:
+    """Copy `files` (notes under `docs`) to `dest` and write the long note."""
     for path in files:
         target = dest / path.relative_to(docs)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -163,11 +177,11 @@ def ingest(name: str, settings: Settings, *, rebuild: bool = False, drop: bool =
     return step
 
 
-def measure(docs: Path, limit: int, embed_url: str) -> tuple[list[Step], int]:
+def measure(docs: Path, files: list[Path], embed_url: str) -> tuple[list[Step], int]:
     with tempfile.TemporaryDirectory(prefix="kb-bench-ingest-") as tmp:
         corpus, inbox = Path(tmp) / "corpus", Path(tmp) / "notes"
         inbox.mkdir()
-        notes = build_corpus(docs, limit, corpus)
+        notes = build_corpus(docs, files, corpus)
         long_chunks = long_note_chunks(corpus / LONG_NOTE)
         print(f"corpus: {notes} notes (long note: {long_chunks} chunks)", file=sys.stderr)
         settings = bench_settings(inbox, Path(tmp) / "qdrant", embed_url)
@@ -231,7 +245,7 @@ def report(steps: list[Step], long_chunks: int) -> tuple[str, dict[str, float | 
     return f"{table}\n{verdict}", result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Time and embedding requests of a first ingest, re-ingests and one edit."
     )
@@ -241,13 +255,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="notes taken from --docs (default 300)")
     parser.add_argument("--quick", action="store_true", help="100 notes: well under 3 minutes")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
-    args = parser.parse_args(argv)
-    limit = args.limit or (100 if args.quick else 300)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = parser()
+    args = arguments.parse_args(argv)
+    limit = args.limit if args.limit is not None else (100 if args.quick else 300)
     if limit < 1:
-        parser.error("--limit must be at least 1")
+        arguments.error("--limit must be at least 1")
     try:
+        files = pick_notes(args.docs, limit)  # before the embedder starts
         with embedder() as url:
-            steps, long_chunks = measure(args.docs, limit, url)
+            steps, long_chunks = measure(args.docs, files, url)
     except STOPS as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1

@@ -1,8 +1,7 @@
 """Retrieval quality of keyword, semantic and hybrid search, through the real ingest and search.
 
-    uv run bench/retrieval.py DOCS_DIR QUERIES_JSONL [--json]
-    uv run bench/retrieval.py ../shared/datasets/cranfield/docs \
-        ../shared/datasets/cranfield/queries.jsonl
+    uv run bench/retrieval.py [DOCS_DIR QUERIES_JSONL] [--json]
+    uv run bench/retrieval.py        # Cranfield: bench/datasets/cranfield/{docs,queries.jsonl}
     uv run bench/retrieval.py bench/notes_corpus/notes bench/notes_corpus/queries.jsonl
 
 DOCS_DIR is copied to a temp folder (ingest moves notes; DOCS_DIR is never touched), ingested by
@@ -36,7 +35,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import STOPS, BenchError, bench_settings, copy_notes, describe, embedder, format_table
+from common import (
+    CRANFIELD,
+    STOPS,
+    BenchError,
+    bench_settings,
+    copy_notes,
+    describe,
+    embedder,
+    format_table,
+    require_file,
+    require_folder,
+)
 
 from kb.backend import embed_client, open_store
 from kb.embedding import EmbedClient
@@ -230,18 +240,37 @@ def report(result: Result) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="R@5, R@10, MRR@10 and nDCG@10 of keyword, semantic and hybrid search "
-        "over a folder of notes and a judged queries file."
+        "over a folder of notes and a judged queries file (default: Cranfield)."
     )
-    parser.add_argument("docs_dir", type=Path, metavar="DOCS_DIR")
-    parser.add_argument("queries", type=Path, metavar="QUERIES_JSONL")
+    parser.add_argument(
+        "docs_dir",
+        type=Path,
+        metavar="DOCS_DIR",
+        nargs="?",
+        default=CRANFIELD / "docs",
+        help="notes to ingest (default: the Cranfield documents)",
+    )
+    parser.add_argument(
+        "queries",
+        type=Path,
+        metavar="QUERIES_JSONL",
+        nargs="?",
+        default=CRANFIELD / "queries.jsonl",
+        help="judged queries (default: the Cranfield queries)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        if not args.docs_dir.is_dir():
-            raise BenchError(f"DOCS_DIR {args.docs_dir} is not a folder")
+        # every input is checked before the embedder starts
+        require_folder(args.docs_dir, "DOCS_DIR")
+        require_file(args.queries, "QUERIES_JSONL")
         queries = load_queries(args.queries, args.docs_dir)
         with embedder() as url:
             result = evaluate(args.docs_dir.resolve(), queries, url)

@@ -12,6 +12,17 @@
 #     "transformers==5.23.0",
 #     "uvicorn==0.54.0",
 # ]
+#
+# # `uv run embedder/app.py` on Linux takes PyTorch's CPU-only build from PyTorch's own index
+# # (the image's torch too), not PyPI's Linux build with its CUDA wheels (several GB). For an
+# # NVIDIA GPU: `uv run --no-sources embedder/app.py`. (`uv pip install -r` reads no sources.)
+# [tool.uv.sources]
+# torch = { index = "pytorch-cpu", marker = "sys_platform == 'linux'" }
+#
+# [[tool.uv.index]]
+# name = "pytorch-cpu"
+# url = "https://download.pytorch.org/whl/cpu"
+# explicit = true
 # ///
 """HTTP surface of the embedding service: OpenAI-style `POST /v1/embeddings` and `GET /health`.
 

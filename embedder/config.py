@@ -80,7 +80,7 @@ class EmbedderSettings(BaseSettings):
         "AVX512-BF16 or AMX, CUDA GPUs with bf16), else fp32; fp32 = exact reference; bf16 = "
         "~3x faster than fp32 on such CPUs (several times slower on others), half the memory, "
         "cosine to fp32 >= 0.9999; int8 = dynamic int8 Linear layers, CPU only, slower than bf16 "
-        "and less accurate (cosine to fp32 ~0.95). /health reports the precision in use.",
+        "and less accurate (cosine to fp32 ~0.96). /health reports the precision in use.",
     )
     EMBED_DEVICE: Literal["auto", "cpu", "cuda"] = Field(
         "auto",

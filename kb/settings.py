@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     )
     MCP_TOKEN: str = Field("", description="If set, every MCP request needs 'Bearer <token>'.")
     MCP_URL: str = Field(
-        "http://localhost:8000/mcp", description="MCP endpoint that mcp/check.py connects to."
+        "",
+        description="MCP endpoint that mcp/check.py and query.py connect to; empty: "
+        "http://MCP_HOST:MCP_PORT/mcp (127.0.0.1 when MCP_HOST is 0.0.0.0, localhost when ::).",
     )
 
     LOG_LEVEL: str = Field("INFO", description="Python logging level for scripts and servers.")
@@ -109,6 +111,20 @@ class Settings(BaseSettings):
 
 def _from_root(path: Path) -> Path:
     return (REPO_ROOT / path.expanduser()).resolve()
+
+    @property
+    def mcp_url(self) -> str:
+        """MCP_URL, else the endpoint of a server started with these settings: one port setting
+        for the server and its clients. A server bound to every interface is reached on
+        loopback, under a name its default Host check accepts."""
+        if self.MCP_URL:
+            return self.MCP_URL
+        host = {"0.0.0.0": "127.0.0.1", "::": "localhost", "": "127.0.0.1"}.get(
+            self.MCP_HOST, self.MCP_HOST
+        )
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        return f"http://{host}:{self.MCP_PORT}/mcp"
 
 
 @lru_cache

@@ -1,10 +1,11 @@
 """Check a running MCP server end to end, as Claude Code would use it.
 
-`uv run mcp/check.py` connects to MCP_URL (default http://localhost:8000/mcp) over streamable HTTP
-with the SDK client (sending `Authorization: Bearer $MCP_TOKEN` when MCP_TOKEN is set), lists the
-tools, calls list_tags, searches for a word taken from a tag or from a stored passage (so it
-assumes nothing about the notes), checks every result field and a tag filter, and prints
-`mcp ok`. Any failure prints one `error: ...` line and exits 1.
+`uv run mcp/check.py` connects to MCP_URL (default: the server's own MCP_HOST:MCP_PORT, e.g.
+http://127.0.0.1:8000/mcp) over streamable HTTP with the SDK client (sending `Authorization:
+Bearer $MCP_TOKEN` when MCP_TOKEN is set), lists the tools, calls list_tags, searches for a
+word taken from a tag or from a stored passage (so it assumes nothing about the notes), checks
+every result field and a tag filter, and prints `mcp ok`. Any failure prints one `error: ...`
+line and exits 1.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def describe(exc: BaseException) -> str | None:
 @script
 def main() -> int:
     settings = get_settings()
-    url = settings.MCP_URL
+    url = settings.mcp_url
     try:
         anyio.run(check, url, settings.MCP_TOKEN)
     except (CheckFailed, MCPError, httpx2.HTTPError, ExceptionGroup) as exc:

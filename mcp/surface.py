@@ -39,6 +39,8 @@ class Hit(BaseModel):
     chunk_index: int | None = Field(description="Position of the passage in its note, from 0.")
     line_start: int | None = Field(description="First line of the passage in the file (1-based).")
     line_end: int | None = Field(description="Last line of the passage in the file.")
+    char_start: int | None = Field(description="Offset of its first character in the file.")
+    char_end: int | None = Field(description="Offset just past its last character in the file.")
 
 
 class SearchResults(BaseModel):

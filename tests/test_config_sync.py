@@ -90,6 +90,15 @@ def test_env_example_shows_the_code_defaults() -> None:
         )
 
 
+def test_env_example_calls_a_value_an_example_where_the_default_depends_on_the_machine() -> None:
+    # EMBED_THREADS defaults to the usable CPU cores: a number shown for it is not "the default"
+    for name, value in env_example_entries().items():
+        fields = setting_fields().get(name)
+        if fields and fields[0][1].default_factory is not None:
+            comment = env_example_comments()[name]
+            assert f"{value} is only an example" in comment, f".env.example: {name}: {comment}"
+
+
 def test_compose_defaults_equal_the_code_defaults() -> None:
     # `${COLLECTION:-notes}` must not quietly give the containers another default than the code.
     fields = setting_fields()

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import pytest
 from ingest_fixtures import (
     KIMCHI,
     UNREACHABLE_EMBEDDER,
@@ -9,8 +10,10 @@ from ingest_fixtures import (
     tree_state,
     write,
 )
+from mcp_fixtures import COLLECTION, ServerFactory, call_tool, results
 
 from kb.backend import open_store
+from kb.errors import StoreUnavailable
 
 
 def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_collection_alone(
@@ -35,3 +38,22 @@ def test_ingest_check_fails_with_one_error_line_when_the_embedder_is_down(tmp_pa
     assert line.startswith(f"error: embedder at {UNREACHABLE_EMBEDDER} unreachable")
     with open_store(settings) as store:
         assert store.client.get_collections().collections == []
+
+
+def test_ingest_check_passes_while_the_mcp_server_holds_the_embedded_store(
+    tmp_path: Path, embedder_url: str, start_server: ServerFactory, store_copy
+):
+    # `make check` without Docker: the server runs on QDRANT_PATH, then ingest_check.py runs
+    qdrant = store_copy()
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(qdrant))
+    settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=str(qdrant), COLLECTION=COLLECTION)
+    with pytest.raises(StoreUnavailable, match="in use by another process"):
+        open_store(settings).close()  # the server holds the folder
+
+    result = run_script("ingest_check.py", env=script_env(settings), cwd=tmp_path, timeout=300)
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ingest ok\n", "")
+    assert results(call_tool(server.url, "search_notes", {"query": "kimchi"}))  # still serving
+    server.stop()
+    with open_store(settings) as store:  # the user's store holds only the user's collection
+        assert [c.name for c in store.client.get_collections().collections] == [COLLECTION]

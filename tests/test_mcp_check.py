@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from helpers import REPO_ROOT, free_port
@@ -27,11 +28,15 @@ from kb.settings import Settings
 TOKEN = "check-token-8d41"
 
 
-def run_check(url: str, token: str = "") -> subprocess.CompletedProcess[str]:
+def run_check(
+    url: str | None, token: str = "", **settings: str
+) -> subprocess.CompletedProcess[str]:
+    """mcp/check.py against `url` (None: MCP_URL unset, as in a fresh .env)."""
+    endpoint = {"MCP_URL": url} if url is not None else {}
     return subprocess.run(
         [sys.executable, str(CHECK_SCRIPT)],
         cwd=REPO_ROOT,
-        env=server_env({"MCP_URL": url, "MCP_TOKEN": token}),
+        env=server_env({**endpoint, "MCP_TOKEN": token, **settings}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -52,6 +57,34 @@ def test_check_passes_against_a_server_with_tagged_notes(
     done = run_check(server.url)
     assert (done.returncode, done.stdout) == (0, "mcp ok\n"), done.stderr
     assert "tags=1" in server.log  # it exercised the tag filter
+
+
+def test_check_connects_to_the_servers_mcp_port_when_mcp_url_is_unset(
+    start_server: ServerFactory, embedder_url: str, store_copy
+) -> None:
+    # One port setting: MCP_PORT in .env moves the server and the check together.
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()))
+    done = run_check(None, MCP_PORT=str(server.port))
+    assert (done.returncode, done.stdout) == (0, "mcp ok\n"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8123/mcp"),
+        ("0.0.0.0", "http://127.0.0.1:8123/mcp"),  # bound everywhere: reached on loopback
+        ("::", "http://localhost:8123/mcp"),
+        ("::1", "http://[::1]:8123/mcp"),
+        ("localhost", "http://localhost:8123/mcp"),
+    ],
+)
+def test_the_mcp_url_is_derived_from_mcp_host_and_mcp_port(host: str, url: str) -> None:
+    assert Settings(_env_file=None, MCP_HOST=host, MCP_PORT=8123).mcp_url == url
+
+
+def test_an_mcp_url_that_is_set_wins_over_host_and_port() -> None:
+    settings = Settings(_env_file=None, MCP_PORT=8123, MCP_URL="http://notes.lan:9000/mcp")
+    assert settings.mcp_url == "http://notes.lan:9000/mcp"
 
 
 def test_check_passes_when_no_note_has_tags(
@@ -108,9 +141,10 @@ def test_mcp_json_registers_notes_over_http_at_the_default_url() -> None:
     config = json.loads((REPO_ROOT / ".mcp.json").read_text())
     notes = config["mcpServers"]["notes"]
     assert notes["type"] == "http"
-    defaults = Settings.model_fields
-    assert notes["url"] == defaults["MCP_URL"].default
-    assert f":{defaults['MCP_PORT'].default}/" in notes["url"]
+    # the URL the check derives from the defaults, under the name README tells users to use
+    default = urlsplit(Settings(_env_file=None).mcp_url)
+    assert default.hostname == "127.0.0.1"
+    assert notes["url"] == default._replace(netloc=f"localhost:{default.port}").geturl()
 
 
 @pytest.mark.parametrize("token", ["", TOKEN])

@@ -9,9 +9,11 @@ from ingest_fixtures import (
     SHOCK,
     UNREACHABLE_EMBEDDER,
     ingest_notes,
+    make_settings,
     run_script,
     script_env,
 )
+from mcp_fixtures import ServerFactory
 from qdrant_client import models
 
 from kb import collection
@@ -105,6 +107,73 @@ def test_query_before_any_ingest_says_to_ingest_first(settings, tmp_path):
         f"error: collection 'notes' does not exist in embedded Qdrant in "
         f"{settings.QDRANT_PATH} (QDRANT_PATH); ingest notes first: uv run ingest.py\n"
     )
+
+
+# query.py as a user runs it; the MCP fixtures' corpus (kimchi, bread, tomatoes, rust ...)
+SERVER_QUERIES = [
+    ["how do I make kimchi?"],
+    ["ownership", "--mode", "keyword", "-k", "3", "--tags", "programming", "--per-note", "0"],
+    ["garden", "--from", "2023-01-01", "--to", "2023-12-31", "--json"],
+]
+
+
+def test_query_asks_the_mcp_server_that_holds_the_embedded_store_and_prints_the_same(
+    tmp_path, embedder_url: str, start_server: ServerFactory, store_copy
+):
+    qdrant = store_copy()
+    settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=str(qdrant))
+    alone = [
+        run_script("query.py", *q, env=script_env(settings), cwd=tmp_path) for q in SERVER_QUERIES
+    ]
+    assert all(r.returncode == 0 and r.stdout for r in alone), [r.stderr for r in alone]
+
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(qdrant))  # it opens the store
+    env = script_env(settings, MCP_PORT=str(server.port))  # the URL derives from MCP_PORT
+    held = [run_script("query.py", *q, env=env, cwd=tmp_path) for q in SERVER_QUERIES]
+
+    for before, now in zip(alone, held, strict=True):
+        assert (now.returncode, now.stderr) == (0, ""), now.stderr
+        if now.stdout.startswith("{"):
+            expected = json.loads(before.stdout)["results"]
+            for hit in expected:
+                hit["score"] = pytest.approx(hit["score"], abs=1e-5)
+            assert json.loads(now.stdout)["results"] == expected
+        else:
+            assert now.stdout == before.stdout
+    assert server.log.count("search_notes k=") == len(SERVER_QUERIES)  # answered by the server
+
+
+def test_query_through_the_mcp_server_sends_the_token(
+    tmp_path, embedder_url: str, start_server: ServerFactory, store_copy
+):
+    qdrant = str(store_copy())
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=qdrant, MCP_TOKEN="query-token-5e")
+    settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=qdrant)
+    env = script_env(settings, MCP_PORT=str(server.port), MCP_TOKEN="query-token-5e")
+    result = run_script("query.py", "kimchi", env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "cooking/kimchi.md" in result.stdout, result.stderr
+
+    result = run_script("query.py", "kimchi", env={**env, "MCP_TOKEN": "wrong"}, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: embedded Qdrant in ") and "bearer token" in line
+
+
+def test_query_says_what_to_do_when_the_store_is_held_and_no_mcp_server_answers(
+    tmp_path, embedder_url: str, store_copy
+):
+    settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=str(store_copy()))
+    port = free_port()
+    with Store.open(settings):  # held by another process, as by a running ingest
+        env = script_env(settings, MCP_PORT=str(port))
+        result = run_script("query.py", "kimchi", env=env, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(
+        f"error: embedded Qdrant in {settings.QDRANT_PATH} (QDRANT_PATH) is in use"
+    )
+    assert f"no MCP server answers at http://127.0.0.1:{port}/mcp" in line
+    assert "MCP_URL" in line
 
 
 def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fields(

@@ -11,8 +11,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 from stack_files import (
@@ -319,6 +321,30 @@ def test_embedder_image_installs_the_cpu_torch_pinned_in_app_py() -> None:
     assert 'UV_EXCLUDE_NEWER="${RESOLVED_ON}"' in runs and "-r /tmp/app.py" in runs
     # The date cut-off must not reach the torch step: the PyTorch index has no upload dates.
     assert "UV_EXCLUDE_NEWER" not in build.args and "UV_EXCLUDE_NEWER" not in build.env()
+
+
+def script_metadata(path: Path) -> dict[str, Any]:
+    """The `# /// script` block of a file (PEP 723), as TOML."""
+    block = re.search(
+        r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$", path.read_text(encoding="utf-8")
+    )
+    assert block, f"{path.name} has no script metadata block"
+    lines = [
+        line[2:] if line.startswith("# ") else line[1:] for line in block["content"].splitlines()
+    ]
+    return tomllib.loads("\n".join(lines))
+
+
+def test_uv_run_of_the_embedder_takes_cpu_torch_on_linux_unless_sources_are_turned_off() -> None:
+    # `uv run embedder/app.py` without Docker must not pull PyPI's CUDA build (~15 NVIDIA wheels);
+    # `uv run --no-sources embedder/app.py` ignores this table and takes it, for a GPU.
+    uv = script_metadata(REPO_ROOT / "embedder" / "app.py")["tool"]["uv"]
+    [index] = uv["index"]
+    assert uv["sources"] == {"torch": {"index": index["name"], "marker": "sys_platform == 'linux'"}}
+    assert index["explicit"] is True  # torch alone comes from it, everything else from PyPI
+    # the CPU index the image installs its torch from: no registry beyond the ones in use
+    runs = _run_lines(parse_dockerfile(EMBEDDER_DOCKERFILE).stages[0])
+    assert f"--index-url {index['url']} " in runs
 
 
 def test_mcp_image_installs_the_runtime_dependencies_only() -> None:

@@ -1,0 +1,113 @@
+"""What README shows matches what the code does: the search_notes arguments, the sample output of
+query.py, and figures quoted in more than one place."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from helpers import REPO_ROOT
+from ingest_fixtures import KIMCHI, write
+from mcp_fixtures import SNAPSHOT
+from stack_files import embedder_settings_class
+
+from kb.chunking import chunk_note
+from kb.notes import read_note
+from kb.schema import Hit
+
+README = REPO_ROOT / "README.md"
+ARGUMENTS_HEADER = "| Argument | Default | Meaning |"
+
+
+def readme() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+@cache
+def query_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("query_script", REPO_ROOT / "query.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tool(name: str) -> dict[str, Any]:
+    """A tool as tools/list shows it (the snapshot test_mcp_server.py pins to the live server)."""
+    [found] = [t for t in json.loads(SNAPSHOT.read_text()) if t["name"] == name]
+    return found
+
+
+def table_after(header: str) -> list[list[str]]:
+    """The cells of each row of the README table that starts with `header`."""
+    text = readme()
+    assert header in text, f"README has no table headed {header!r}"
+    rows = []
+    for line in text[text.index(header) :].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def test_readme_lists_every_search_notes_argument_with_its_default() -> None:
+    schema = tool("search_notes")["inputSchema"]
+    documented = {}
+    for name, default, _meaning in table_after(ARGUMENTS_HEADER):
+        [argument] = re.findall(r"`(\w+)`", name)
+        documented[argument] = default
+    assert set(documented) == set(schema["properties"]), "README's argument table vs the tool"
+    for argument, default in documented.items():
+        if argument in schema.get("required", []):
+            assert default == "(required)", argument
+        else:
+            literal = re.fullmatch(r"`(.*)`", default)
+            assert literal, f"{argument}: default {default!r} is not a `json literal`"
+            expected = schema["properties"][argument]["default"]
+            assert json.loads(literal[1]) == expected, argument
+
+
+def test_readme_names_every_field_of_a_search_notes_result() -> None:
+    note = tool("search_notes")["outputSchema"]["$defs"]["Hit"]["properties"]
+    [returns] = [row[-1] for row in table_after("| Tool | Returns |") if "search_notes" in row[0]]
+    assert set(note) <= set(re.findall(r"`(\w+)`", returns))
+
+
+def test_readme_sample_query_output_is_what_query_py_prints_for_that_note(tmp_path: Path) -> None:
+    # README's sample is the kimchi note of the tests (and of ingest_check.py), at 6-9
+    block = re.search(r"```\n(1\. 0\.\d{3}  recipes/kimchi\.md.*?)\n```", readme(), re.S)
+    assert block, "README lost its sample query.py output"
+    sample = block[1].splitlines()
+    path = write(tmp_path / "recipes" / "kimchi.md", KIMCHI)
+    note = read_note(path, "recipes/kimchi.md", max_bytes=1_000_000)
+    chunk = chunk_note(note)[0]
+    hit = Hit(
+        text=chunk.text,
+        source=note.source,
+        score=float(sample[0].split()[1]),
+        tags=list(note.tags),
+        line_start=chunk.line_start,
+        line_end=chunk.line_end,
+        heading_path=list(chunk.heading_path),
+    )
+    printed = query_script().format_hit(1, hit).splitlines()
+    assert sample[0] == printed[0]
+    assert printed[1].startswith(sample[1].rstrip("…"))  # README shortens the passage
+
+
+def test_readme_quotes_one_int8_cosine_figure_and_so_does_the_setting() -> None:
+    description = embedder_settings_class().model_fields["EMBED_DTYPE"].description
+    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").glob("*.md"))]
+    figures = [
+        f
+        for text in docs
+        for f in re.findall(r"int8[^|]*?cosine to fp32\s+(?:only\s+)?~(0\.\d+)", text)
+    ]
+    figures += re.findall(r"int8[^|]*?cosine to fp32\s+~(0\.\d+)", description)
+    assert len(figures) >= 3, figures  # configuration, docs, the setting
+    assert len(set(figures)) == 1, f"int8 cosine to fp32 quoted as {sorted(set(figures))}"
