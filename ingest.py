@@ -1,7 +1,7 @@
 """Ingest the notes in NOTES_DIR into Qdrant, then move them to NOTES_DIR/ingested.
 
     uv run ingest.py            # new and re-dropped notes only
-    uv run ingest.py --rebuild  # re-index every note, ingested/ included (docs/ingest-and-storage.md)
+    uv run ingest.py --rebuild  # every note, ingested/ included (docs/ingest-and-storage.md)
 
 Exit status: 0 when every note was ingested, 1 when some were not (listed with reasons) or the
 run stopped (one `error:` line), 2 for bad settings.

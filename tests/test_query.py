@@ -164,7 +164,7 @@ def test_query_says_what_to_do_when_the_store_is_held_and_no_mcp_server_answers(
 ):
     settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=str(store_copy()))
     port = free_port()
-    with Store.open(settings):  # held by another process, as by a running ingest
+    with open_store(settings):  # held by another process, as by a running ingest
         env = script_env(settings, MCP_PORT=str(port))
         result = run_script("query.py", "kimchi", env=env, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (1, "")
