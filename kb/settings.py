@@ -108,10 +108,6 @@ class Settings(BaseSettings):
             self.QDRANT_PATH = str(_from_root(Path(self.QDRANT_PATH)))
         return self
 
-
-def _from_root(path: Path) -> Path:
-    return (REPO_ROOT / path.expanduser()).resolve()
-
     @property
     def mcp_url(self) -> str:
         """MCP_URL, else the endpoint of a server started with these settings: one port setting
@@ -125,6 +121,10 @@ def _from_root(path: Path) -> Path:
         if ":" in host:  # an IPv6 address
             host = f"[{host}]"
         return f"http://{host}:{self.MCP_PORT}/mcp"
+
+
+def _from_root(path: Path) -> Path:
+    return (REPO_ROOT / path.expanduser()).resolve()
 
 
 @lru_cache

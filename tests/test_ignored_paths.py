@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from stack_files import ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
 
-from kb.embed_cache import CACHE_NAME
-from kb.ingest import LOCK_NAME
 from kb.settings import Settings
+from kb.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME
 
 README = REPO_ROOT / "README.md"
 # Folders the code creates that no setting names (yet): the lead's state folder for the ingest
@@ -46,13 +45,14 @@ def stored_files() -> list[str]:
     """A file inside every storage or state location, as the code or the user would create it."""
     folders = suggested_folders() | default_folders() | set(STATE_FOLDERS)
     files = [f"{folder}/sub/stored.file" for folder in sorted(folders)]
+    state = Settings.model_fields["STATE_DIR"].default.relative_to(REPO_ROOT).as_posix()
+    files += [f"{state}/{name}" for name in (CACHE_NAME, LOCK_NAME, RUN_LOG_NAME)]
     notes = Settings.model_fields["NOTES_DIR"].default.relative_to(REPO_ROOT).as_posix()
     files += [
         f"{notes}/recipes/kimchi.md",
         f"{notes}/ingested/recipes/kimchi.md",
-        f"{notes}/{CACHE_NAME}",
-        f"{notes}/{LOCK_NAME}",
-        # QDRANT_PATH is relative to the folder a script runs in: `cd data && uv run ../query.py`
+        f"{notes}/{OLD_CACHE_NAME}",  # where versions before STATE_DIR kept them
+        f"{notes}/{OLD_LOCK_NAME}",
         f"{notes}/qdrant_data/collection/notes/storage.sqlite",
         ".env",
     ]
