@@ -1,4 +1,5 @@
-"""Shared fixtures: the real MiniLM weights, a tiny Qwen3 embedding model, embedder processes."""
+"""Shared fixtures: a controlled configuration, the real MiniLM weights, a tiny Qwen3 embedding
+model, embedder processes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 
 import pytest
 from helpers import EmbedderProcess
+from stack_files import embedder_settings_class
+
+from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
 # The MCP tests' fixtures (ingested notes, server processes), available to every test module.
 pytest_plugins = ["ingest_fixtures", "mcp_fixtures"]
@@ -21,6 +25,28 @@ _VOCAB_TEXT = """note search vector embed model query document river mountain co
 flour water python code function test server client token padding batch memory graph paper wing
 flow pressure boundary layer heat transfer shock wave engine garden tomato cat dog"""
 _WORDS = _VOCAB_TEXT.split()
+
+
+def setting_names() -> set[str]:
+    """Every variable the scripts, the MCP server and the embedder read as a setting."""
+    return set(Settings.model_fields) | set(embedder_settings_class().model_fields)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def controlled_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The suite's own configuration: no setting from the shell that runs pytest, and an empty
+    env file read instead of the repository's `.env` (SETTINGS_ENV_FILE), in this process and,
+    inherited, in every process a test starts. A developer's `.env` or exported EMBED_URL cannot
+    change a result; tests pass the settings they need explicitly."""
+    empty = tmp_path_factory.mktemp("settings") / "empty.env"
+    empty.write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in setting_names():
+            patch.delenv(name, raising=False)
+        patch.setenv(ENV_FILE_VARIABLE, str(empty))
+        get_settings.cache_clear()
+        yield empty
+    get_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -125,7 +125,7 @@ class EmbedderProcess(ServiceProcess):
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {
             **os.environ,
-            # Tests never touch the network and must not pick settings up from a developer's .env.
+            # Tests never touch the network. Settings: conftest's controlled_settings, then these.
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "EMBED_HOST": "127.0.0.1",
