@@ -200,3 +200,13 @@ def minilm_embedder(start_embedder: EmbedderFactory, minilm_path: Path) -> Embed
 def embedder_url(minilm_embedder: EmbedderProcess) -> str:
     """Base URL of the session's real embedder process serving MiniLM, already healthy."""
     return minilm_embedder.url
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """The test order's seed at the end of every run, -q included, so a failure that depends on
+    the order can be replayed (pytest-randomly shuffles the tests)."""
+    if config.pluginmanager.hasplugin("randomly") and config.option.randomly_reorganize:
+        seed = config.option.randomly_seed
+        terminalreporter.write_line(f"random test order: replay it with --randomly-seed={seed}")
