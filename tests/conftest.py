@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -47,6 +48,19 @@ def controlled_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
         get_settings.cache_clear()
         yield empty
     get_settings.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def leaves_process_state_alone() -> Iterator[None]:
+    """Each test leaves sys.path, and torch's thread count once torch is loaded, as it found them:
+    tests run in random order, so what one changes would change another's result."""
+    path = list(sys.path)
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    yield
+    assert sys.path == path, "the test changed sys.path"
+    if torch is not None:
+        assert torch.get_num_threads() == threads, "the test changed torch's thread count"
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -18,12 +19,54 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
 
 
+_FOLDER_MODULES: dict[Path, dict[str, ModuleType]] = {}
+
+
+def import_from(folder: Path, name: str) -> ModuleType:
+    """Import `folder/<name>.py` in-process, from a folder of scripts whose modules import their
+    siblings by bare name (embedder/, mcp/, bench/: `from config import ...`).
+
+    sys.path and sys.modules are left as they were: the folder's generic names (config, errors,
+    server, common, ingest ...) never shadow another module for a later test. The folder's
+    modules are kept here instead and shared between calls, as in the folder's own process (one
+    `errors.ModelLoadError` class, not one per import). A sibling a function imports only when
+    called (embedder/app.py's `load_encoder`) is not found later: pass it in instead.
+    """
+    loaded = _FOLDER_MODULES.setdefault(folder, {})
+    if name in loaded:
+        return loaded[name]
+    names = {path.stem for path in folder.glob("*.py")}
+    saved_path = list(sys.path)
+    shadowed = {n: sys.modules.pop(n) for n in names if n in sys.modules}
+    sys.modules.update(loaded)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path[:] = saved_path
+        for n in names:
+            module = sys.modules.get(n)
+            if module is not None and Path(getattr(module, "__file__", "")).parent == folder:
+                loaded[n] = sys.modules.pop(n)
+        sys.modules.update(shadowed)
+
+
 def embedder_module(name: str) -> ModuleType:
-    """Import embedder/<name>.py in-process; its sibling imports need embedder/ on sys.path."""
-    folder = str(REPO_ROOT / "embedder")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    return importlib.import_module(name)
+    """embedder/<name>.py imported in-process (see `import_from`)."""
+    return import_from(REPO_ROOT / "embedder", name)
+
+
+@contextmanager
+def torch_threads_kept() -> Iterator[None]:
+    """Restore torch's thread count afterwards: loading or running an in-process Embedder sets
+    it (EMBED_THREADS), and it is process-wide state a later test would inherit."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def free_port() -> int:

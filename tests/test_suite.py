@@ -1,4 +1,5 @@
-"""The suite itself: a user's `.env` or shell settings cannot change its results."""
+"""The suite itself: a user's `.env` or shell settings cannot change its results, and loading
+the script folders (embedder/, mcp/, bench/) in-process leaves no module names behind."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import setting_names
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, embedder_module, import_from
+from mcp_fixtures import server_module
 
 from kb.settings import ENV_FILE_VARIABLE
 
@@ -105,3 +107,34 @@ def test_a_hostile_env_file_and_shell_do_not_change_the_suites_results(
     )
     assert suite.returncode == 0, suite.stdout[-6000:] + suite.stderr[-3000:]
     assert f"{len(REPRESENTATIVE)} passed" in suite.stdout
+
+
+def test_importing_from_a_script_folder_leaves_sys_path_and_module_names_alone(
+    tmp_path: Path,
+) -> None:
+    for value in (1, 2):
+        folder = tmp_path / f"scripts{value}"
+        folder.mkdir()
+        (folder / "config.py").write_text(f"VALUE = {value}\n")
+        (folder / "app.py").write_text("import config\n")
+    path, modules = list(sys.path), dict(sys.modules)
+
+    one = import_from(tmp_path / "scripts1", "app")
+    two = import_from(tmp_path / "scripts2", "app")
+
+    assert (one.config.VALUE, two.config.VALUE) == (1, 2)  # neither folder shadows the other
+    assert import_from(tmp_path / "scripts1", "config") is one.config  # siblings are shared
+    assert sys.path == path
+    assert sys.modules.get("config") is modules.get("config")
+    assert sys.modules.get("app") is modules.get("app")
+
+
+def test_no_script_folder_is_left_on_sys_path_or_under_a_module_name() -> None:
+    embedder_module("app")
+    server_module()
+    import_from(REPO_ROOT / "bench", "retrieval")
+    for folder in ("embedder", "mcp", "bench"):
+        assert str(REPO_ROOT / folder) not in sys.path
+        for script in (REPO_ROOT / folder).glob("*.py"):
+            module = sys.modules.get(script.stem)
+            assert module is None or getattr(module, "__file__", None) != str(script), script
