@@ -1,4 +1,5 @@
-"""Small helpers shared by tests: free ports, polling HTTP with a deadline, embedder processes."""
+"""Small helpers shared by tests: free ports, polling with a deadline, embedder processes, a model
+whose loading waits for the test, apps served in a thread."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -74,6 +76,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], deadline_s: float = 60.0, what: str = "") -> None:
+    """Poll `condition` until it is true; AssertionError after `deadline_s` seconds."""
+    end = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < end, f"{what or 'condition'} not met after {deadline_s:.0f}s"
+        time.sleep(0.02)
 
 
 def wait_http(
@@ -179,3 +189,46 @@ class EmbedderProcess(ServiceProcess):
             **env,
         }
         super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)
+
+
+class GatedModel:
+    """A copy of a model folder whose loading blocks until `open()` is called: `modules.json` is
+    a named pipe, so the loader waits reading it until the test writes the real content in.
+    Whatever this machine's speed, the model is loading for exactly as long as the test says."""
+
+    def __init__(self, source: Path, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        for item in source.iterdir():
+            if item.name != "modules.json":
+                (folder / item.name).symlink_to(item)
+        self.content = (source / "modules.json").read_bytes()
+        self.pipe = folder / "modules.json"
+        os.mkfifo(self.pipe)
+        self.folder = folder
+        self.opened = False
+
+    def open(self) -> None:
+        """Let the load go on (blocks until the loader opens its end of the pipe)."""
+        if not self.opened:
+            self.opened = True
+            with self.pipe.open("wb") as pipe:
+                pipe.write(self.content)
+
+
+@contextmanager
+def serve_in_thread(app: object, deadline_s: float = 30.0) -> Iterator[str]:
+    """An ASGI app under a real uvicorn on a free loopback port, in a thread: its base URL."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), deadline_s, "uvicorn start")
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
