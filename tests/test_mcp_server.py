@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from helpers import GatedModel
+from helpers import REPO_ROOT, GatedModel
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_fixtures import (
@@ -38,6 +38,7 @@ from mcp_types import CallToolResult
 
 from kb.store import Store
 
+README = REPO_ROOT / "README.md"
 FIELDS = {
     "text",
     "source",
@@ -181,6 +182,21 @@ def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
     counts = {t["tag"]: t for t in tags}
     assert counts["python"]["notes"] == 1 < counts["python"]["chunks"]  # the long pytest note
     assert counts["programming"]["chunks"] == counts["python"]["chunks"] + 1  # + rust.md
+
+
+def test_readme_describes_list_tags_as_the_server_answers(server: ServerProcess) -> None:
+    [row] = [line for line in README.read_text().splitlines() if line.startswith("| `list_tags`")]
+    tags = call_tool(server.url, "list_tags").structured_content["tags"]
+    names = [t["tag"] for t in tags]
+    # on this corpus the two orders differ: the answer shows which count it is sorted by
+    ordered_by = [
+        count
+        for count in ("chunks", "notes")
+        if names == [t["tag"] for t in sorted(tags, key=lambda t: (-t[count], t["tag"]))]
+    ]
+    assert ordered_by == ["chunks"]
+    assert "most passages first" in row, row
+    assert "`chunks`" in row and "`notes`" in row, row
 
 
 def test_keyword_mode_finds_exact_words_and_only_notes_that_contain_them(
