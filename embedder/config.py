@@ -1,19 +1,27 @@
 """Every setting of the embedding service, read once. Field names are the environment variables.
 
 Values come from the environment, then `.env` at the repository root (the parent of embedder/)
-when present, then the defaults below.
+when present, then the defaults below. `SETTINGS_ENV_FILE`, not a setting, names another file to
+read instead of that `.env` (the test suite points it at an empty file, as for kb/settings.py).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 QWEN3_RETRIEVAL_TASK = "Given a web search query, retrieve relevant passages that answer the query"
+ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
+
+
+def env_file() -> Path:
+    """The `.env` file settings are read from (looked up when settings are built)."""
+    default = Path(__file__).resolve().parent.parent / ".env"
+    return Path(os.environ.get(ENV_FILE_VARIABLE) or default)
 
 
 def _cores() -> int:
@@ -26,11 +34,15 @@ def _cores() -> int:
 
 class EmbedderSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_file=Path(__file__).resolve().parent.parent / ".env",
         env_file_encoding="utf-8",
         extra="ignore",
         case_sensitive=True,
     )
+
+    def __init__(self, **values: Any) -> None:
+        # `_env_file=None` (no file) or another file given explicitly still wins.
+        values.setdefault("_env_file", env_file())
+        super().__init__(**values)
 
     EMBED_MODEL: str = Field(
         "Qwen/Qwen3-Embedding-0.6B",

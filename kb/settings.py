@@ -5,12 +5,18 @@ Field names are the environment variable names. Values come from the environment
 STATE_DIR) are resolved against the repository root, where `.env` is read, whatever the current
 folder. README's configuration table and `.env.example` list exactly these names (a test keeps
 the three in sync).
+
+`SETTINGS_ENV_FILE` is not a setting: it names another file to read instead of the repository's
+`.env`. The test suite points it at an empty file, for itself and every process it starts, so a
+developer's `.env` cannot change test results.
 """
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,15 +24,26 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kb.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
+
+
+def env_file() -> Path:
+    """The `.env` file settings are read from: the repository's, or the one SETTINGS_ENV_FILE
+    names (looked up when settings are built, not when this module is imported)."""
+    return Path(os.environ.get(ENV_FILE_VARIABLE) or REPO_ROOT / ".env")
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_file=REPO_ROOT / ".env",
         env_file_encoding="utf-8",
         extra="ignore",
         case_sensitive=True,
     )
+
+    def __init__(self, **values: Any) -> None:
+        # `_env_file=None` (no file) or another file given explicitly still wins.
+        values.setdefault("_env_file", env_file())
+        super().__init__(**values)
 
     # --- embedder client -------------------------------------------------------------
     EMBED_URL: str = Field("http://localhost:8080", description="Base URL of the embedder.")

@@ -1,14 +1,19 @@
-"""Shared fixtures: the real MiniLM weights, a tiny Qwen3 embedding model, embedder processes."""
+"""Shared fixtures: a controlled configuration, the real MiniLM weights, a tiny Qwen3 embedding
+model, embedder processes."""
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 from helpers import EmbedderProcess
+from stack_files import embedder_settings_class
+
+from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
 # The MCP tests' fixtures (ingested notes, server processes), available to every test module.
 pytest_plugins = ["ingest_fixtures", "mcp_fixtures"]
@@ -21,6 +26,41 @@ _VOCAB_TEXT = """note search vector embed model query document river mountain co
 flour water python code function test server client token padding batch memory graph paper wing
 flow pressure boundary layer heat transfer shock wave engine garden tomato cat dog"""
 _WORDS = _VOCAB_TEXT.split()
+
+
+def setting_names() -> set[str]:
+    """Every variable the scripts, the MCP server and the embedder read as a setting."""
+    return set(Settings.model_fields) | set(embedder_settings_class().model_fields)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def controlled_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The suite's own configuration: no setting from the shell that runs pytest, and an empty
+    env file read instead of the repository's `.env` (SETTINGS_ENV_FILE), in this process and,
+    inherited, in every process a test starts. A developer's `.env` or exported EMBED_URL cannot
+    change a result; tests pass the settings they need explicitly."""
+    empty = tmp_path_factory.mktemp("settings") / "empty.env"
+    empty.write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in setting_names():
+            patch.delenv(name, raising=False)
+        patch.setenv(ENV_FILE_VARIABLE, str(empty))
+        get_settings.cache_clear()
+        yield empty
+    get_settings.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def leaves_process_state_alone() -> Iterator[None]:
+    """Each test leaves sys.path, and torch's thread count once torch is loaded, as it found them:
+    tests run in random order, so what one changes would change another's result."""
+    path = list(sys.path)
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    yield
+    assert sys.path == path, "the test changed sys.path"
+    if torch is not None:
+        assert torch.get_num_threads() == threads, "the test changed torch's thread count"
 
 
 @pytest.fixture(scope="session")
@@ -174,3 +214,13 @@ def minilm_embedder(start_embedder: EmbedderFactory, minilm_path: Path) -> Embed
 def embedder_url(minilm_embedder: EmbedderProcess) -> str:
     """Base URL of the session's real embedder process serving MiniLM, already healthy."""
     return minilm_embedder.url
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """The test order's seed at the end of every run, -q included, so a failure that depends on
+    the order can be replayed (pytest-randomly shuffles the tests)."""
+    if config.pluginmanager.hasplugin("randomly") and config.option.randomly_reorganize:
+        seed = config.option.randomly_seed
+        terminalreporter.write_line(f"random test order: replay it with --randomly-seed={seed}")

@@ -1,4 +1,5 @@
-"""Small helpers shared by tests: free ports, polling HTTP with a deadline, embedder processes."""
+"""Small helpers shared by tests: free ports, polling with a deadline, embedder processes, a model
+whose loading waits for the test, apps served in a thread."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -18,12 +21,54 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
 
 
+_FOLDER_MODULES: dict[Path, dict[str, ModuleType]] = {}
+
+
+def import_from(folder: Path, name: str) -> ModuleType:
+    """Import `folder/<name>.py` in-process, from a folder of scripts whose modules import their
+    siblings by bare name (embedder/, mcp/, bench/: `from config import ...`).
+
+    sys.path and sys.modules are left as they were: the folder's generic names (config, errors,
+    server, common, ingest ...) never shadow another module for a later test. The folder's
+    modules are kept here instead and shared between calls, as in the folder's own process (one
+    `errors.ModelLoadError` class, not one per import). A sibling a function imports only when
+    called (embedder/app.py's `load_encoder`) is not found later: pass it in instead.
+    """
+    loaded = _FOLDER_MODULES.setdefault(folder, {})
+    if name in loaded:
+        return loaded[name]
+    names = {path.stem for path in folder.glob("*.py")}
+    saved_path = list(sys.path)
+    shadowed = {n: sys.modules.pop(n) for n in names if n in sys.modules}
+    sys.modules.update(loaded)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path[:] = saved_path
+        for n in names:
+            module = sys.modules.get(n)
+            if module is not None and Path(getattr(module, "__file__", "")).parent == folder:
+                loaded[n] = sys.modules.pop(n)
+        sys.modules.update(shadowed)
+
+
 def embedder_module(name: str) -> ModuleType:
-    """Import embedder/<name>.py in-process; its sibling imports need embedder/ on sys.path."""
-    folder = str(REPO_ROOT / "embedder")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    return importlib.import_module(name)
+    """embedder/<name>.py imported in-process (see `import_from`)."""
+    return import_from(REPO_ROOT / "embedder", name)
+
+
+@contextmanager
+def torch_threads_kept() -> Iterator[None]:
+    """Restore torch's thread count afterwards: loading or running an in-process Embedder sets
+    it (EMBED_THREADS), and it is process-wide state a later test would inherit."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def free_port() -> int:
@@ -31,6 +76,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], deadline_s: float = 60.0, what: str = "") -> None:
+    """Poll `condition` until it is true; AssertionError after `deadline_s` seconds."""
+    end = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < end, f"{what or 'condition'} not met after {deadline_s:.0f}s"
+        time.sleep(0.02)
 
 
 def wait_http(
@@ -125,7 +178,7 @@ class EmbedderProcess(ServiceProcess):
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {
             **os.environ,
-            # Tests never touch the network and must not pick settings up from a developer's .env.
+            # Tests never touch the network. Settings: conftest's controlled_settings, then these.
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "EMBED_HOST": "127.0.0.1",
@@ -136,3 +189,46 @@ class EmbedderProcess(ServiceProcess):
             **env,
         }
         super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)
+
+
+class GatedModel:
+    """A copy of a model folder whose loading blocks until `open()` is called: `modules.json` is
+    a named pipe, so the loader waits reading it until the test writes the real content in.
+    Whatever this machine's speed, the model is loading for exactly as long as the test says."""
+
+    def __init__(self, source: Path, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        for item in source.iterdir():
+            if item.name != "modules.json":
+                (folder / item.name).symlink_to(item)
+        self.content = (source / "modules.json").read_bytes()
+        self.pipe = folder / "modules.json"
+        os.mkfifo(self.pipe)
+        self.folder = folder
+        self.opened = False
+
+    def open(self) -> None:
+        """Let the load go on (blocks until the loader opens its end of the pipe)."""
+        if not self.opened:
+            self.opened = True
+            with self.pipe.open("wb") as pipe:
+                pipe.write(self.content)
+
+
+@contextmanager
+def serve_in_thread(app: object, deadline_s: float = 30.0) -> Iterator[str]:
+    """An ASGI app under a real uvicorn on a free loopback port, in a thread: its base URL."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), deadline_s, "uvicorn start")
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

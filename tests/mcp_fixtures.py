@@ -10,7 +10,6 @@ pristine folder that is then closed and copied for every server that needs data.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -19,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,7 +26,7 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
-from helpers import REPO_ROOT, ServiceProcess, free_port
+from helpers import REPO_ROOT, ServiceProcess, free_port, import_from
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
@@ -231,18 +229,10 @@ def start_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 # --- the server in this process (to look inside: the embedder client's call count) ----------
 
 
-@cache
 def server_module() -> ModuleType:
-    """mcp/server.py loaded under a name that cannot clash with the SDK's `mcp` package."""
-    folder = str(SERVER_SCRIPT.parent)
-    if folder not in sys.path:  # its sibling import (`security`), as when run as a script
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location("notes_mcp_server", SERVER_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # pydantic resolves the models' annotations through it
-    spec.loader.exec_module(module)
-    return module
+    """mcp/server.py imported in-process, its folder never left on sys.path (where `server`,
+    `check` or `security` would shadow other modules) nor named `mcp` (the SDK's package)."""
+    return import_from(SERVER_SCRIPT.parent, SERVER_SCRIPT.stem)
 
 
 @dataclass

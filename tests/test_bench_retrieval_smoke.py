@@ -12,13 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, import_from
 
 BENCH = REPO_ROOT / "bench"
-sys.path.insert(0, str(BENCH))
-
-import retrieval  # noqa: E402
-from common import BenchError  # noqa: E402
+retrieval = import_from(BENCH, "retrieval")
+BenchError = import_from(BENCH, "common").BenchError
 
 CORPUS = BENCH / "notes_corpus"
 MODES = {"keyword", "semantic", "hybrid"}

@@ -1,4 +1,4 @@
-"""embed_client.EmbedClient against the real embedder, and against a scripted HTTP server for the
+"""kb.embedding.EmbedClient against the real embedder, and against a scripted HTTP server for the
 answers a healthy embedder never gives (overload, broken vectors)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import base64
 import json
 import math
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,27 @@ from kb.embedding import EmbedClient, EmbedError
 from kb.settings import Settings
 
 TEXTS = [f"note number {i} about {topic}" for i, topic in enumerate("abcdefghij" * 2)]
+
+
+class Clock:
+    """The client's `time`, except that sleeping only records the delay: retries and backoff are
+    asserted on the waits the client asks for, not on how long this machine took."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(sys.modules[EmbedClient.__module__], "time", fake)
+    return fake
 
 
 def raw_embed(url: str, texts: list[str], input_type: str = "document") -> list[list[float]]:
@@ -94,19 +116,17 @@ def test_server_errors_raise_embed_error_with_the_servers_message(embedder_url: 
     assert "answered 413: request body exceeds EMBED_MAX_BODY_BYTES" in caught.value.message
 
 
-def test_an_unreachable_embedder_is_retried_with_backoff_then_reported() -> None:
+def test_an_unreachable_embedder_is_retried_with_backoff_then_reported(clock: Clock) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with EmbedClient(url, retries=2) as client:
         with pytest.raises(EmbedError) as caught:
             client.health()
         assert caught.value.status is None
         assert caught.value.message.startswith(f"embedder at {url} unreachable")
-        started = time.monotonic()
         with pytest.raises(EmbedError, match="unreachable") as caught:
             client.embed_documents(["a"])
-        elapsed = time.monotonic() - started
         assert client.calls == 3
-        assert 1.5 <= elapsed < 5  # 0.5 s then 1 s of backoff
+        assert clock.slept == [0.5, 1.0]  # exponential backoff between the three attempts
         assert caught.value.status is None
 
 
@@ -177,22 +197,26 @@ def overloaded(status: int = 429, retry_after: str = "1") -> tuple[int, dict, di
     return status, {"Retry-After": retry_after}, error
 
 
-def test_429_and_503_are_retried_after_the_servers_retry_after(scripted: Scripted) -> None:
-    scripted.replies = [overloaded(429), overloaded(503), (200, {}, vectors_body([0.6, 0.8, 0.0]))]
+def test_429_and_503_are_retried_after_the_servers_retry_after(
+    scripted: Scripted, clock: Clock
+) -> None:
+    scripted.replies = [
+        overloaded(429, "3"),
+        overloaded(503, "2"),
+        (200, {}, vectors_body([0.6, 0.8, 0.0])),
+    ]
     with EmbedClient(scripted.url, retries=2) as client:
-        started = time.monotonic()
         assert client.embed_documents(["a"]) == [pytest.approx([0.6, 0.8, 0.0])]
-        assert time.monotonic() - started >= 2.0  # Retry-After: 1, twice
         assert client.calls == 2 + 1
+    assert clock.slept == [3.0, 2.0]  # what each answer's Retry-After asked, not the backoff
 
 
-def test_retries_are_bounded(scripted: Scripted) -> None:
+def test_retries_are_bounded(scripted: Scripted, clock: Clock) -> None:
     scripted.replies = [overloaded(503, "0")] * 3
     client = EmbedClient(scripted.url, retries=2)
-    started = time.monotonic()
     with client, pytest.raises(EmbedError, match="answered 503: busy") as caught:
         client.embed_documents(["a"])
-    assert time.monotonic() - started < 1.0  # Retry-After: 0 means at once
+    assert clock.slept == [0.0, 0.0]  # Retry-After: 0 means at once
     assert caught.value.status == 503
     assert scripted.posts == 3
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import embedder_module
+from helpers import embedder_module, torch_threads_kept
 
 TEXTS = [
     "The cat sat on the warm windowsill all afternoon.",
@@ -25,8 +25,9 @@ def embed(path: Path, dtype: str) -> np.ndarray:
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(path), EMBED_DTYPE=dtype, EMBED_THREADS=2
     )
-    embedder = model.Embedder(settings)
-    return embedder.embed_ids(embedder.tokenize(TEXTS))
+    with torch_threads_kept():
+        embedder = model.Embedder(settings)
+        return embedder.embed_ids(embedder.tokenize(TEXTS))
 
 
 @pytest.fixture(scope="module")

@@ -1,3 +1,9 @@
+import os
+import subprocess
+import sys
+
+from helpers import REPO_ROOT
+
 from kb.keywords import document_vector, query_vector, term_id, tokenize
 
 
@@ -44,9 +50,27 @@ def test_query_vector_has_each_distinct_term_once_with_unit_weight():
     assert vec.values == [1.0, 1.0]
 
 
-def test_term_ids_are_stable_32_bit_integers():
-    assert term_id("wing") == term_id("wing")
-    assert 0 <= term_id("wing") < 2**32
+# Ids already stored in users' collections: a change here silently breaks keyword search on
+# every collection built before it (a rebuild would be needed).
+STORED_IDS = {"wing": 2719846924, "kimchi": 1522358599, "8080": 2524523545, "東京": 1168149181}
+
+
+def test_term_ids_are_the_same_in_every_process_and_version():
+    assert {term: term_id(term) for term in STORED_IDS} == STORED_IDS
+    # another process with another string-hash seed computes the same ids
+    terms = list(STORED_IDS)
+    code = f"from {term_id.__module__} import term_id; print([term_id(t) for t in {terms!r}])"
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.strip() == str(list(STORED_IDS.values()))
+    assert all(0 <= term_id(term) < 2**32 for term in ["", "x" * 1000, *STORED_IDS])
 
 
 def test_question_words_and_modal_verbs_are_stopwords():

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from helpers import REPO_ROOT, GatedModel
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_fixtures import (
@@ -38,6 +39,7 @@ from mcp_types import CallToolResult
 from kb import collection
 from kb.backend import open_store
 
+README = REPO_ROOT / "README.md"
 FIELDS = {
     "text",
     "source",
@@ -183,6 +185,21 @@ def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
     assert counts["programming"]["chunks"] == counts["python"]["chunks"] + 1  # + rust.md
 
 
+def test_readme_describes_list_tags_as_the_server_answers(server: ServerProcess) -> None:
+    [row] = [line for line in README.read_text().splitlines() if line.startswith("| `list_tags`")]
+    tags = call_tool(server.url, "list_tags").structured_content["tags"]
+    names = [t["tag"] for t in tags]
+    # on this corpus the two orders differ: the answer shows which count it is sorted by
+    ordered_by = [
+        count
+        for count in ("chunks", "notes")
+        if names == [t["tag"] for t in sorted(tags, key=lambda t: (-t[count], t["tag"]))]
+    ]
+    assert ordered_by == ["chunks"]
+    assert "most passages first" in row, row
+    assert "`chunks`" in row and "`notes`" in row, row
+
+
 def test_keyword_mode_finds_exact_words_and_only_notes_that_contain_them(
     server: ServerProcess,
 ) -> None:
@@ -309,18 +326,19 @@ def test_embedder_down_is_a_tool_error_and_the_server_keeps_serving(
 
 
 def test_embedder_still_loading_says_retry_in_a_minute(
-    start_server: ServerFactory, start_embedder, minilm_path: Path, store_copy
+    start_server: ServerFactory, start_embedder, minilm_path: Path, store_copy, tmp_path: Path
 ) -> None:
-    embedder = start_embedder({"EMBED_MODEL": str(minilm_path)}, wait=False)
+    gate = GatedModel(minilm_path, tmp_path / "minilm")  # loads only once the test says so
+    embedder = start_embedder({"EMBED_MODEL": str(gate.folder)}, wait=False)
+    folder = store_copy()
+    with open_store(make_settings(embedder.url, folder)) as store:  # same weights, its name
+        store.client.update_collection(store.collection, metadata={"embed_model": str(gate.folder)})
     try:
         embedder.wait_listening()
-        server = start_server(EMBED_URL=embedder.url, QDRANT_PATH=str(store_copy()))
-        result = call_tool(server.url, "search_notes", {"query": "kimchi"})
-        # Loading only ever ends, so a 503 now means it was loading during the call too.
-        if httpx.get(f"{embedder.url}/health").status_code != 503:
-            pytest.fail("the embedder finished loading before the check could observe it")
-        message = error_text(result)
+        server = start_server(EMBED_URL=embedder.url, QDRANT_PATH=str(folder))
+        message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
         assert "embedder failed: still loading, retry in a minute" in message
+        gate.open()
         embedder.wait_healthy()
         assert results(call_tool(server.url, "search_notes", {"query": "kimchi"}))
     finally:

@@ -72,16 +72,17 @@ def found(opened, query: str = "tomato", *, mode="hybrid", k=20, **filters) -> s
 RECIPES = {"recipes/korean/kimchi.md", "recipes/sauerkraut.md", "recipes/salsa.md"}
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
-def test_tags_any_keeps_notes_with_at_least_one_tag_in_every_mode(opened, mode):
-    assert found(opened, "cabbage", mode=mode, tags_any=["Korean  cuisine", "MEXICAN"]) <= {
-        "recipes/korean/kimchi.md",
-        "recipes/salsa.md",
-    }
-    assert found(opened, "cabbage", mode="semantic", tags_any=["korean cuisine", "mexican"]) == {
-        "recipes/korean/kimchi.md",
-        "recipes/salsa.md",
-    }
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("hybrid", {"recipes/korean/kimchi.md", "recipes/salsa.md"}),
+        ("semantic", {"recipes/korean/kimchi.md", "recipes/salsa.md"}),
+        # only notes containing the word: sauerkraut has cabbage too, but neither tag
+        ("keyword", {"recipes/korean/kimchi.md"}),
+    ],
+)
+def test_tags_any_keeps_notes_with_at_least_one_tag_in_every_mode(opened, mode, expected):
+    assert found(opened, "cabbage", mode=mode, tags_any=["Korean  cuisine", "MEXICAN"]) == expected
 
 
 def test_tags_all_keeps_only_notes_with_every_tag(opened):

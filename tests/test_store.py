@@ -3,7 +3,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -279,16 +279,52 @@ def test_folders_of_lists_every_folder_above_a_note():
     assert folders_of("top.md") == []
 
 
-def test_payload_filter_combines_tags_dates_and_path_and_is_none_without_conditions():
+def test_payload_filter_selects_notes_matching_every_condition_and_is_none_without_any(
+    store: Store,
+):
     assert payload_filter() is None
     day = datetime(2024, 3, 1, tzinfo=UTC)
-    flt = payload_filter(
-        tags_any=["a", "b"],
-        tags_all=["c", "d"],
-        dates=[DateRange("document_date", day, day, end_exclusive=True)],
-        path="recipes",
-    )
-    assert len(flt.must) == 5  # any, c, d, the date range, the path (folder or note)
+    notes = {  # source -> (tags, document_date); each note but two fails exactly one condition
+        "recipes/match.md": (["a", "c", "d"], "2024-03-01T12:00:00+00:00"),
+        "recipes/deep/match.md": (["b", "c", "d", "e"], "2024-03-01T00:00:00+00:00"),
+        "recipes/no-any-tag.md": (["c", "d"], "2024-03-01T12:00:00+00:00"),
+        "recipes/one-all-tag.md": (["a", "c"], "2024-03-01T12:00:00+00:00"),
+        "recipes/next-day.md": (["a", "c", "d"], "2024-03-02T00:00:00+00:00"),
+        "recipes/undated.md": (["a", "c", "d"], None),
+        "recipes-other/match.md": (["a", "c", "d"], "2024-03-01T12:00:00+00:00"),
+        "other/recipes.md": (["a", "c", "d"], "2024-03-01T12:00:00+00:00"),
+    }
+    points = [
+        Point(
+            point_id(source, 0),
+            vec(1.0, float(n)),
+            {
+                "source": source,
+                "folders": folders_of(source),
+                "chunk_index": 0,
+                "tags": tags,
+                "document_date": date,
+            },
+        )
+        for n, (source, (tags, date)) in enumerate(notes.items())
+    ]
+    store.replace(points, list(notes))
+
+    def selected(**conditions) -> set[str]:
+        matches = store.query(20, dense=vec(1.0), where=payload_filter(**conditions))
+        return {m.payload["source"] for m in matches}
+
+    all_of_them = {
+        "tags_any": ["a", "b"],
+        "tags_all": ["c", "d"],
+        "dates": [DateRange("document_date", day, day + timedelta(days=1), end_exclusive=True)],
+        "path": "recipes",
+    }
+    assert selected(**all_of_them) == {"recipes/match.md", "recipes/deep/match.md"}
+    assert selected(**{**all_of_them, "path": "recipes/deep/match.md"}) == {"recipes/deep/match.md"}
+    assert selected(tags_all=["e"]) == {"recipes/deep/match.md"}
+    assert selected(path="other") == {"other/recipes.md"}
+    assert len(selected()) == len(notes)
 
 
 def test_an_interrupted_full_build_is_flagged_until_marked_complete(store: Store):
