@@ -22,6 +22,7 @@ EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
 
 
 _FOLDER_MODULES: dict[Path, dict[str, ModuleType]] = {}
+_SCRIPT_FOLDERS = {REPO_ROOT / "embedder", REPO_ROOT / "mcp", REPO_ROOT / "bench"}
 
 
 def import_from(folder: Path, name: str) -> ModuleType:
@@ -39,6 +40,7 @@ def import_from(folder: Path, name: str) -> ModuleType:
         return loaded[name]
     names = {path.stem for path in folder.glob("*.py")}
     saved_path = list(sys.path)
+    before = set(sys.modules)
     shadowed = {n: sys.modules.pop(n) for n in names if n in sys.modules}
     sys.modules.update(loaded)
     sys.path.insert(0, str(folder))
@@ -50,6 +52,12 @@ def import_from(folder: Path, name: str) -> ModuleType:
             module = sys.modules.get(n)
             if module is not None and Path(getattr(module, "__file__", "")).parent == folder:
                 loaded[n] = sys.modules.pop(n)
+        # a script that puts another script folder on its path (bench/ imports embedder/'s
+        # modules) leaves those names behind too: keep them with their folder instead
+        for n in set(sys.modules) - before:
+            parent = Path(getattr(sys.modules[n], "__file__", None) or "/").parent
+            if parent in _SCRIPT_FOLDERS:
+                _FOLDER_MODULES.setdefault(parent, {})[n] = sys.modules.pop(n)
         sys.modules.update(shadowed)
 
 

@@ -4,36 +4,25 @@ embedder started (not minutes into a run)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, import_from
 
 BENCH = REPO_ROOT / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from common import CRANFIELD  # noqa: E402
+CRANFIELD = import_from(BENCH, "common").CRANFIELD
 
 # A wrong input must be reported well before a model could be built or an embedder answer.
 FAST_S = 90
 
 
-@cache
 def bench_module(name: str) -> ModuleType:
-    """bench/<name>.py under a name of its own (bench/ingest.py would shadow ingest.py)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    """bench/<name>.py in-process, leaving sys.path and module names alone (helpers)."""
+    return import_from(BENCH, name)
 
 
 def run_bench(script: str, *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -39,14 +39,16 @@ def test_hidden_files_and_folders_are_skipped_and_never_moved(settings, client, 
     after = tree_state(notes)
     for name in hidden:
         assert after[name] == before[name], f"{name} moved or altered"
-        assert not (settings.ingested_dir / name).exists()
+        assert not (settings.NOTES_DIR / "ingested" / name).exists()
     assert sources(store) == {"trips/walk.md"}
 
     # Nor does a rebuild, which reads ingested/, pick hidden files up there.
-    write(settings.ingested_dir / ".trash" / "old.md", BREAD)
+    write(settings.NOTES_DIR / "ingested" / ".trash" / "old.md", BREAD)
     summary = run(settings, client, store, rebuild=True)
     assert summary.failed == [] and sources(store) == {"trips/walk.md"}
-    assert (settings.ingested_dir / ".trash" / "old.md").read_text(encoding="utf-8") == BREAD
+    assert (settings.NOTES_DIR / "ingested" / ".trash" / "old.md").read_text(
+        encoding="utf-8"
+    ) == BREAD
 
 
 def test_a_symlinked_folder_is_reported_and_neither_followed_nor_moved(
@@ -69,7 +71,7 @@ def test_a_symlinked_folder_is_reported_and_neither_followed_nor_moved(
     }
     assert (notes / "linked").is_symlink() and (notes / "alias").is_symlink()
     assert tree_state(outside) == outside_before
-    assert not (settings.ingested_dir / "linked").exists()
+    assert not (settings.NOTES_DIR / "ingested" / "linked").exists()
     assert sources(store) == {"real/bread.txt"}
 
 
@@ -83,7 +85,7 @@ def test_a_broken_symlink_is_reported_and_left_in_place(settings, client, store)
     assert summary.ingested == ["bread.txt"]
     assert [(f.source, f.reason) for f in summary.failed] == [("gone.md", "broken symlink")]
     assert os.readlink(notes / "gone.md") == str(notes / "deleted-meanwhile.md")
-    assert not os.path.lexists(settings.ingested_dir / "gone.md")
+    assert not os.path.lexists(settings.NOTES_DIR / "ingested" / "gone.md")
 
 
 def test_a_file_name_that_is_not_utf8_is_reported_and_left_in_place(settings, client, store):
@@ -101,7 +103,7 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_left_in_place(settings, cl
     assert "caf" in failure.source and failure.source.isascii()  # printable as it is
     with open(latin1, "rb") as note:
         assert note.read() == KIMCHI.encode()
-    assert os.listdir(os.fsencode(settings.ingested_dir)) == [b"bread.txt"]
+    assert os.listdir(os.fsencode(settings.NOTES_DIR / "ingested")) == [b"bread.txt"]
     assert sources(store) == {"bread.txt"}
 
 
@@ -131,11 +133,11 @@ def test_without_hard_links_notes_are_moved_by_rename(monkeypatch, settings, cli
     assert sorted(summary.ingested) == ["deep/er/bread.txt", "kimchi.md"]
     assert summary.failed == []
     assert sorted(asked) == sorted(
-        settings.ingested_dir / name for name in ["deep/er/bread.txt", "kimchi.md"]
+        settings.NOTES_DIR / "ingested" / name for name in ["deep/er/bread.txt", "kimchi.md"]
     )  # the hard link was tried first, and the rename did the move
     for name, text in [("kimchi.md", KIMCHI), ("deep/er/bread.txt", BREAD)]:
         assert not (notes / name).exists()
-        assert (settings.ingested_dir / name).read_text(encoding="utf-8") == text
+        assert (settings.NOTES_DIR / "ingested" / name).read_text(encoding="utf-8") == text
     check_consistent(store, settings)
 
 
@@ -156,6 +158,6 @@ def test_without_hard_links_a_file_appearing_at_the_destination_is_never_overwri
     [failure] = summary.failed
     assert failure.source == "kimchi.md" and failure.reason.startswith("stored, but not moved")
     assert (notes / "kimchi.md").read_text(encoding="utf-8") == KIMCHI  # still in the inbox
-    assert (settings.ingested_dir / "kimchi.md").read_text() == (
+    assert (settings.NOTES_DIR / "ingested" / "kimchi.md").read_text() == (
         "written by another program meanwhile\n"
     )

@@ -312,7 +312,7 @@ def test_payload_filter_selects_notes_matching_every_condition_and_is_none_witho
 
     def selected(**conditions) -> set[str]:
         matches = store.query(20, dense=vec(1.0), where=payload_filter(**conditions))
-        return {m.payload["source"] for m in matches}
+        return {m.source for m in matches}
 
     all_of_them = {
         "tags_any": ["a", "b"],
