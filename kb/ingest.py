@@ -78,7 +78,7 @@ class _Writer:
         points: list[Point] = []
         for p in group:
             points_of = self.wanted[p.note.source]
-            for record, (pid, note_hash) in zip(p.records(), points_of.items(), strict=True):
+            for record, (pid, note_hash) in zip(p.records, points_of.items(), strict=True):
                 record = replace(record, date_ingested=self.date_ingested, note_hash=note_hash)
                 points.append(
                     Point(

@@ -34,6 +34,7 @@ class Prepared:
     def title(self) -> str:
         return note_title(self.note)
 
+    @cached_property
     def records(self) -> list[ChunkRecord]:
         note = self.note
         return [
@@ -62,7 +63,7 @@ class Prepared:
             model,
             dimensions,
             TOKENIZER_VERSION,
-            list(zip(ids, self.texts, self.records(), strict=True)),
+            list(zip(ids, self.texts, self.records, strict=True)),
         )
         return dict.fromkeys(ids, note_hash)
 

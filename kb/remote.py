@@ -30,7 +30,7 @@ class RemoteError(Exception):
         self.reachable = reachable
 
 
-def _first_failure(exc: BaseException) -> BaseException:
+def first_failure(exc: BaseException) -> BaseException:
     """The first real error inside the task-group wrappers the SDK client raises."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
@@ -52,7 +52,7 @@ def search_notes(url: str, token: str, arguments: dict[str, Any]) -> list[Hit]:
     try:
         result = anyio.run(call)
     except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
-        failure = _first_failure(exc)
+        failure = first_failure(exc)
         if isinstance(failure, httpx2.TransportError):
             raise RemoteError(f"no answer ({failure})", reachable=False) from None
         if isinstance(failure, MCPError):

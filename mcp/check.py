@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from kb.cli import fail, script
+from kb.remote import first_failure
 from kb.settings import get_settings
 
 TOOLS = {"search_notes", "list_tags"}
@@ -117,13 +118,6 @@ async def check(url: str, token: str) -> None:
             for hit in check_results(filtered.get("results"), K, "search_notes with tags"):
                 if tag not in hit["tags"]:
                     raise CheckFailed(f"tag filter {tag!r} returned a passage without that tag")
-
-
-def first_failure(exc: BaseException) -> BaseException:
-    """The first real error inside the task-group wrappers the SDK client raises."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def describe(exc: BaseException) -> str | None:
