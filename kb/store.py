@@ -189,19 +189,27 @@ class Store:
     def soft_delete(self, sources: Iterable[str], cause: str, when: str) -> None:
         """Hide these notes from every search and count, keeping their points (text, vectors)
         with `deleted_at` = when (UTC ISO) and `deleted_cause` = cause."""
-        self._set_lifecycle(sources, {DELETED_AT: when, DELETED_CAUSE: cause})
-
-    def restore(self, sources: Iterable[str]) -> None:
-        """Make soft-deleted notes searchable again, as they were (no embedding)."""
-        self._set_lifecycle(sources, {DELETED_AT: None, DELETED_CAUSE: None})
-
-    def _set_lifecycle(self, sources: Iterable[str], values: dict[str, Any]) -> None:
         wanted = sorted(set(sources))
         with self.calls():
             for i in range(0, len(wanted), FILTER_BATCH):
                 self.client.set_payload(
                     self.collection,
-                    payload=values,
+                    payload={DELETED_AT: when, DELETED_CAUSE: cause},
+                    points=models.FilterSelector(
+                        filter=source_filter(wanted[i : i + FILTER_BATCH])
+                    ),
+                    wait=True,
+                )
+
+    def restore(self, sources: Iterable[str]) -> None:
+        """Make soft-deleted notes searchable again, as they were (no embedding): their
+        `deleted_at` and `deleted_cause` are removed."""
+        wanted = sorted(set(sources))
+        with self.calls():
+            for i in range(0, len(wanted), FILTER_BATCH):
+                self.client.delete_payload(
+                    self.collection,
+                    keys=[DELETED_AT, DELETED_CAUSE],
                     points=models.FilterSelector(
                         filter=source_filter(wanted[i : i + FILTER_BATCH])
                     ),
