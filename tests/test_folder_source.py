@@ -12,6 +12,7 @@ from ingest_fixtures import make_settings, run_script, script_env, write
 from kb.errors import ConfigError
 from kb.sources.files import EDITOR, HIDDEN, UNTRACKED
 from kb.sources.folder import FolderSource, configured
+from kb.sources.inbox import InboxSource
 
 
 def sources(folder: FolderSource) -> list[str]:
@@ -124,3 +125,12 @@ def test_ingest_refuses_a_missing_folder_with_one_error_line_and_exit_2(tmp_path
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: NOTE_FOLDERS: vault=") and str(tmp_path / "gone") in line
     assert (settings.NOTES_DIR / "waiting.md").exists()  # nothing was ingested or moved
+
+
+def test_an_inbox_note_under_a_folder_name_is_refused_not_stored_over_the_folder(tmp_path: Path):
+    write(tmp_path / "vault" / "a.md", "dropped into the inbox later")
+    write(tmp_path / "b.md", "an inbox note")
+    listing = InboxSource(tmp_path, reserved=["vault"]).listing(everything=False)
+    assert [i.source for i in listing.items] == ["b.md"]
+    [failure] = listing.failed
+    assert failure.source == "vault/a.md" and "NOTE_FOLDERS name" in failure.reason

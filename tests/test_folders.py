@@ -12,8 +12,9 @@ from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, tree_state, wri
 
 from kb.errors import IngestError
 from kb.ingest import run
+from kb.progress import format_summary
 from kb.schema import FILE_DELETED
-from kb.search import search, tag_usage
+from kb.search import Filters, search, tag_usage
 from kb.settings import Settings
 from kb.store import Store
 
@@ -53,6 +54,8 @@ def test_a_folder_note_is_searchable_by_folder_name_and_path_and_its_file_is_unt
     assert found(store, client)[0] == "vault/food/kimchi.md"
     assert tree_state(vault) == before and kimchi.stat().st_mtime_ns == mtime
     assert {p["origin"] for _, p in store.payloads()} == {"vault"}
+    in_food = search(store, client, "bread", k=5, filters=Filters(path_prefix="vault/food/"))
+    assert [hit.source for hit in in_food] == ["vault/food/kimchi.md"]
     calls = client.calls
     again = run(settings, client, store)
     assert len(again.unchanged) == 3 and again.ingested == again.unchanged
@@ -85,6 +88,7 @@ def test_a_deleted_file_is_soft_deleted_and_its_return_restores_it_with_no_embed
     kimchi.unlink()
     summary = run(settings, client, store)
     assert summary.deleted == ["vault/food/kimchi.md"] and len(summary.unchanged) == 2
+    assert "1 deleted (files gone; kept, hidden)" in format_summary(summary)
     assert "vault/food/kimchi.md" not in found(store, client)
     assert "korean cuisine" not in {usage.tag for usage in tag_usage(store)}
     kept = store.payloads("vault/food/kimchi.md")
