@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from kb import collection, sync
 from kb.embed_cache import EmbedCache
 from kb.embedding import EmbedClient
-from kb.errors import EmbedError, IngestError, StoreError
+from kb.errors import EmbedError, IngestError, ModelMismatch, StoreError
 from kb.keywords import document_vector
 from kb.prepare import Prepared, prepare
 from kb.progress import Progress, Summary
@@ -344,8 +344,11 @@ def run(
 def _check_folders(folders: Sequence[FolderSource], store: Store, share: float) -> None:
     """The mass-deletion guard for every folder, before any source changes anything (each
     folder's own sync checks again against what it read)."""
-    if not folders or collection.info(store) is None:
-        return
+    try:
+        if not folders or collection.info(store) is None:
+            return
+    except ModelMismatch:
+        return  # not our collection: the run says so (or --rebuild re-creates it)
     for folder in folders:
         listed = {item.source for item in folder.listing(everything=True).items}
         stored = store.fingerprints(origin=folder.origin)

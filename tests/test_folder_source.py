@@ -71,6 +71,9 @@ def test_a_git_work_tree_lists_only_what_git_would_track_unless_turned_off(tmp_p
         "hb/sub/public.md",
     ]
     assert tracked.skipped[UNTRACKED] == 3  # build/ (not walked), idea.draft.md, private.md
+    folder = FolderSource("hb", root)
+    folder.listing(everything=True)
+    assert folder.holds("hb/guide.md") and not folder.holds("hb/idea.draft.md")  # ignored: gone
     assert sources(FolderSource("hb", root, git=False)) == [
         "hb/build/out.md",
         "hb/guide.md",

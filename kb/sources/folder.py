@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb.errors import ConfigError
@@ -35,6 +35,8 @@ class FolderSource:
     root: Path
     git: bool = True  # list only what git would track when the folder is a git work tree
     complete = True
+    # what the last listing named, read or not: a stored note still listed is never gone
+    _listed: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def origin(self) -> str:
@@ -43,20 +45,23 @@ class FolderSource:
     def listing(self, *, everything: bool) -> Listing:
         tracked = git_files(self.root) if self.git else None
         found = discover(self.root, self.root, tracked=tracked)
-        return Listing(
+        listing = Listing(
             [Item(f"{self.name}/{rel}", path, f"{self.name}/{rel}", pending=False)
              for path, rel in found.files],
             [Failure(f"{self.name}/{f.source}", f.reason) for f in found.failed],
             [f"{self.name}/{rel}" for rel in found.ignored],
             dict(found.skipped),
         )  # fmt: skip
+        self._listed = {i.source for i in listing.items} | {f.source for f in listing.failed}
+        return listing
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
         return read_note(item.path, item.source, max_bytes=max_bytes)
 
     def holds(self, source: str) -> bool:
-        """A listed file that could not be read this time keeps its note."""
-        return os.path.lexists(self.root / source.removeprefix(f"{self.name}/"))
+        """A file the last listing named but that could not be read keeps its note; one the
+        gates now leave out (hidden, git-ignored) is gone like a deleted one."""
+        return source in self._listed
 
     def after_store(self, items: Sequence[Item]) -> list[OSError | None]:
         return [None] * len(items)  # in place: nothing is ever done to the files
