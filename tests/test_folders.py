@@ -141,3 +141,15 @@ def test_the_inbox_rebuild_never_removes_folder_notes(
         len([p for _, p in store.payloads() if p["source"].startswith("vault/")]) == folder_points
     )
     assert os.path.exists(settings.NOTES_DIR / "ingested" / "inbox-note.md")
+
+
+def test_a_renamed_file_is_written_under_its_new_name_from_the_cache_with_no_embedding(
+    settings: Settings, client, store: Store, vault: Path
+):
+    run(settings, client, store)
+    (vault / "food" / "kimchi.md").rename(vault / "kimchi.md")
+    calls = client.calls
+    summary = run(settings, client, store)
+    assert summary.deleted == ["vault/food/kimchi.md"] and summary.added == ["vault/kimchi.md"]
+    assert client.calls == calls  # same text: every vector came from the embedding cache
+    assert found(store, client)[0] == "vault/kimchi.md"
