@@ -1,7 +1,9 @@
-"""Ingest the notes in NOTES_DIR into Qdrant, then move them to NOTES_DIR/ingested.
+"""Ingest the notes in NOTES_DIR into Qdrant, then move them to NOTES_DIR/ingested; sync every
+NOTE_FOLDERS folder in place (docs/folders.md).
 
-    uv run ingest.py            # new and re-dropped notes only
-    uv run ingest.py --rebuild  # every note, ingested/ included (docs/ingest-and-storage.md)
+    uv run ingest.py                  # new and re-dropped notes; every folder synced
+    uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
+    uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
 
 Exit status: 0 when every note was ingested, 1 when some were not (listed with reasons) or the
 run stopped (one `error:` line), 2 for bad settings.
@@ -33,6 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="re-index every note, ingested/ included: in place, or re-created for a new model",
     )
+    parser.add_argument(
+        "--allow-deletes",
+        action="store_true",
+        help="let a folder sync soft-delete more than NOTE_FOLDERS_MAX_DELETE of its notes",
+    )
     args = parser.parse_args(argv)
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
@@ -60,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rebuild=args.rebuild,
                 progress=ConsoleProgress(sys.stderr),
                 stop=stop,
+                allow_deletes=args.allow_deletes,
             )
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):

@@ -8,6 +8,12 @@ and (5) only then calls the source's `after_store` for the group (the inbox move
 ingested/). A run killed at any point leaves every note either still to do (re-ingested next
 run, overwriting its points: ids are deterministic) or stored and done.
 
+A NOTE_FOLDERS folder is synced in full each run (its listing is complete): only its own
+stored notes (payload `origin`) are compared with it; a note whose file is gone is soft-deleted
+(hidden, kept), one whose file comes back unchanged is restored without embedding. A sync that
+would soft-delete more than NOTE_FOLDERS_MAX_DELETE of a folder's notes stops first (`run`
+checks every folder before any source changes anything) unless deletes are allowed.
+
 `stop` (an Event, set by ingest.py on Ctrl-C) ends the run after the current group.
 """
 
@@ -23,12 +29,14 @@ from datetime import UTC, datetime
 from kb import collection, sync
 from kb.embed_cache import EmbedCache
 from kb.embedding import EmbedClient
-from kb.errors import EmbedError, IngestError, StoreError
+from kb.errors import EmbedError, IngestError, ModelMismatch, StoreError
 from kb.keywords import document_vector
 from kb.prepare import Prepared, prepare
 from kb.progress import Progress, Summary
+from kb.schema import FILE_DELETED, INBOX
 from kb.settings import Settings
 from kb.sources.base import Failure, Source
+from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.state import State
 from kb.store import Point, Store
@@ -97,7 +105,7 @@ class _Writer:
         self.progress.stored([p.note.source for p in group])
         self.hand_over(group, written=True)
 
-    def hand_over(self, group: list[Prepared], *, written: bool) -> None:
+    def hand_over(self, group: list[Prepared], *, written: bool, restored: bool = False) -> None:
         """The source's after-store hook, then each note counted once."""
         errors = self.source.after_store([p.item for p in group])
         for p, error in zip(group, errors, strict=True):
@@ -108,7 +116,9 @@ class _Writer:
                 self.summary.failed.append(failure)
                 self.progress.failed(failure)
                 continue
-            if not written:
+            if restored:
+                self.summary.restored.append(name)
+            elif not written:
                 self.summary.unchanged.append(name)
             elif name in self.stored or p.item.replaces:
                 self.summary.replaced.append(name)
@@ -142,8 +152,13 @@ def ingest(
     cache: bool = True,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    max_delete: float = 0.5,
+    allow_deletes: bool = False,
 ) -> Summary:
     """Ingest what `source` holds (everything it ever held, with rebuild).
+
+    A complete source (a folder) is synced: notes whose files are gone are soft-deleted, unless
+    that is more than `max_delete` of its notes and not `allow_deletes` (IngestError first).
 
     Returns the Summary; items that could not be ingested are in `summary.failed` and were left
     untouched. Raises IngestError (its `.summary` says what was finished) when the run stops:
@@ -157,7 +172,8 @@ def ingest(
         try:
             _run(source, client, store, state, summary, progress, rebuild=rebuild,
                  max_bytes=max_bytes, group_chunks=group_chunks, cache=cache, stop=stop,
-                 date_ingested=date_ingested)  # fmt: skip
+                 date_ingested=date_ingested, max_delete=max_delete,
+                 allow_deletes=allow_deletes)  # fmt: skip
         except IngestError as exc:
             exc.summary = summary
             raise
@@ -188,29 +204,46 @@ def _run(
     cache: bool,
     stop: threading.Event | None,
     date_ingested: str,
+    max_delete: float,
+    allow_deletes: bool,
 ) -> None:
     build = collection.start_build(store, rebuild=rebuild)
-    prepared = prepare(source, build.full, max_bytes, summary, progress)
-    if not prepared and not build.full:
+    full = build.full or source.complete  # the listing names everything the source holds
+    prepared = prepare(source, full, max_bytes, summary, progress)
+    if not prepared and not full:
         return
     model, dimensions = _embedder_model(client, client.timeout)
     refilling = any(not p.item.pending for p in prepared)
     created = collection.ready_for_writes(store, build, model, dimensions, refilling=refilling)
     wanted = {p.note.source: p.points(model, dimensions) for p in prepared}
-    stored = {} if created else store.fingerprints(None if build.full else list(wanted))
-    plan = sync.plan(wanted, stored, full=build.full, holds=source.holds)
-    if plan.gone:
+    stored: dict[str, dict[str, str]] = {}
+    if not created:
+        # a full listing is compared with this source's stored notes only, never another's
+        stored = store.fingerprints(origin=source.origin) if full else store.fingerprints(wanted)
+    plan = sync.plan(wanted, stored, full=full, holds=source.holds)
+    if plan.gone and source.complete:
+        if not allow_deletes:
+            check_deletes(source, len(plan.gone), stored, max_delete)
+        log.info("%s: soft-deleting %d notes whose files are gone", source.origin, len(plan.gone))
+        store.soft_delete(plan.gone, FILE_DELETED, date_ingested)
+        summary.deleted = plan.gone
+    elif plan.gone:
         log.info("removing %d notes whose files are gone", len(plan.gone))
         store.delete_sources(plan.gone)
         summary.removed = plan.gone
     by_name = {p.note.source: p for p in prepared}
     writing = [by_name[name] for name in plan.write]
     progress.start(len(prepared), sum(len(p.chunks) for p in prepared))
-    with EmbedCache(state.embed_cache_path(source.root) if cache else None) as vectors:
+    # an older version kept the cache inside the inbox; nothing is ever looked for in a folder
+    old_cache_in = source.root if source.origin == INBOX else None
+    with EmbedCache(state.embed_cache_path(old_cache_in) if cache else None) as vectors:
         writer = _Writer(source, client, vectors, store, model, dimensions, wanted, stored,
                          date_ingested, summary, progress)  # fmt: skip
         try:
             writer.hand_over([by_name[name] for name in plan.unchanged], written=False)
+            if plan.restore:
+                store.restore(plan.restore)  # its points are the note as it is: made visible
+                writer.hand_over([by_name[n] for n in plan.restore], written=False, restored=True)
             done = 0
             for group in _groups(writing, group_chunks):
                 if stop is not None and stop.is_set():
@@ -223,6 +256,22 @@ def _run(
     collection.finish_build(store, build)
 
 
+def check_deletes(
+    source: Source, gone: int, stored: dict[str, dict[str, str]], share: float
+) -> None:
+    """IngestError when soft-deleting `gone` notes of a folder whose `stored` notes (some maybe
+    soft-deleted already) is more than `share` of them (and more than one): an unmounted drive,
+    a wrong branch checked out. Nothing has changed yet."""
+    live = sum(1 for points in stored.values() if not sync.deleted(points))
+    if gone > max(1.0, share * live):
+        raise IngestError(
+            f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are gone "
+            f"from the folder, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
+            "If the folder is right (not an unmounted drive), confirm with "
+            "`uv run ingest.py --allow-deletes`"
+        )
+
+
 def _run_record(summary: Summary, date_ingested: str, source: Source) -> dict[str, object]:
     """The run log's line: counts, and the names of failed notes (never their text)."""
     return {
@@ -233,7 +282,10 @@ def _run_record(summary: Summary, date_ingested: str, source: Source) -> dict[st
         "added": len(summary.added),
         "replaced": len(summary.replaced),
         "unchanged": len(summary.unchanged),
+        "restored": len(summary.restored),
         "removed": len(summary.removed),
+        "deleted": len(summary.deleted),
+        "skipped": summary.skipped,
         "chunks": summary.chunks,
         "embedded_cached": summary.embedded_cached,
         "failed": [{"source": f.source, "reason": f.reason} for f in summary.failed],
@@ -248,20 +300,61 @@ def run(
     rebuild: bool = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    allow_deletes: bool = False,
 ) -> Summary:
-    """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/) as the settings
-    say: what ingest.py runs."""
+    """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
+    NOTE_FOLDERS folder, as the settings say: what ingest.py runs. ConfigError for a bad
+    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
-    return ingest(
-        InboxSource(settings.NOTES_DIR),
-        client,
-        store,
-        State(settings.STATE_DIR),
-        rebuild=rebuild,
-        max_bytes=settings.NOTE_MAX_BYTES,
-        group_chunks=settings.EMBED_BATCH_SIZE,
-        cache=settings.EMBED_CACHE,
-        progress=progress,
-        stop=stop,
-    )
+    folders = configured(settings)
+    if not allow_deletes:
+        _check_folders(folders, store, settings.NOTE_FOLDERS_MAX_DELETE)
+    sources: list[Source] = [
+        InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders]),
+        *folders,
+    ]
+    total = Summary(rebuilt=rebuild)
+    for source in sources:
+        try:
+            total.add(
+                ingest(
+                    source,
+                    client,
+                    store,
+                    State(settings.STATE_DIR),
+                    rebuild=rebuild,
+                    max_bytes=settings.NOTE_MAX_BYTES,
+                    group_chunks=settings.EMBED_BATCH_SIZE,
+                    cache=settings.EMBED_CACHE,
+                    progress=progress,
+                    stop=stop,
+                    max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
+                    allow_deletes=allow_deletes,
+                )
+            )
+        except IngestError as exc:
+            if exc.summary is not None:
+                total.add(exc.summary)
+            exc.summary = total
+            raise
+    return total
+
+
+def _check_folders(folders: Sequence[FolderSource], store: Store, share: float) -> None:
+    """The mass-deletion guard for every folder, before any source changes anything (each
+    folder's own sync checks again against what it read)."""
+    try:
+        if not folders or collection.info(store) is None:
+            return
+    except ModelMismatch:
+        return  # not our collection: the run says so (or --rebuild re-creates it)
+    for folder in folders:
+        listed = {item.source for item in folder.listing(everything=True).items}
+        stored = store.fingerprints(origin=folder.origin)
+        gone = [
+            name for name, points in stored.items()
+            if name not in listed and not sync.deleted(points) and not folder.holds(name)
+        ]  # fmt: skip
+        if gone:
+            check_deletes(folder, len(gone), stored, share)

@@ -12,7 +12,7 @@ from kb.errors import IngestError
 from kb.keywords import TOKENIZER_VERSION
 from kb.notes import FrontmatterError, Note, NoteError
 from kb.progress import Progress, Summary
-from kb.schema import ChunkRecord, fingerprint, folders_of, point_id
+from kb.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
 from kb.sources.base import Failure, Item, Source
 
 
@@ -23,6 +23,7 @@ class Prepared:
     item: Item
     note: Note
     chunks: list[Chunk]
+    origin: str = INBOX  # the source it came from (payload `origin`)
 
     @cached_property
     def texts(self) -> list[str]:
@@ -52,6 +53,7 @@ class Prepared:
                 char_end=c.char_end,
                 line_start=c.line_start,
                 line_end=c.line_end,
+                origin=self.origin,
             )
             for c in self.chunks
         ]
@@ -73,7 +75,9 @@ def prepare(
 ) -> list[Prepared]:
     """Read and chunk every listed note; stops the run on bad frontmatter."""
     listing = source.listing(everything=full)
-    summary.ignored = listing.ignored
+    summary.ignored.extend(listing.ignored)
+    for reason, count in listing.skipped.items():
+        summary.skipped[reason] = summary.skipped.get(reason, 0) + count
     failed = list(listing.failed)
     prepared: list[Prepared] = []
     bad_yaml: list[str] = []
@@ -92,7 +96,7 @@ def prepare(
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
             continue
-        prepared.append(Prepared(item, note, chunks))
+        prepared.append(Prepared(item, note, chunks, source.origin))
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)

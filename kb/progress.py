@@ -16,14 +16,18 @@ from kb.sources.base import Failure
 
 @dataclass
 class Summary:
-    """What a run did. Each note is in exactly one of added, replaced, unchanged, failed."""
+    """What a run did. Each note is in exactly one of added, replaced, unchanged, restored,
+    failed."""
 
     added: list[str] = field(default_factory=list)  # new notes, stored
     replaced: list[str] = field(default_factory=list)  # stored again: an earlier version replaced
     unchanged: list[str] = field(default_factory=list)  # already stored so: nothing written
     failed: list[Failure] = field(default_factory=list)  # not ingested; left where they are
+    restored: list[str] = field(default_factory=list)  # soft-deleted, back unchanged: 0 embeds
     removed: list[str] = field(default_factory=list)  # full build: files gone, points deleted
+    deleted: list[str] = field(default_factory=list)  # folder files gone: notes soft-deleted
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
+    skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
     chunks: int = 0  # chunks of the notes handled (added, replaced, unchanged)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
     seconds: float = 0.0
@@ -31,8 +35,20 @@ class Summary:
 
     @property
     def ingested(self) -> list[str]:
-        """Every note now stored as it is (added, replaced or already up to date)."""
-        return [*self.added, *self.replaced, *self.unchanged]
+        """Every note now stored as it is (added, replaced, restored or already up to date)."""
+        return [*self.added, *self.replaced, *self.unchanged, *self.restored]
+
+    def add(self, other: Summary) -> None:
+        """Count another source's run in this one (a run syncs the inbox and every folder)."""
+        for name in ("added", "replaced", "unchanged", "restored", "failed", "removed",
+                     "deleted", "ignored"):  # fmt: skip
+            getattr(self, name).extend(getattr(other, name))
+        for reason, count in other.skipped.items():
+            self.skipped[reason] = self.skipped.get(reason, 0) + count
+        self.chunks += other.chunks
+        self.embedded_cached += other.embedded_cached
+        self.seconds += other.seconds
+        self.rebuilt = self.rebuilt or other.rebuilt
 
     @property
     def chunks_per_s(self) -> float:
@@ -132,15 +148,23 @@ def format_summary(summary: Summary) -> str:
     """The end-of-run report: counts, speed, and every failed file with its reason."""
     verb = "rebuilt: ingested" if summary.rebuilt else "ingested"
     removed = f", {len(summary.removed)} removed (files gone)" if summary.removed else ""
+    restored = f", {len(summary.restored)} restored" if summary.restored else ""
+    deleted = (
+        f", {len(summary.deleted)} deleted (files gone; kept, hidden)" if summary.deleted else ""
+    )
     lines = [
         f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
         f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s: {len(summary.added)} new, "
         f"{len(summary.replaced)} replaced, {len(summary.unchanged)} already up to date"
-        f"{removed}; {summary.embedded_cached} chunk vectors reused; "
+        f"{restored}{removed}{deleted}; {summary.embedded_cached} chunk vectors reused; "
         f"failed {len(summary.failed)}"
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
     if summary.ignored:
         shown = ", ".join(summary.ignored[:5]) + (", ..." if len(summary.ignored) > 5 else "")
         lines.append(f"  ignored {len(summary.ignored)} files that are not .md/.txt: {shown}")
+    if summary.skipped:
+        counts = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.skipped.items()))
+        lines.append(f"  skipped: {counts}")
+    lines += [f"  deleted: {name}" for name in summary.deleted]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from typing import Any
 from qdrant_client import models
 
 from kb.keywords import KeywordVector
-from kb.schema import DENSE, FOLDERS, KEYWORD, SOURCE, TAGS
+from kb.schema import DELETED_AT, DENSE, FOLDERS, INBOX, KEYWORD, ORIGIN, SOURCE, TAGS
 
 # Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
 # and n the number of distinct query terms: see `fusion`.
@@ -65,6 +65,26 @@ def payload_filter(
         ]
         must.append(models.Filter(should=either))
     return models.Filter(must=must) if must else None
+
+
+# a point of a note that is not soft-deleted (no `deleted_at`; points written before the field
+# existed have none either)
+LIVE = models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))
+
+
+def visible(where: models.Filter | None) -> models.Filter:
+    """`where`, and only points of notes that are not soft-deleted: every search and count."""
+    return models.Filter(must=[LIVE] if where is None else [LIVE, where])
+
+
+def origin_filter(origin: str) -> models.Filter:
+    """Every point of one source (`origin`): the inbox's include points written before the field
+    existed (they have none)."""
+    match = models.FieldCondition(key=ORIGIN, match=models.MatchValue(value=origin))
+    if origin != INBOX:
+        return models.Filter(must=[match])
+    legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=ORIGIN))
+    return models.Filter(should=[match, legacy])
 
 
 def sparse_vector(vector: KeywordVector) -> models.SparseVector:

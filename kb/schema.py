@@ -19,10 +19,16 @@ from typing import Any
 
 from qdrant_client import models
 
-SCHEMA_VERSION = 2  # payload layout, recorded in the collection metadata (2: keyword, folders)
+# payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
+SCHEMA_VERSION = 3
 
 DENSE = "dense"  # name of the dense vector
 KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
+
+INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
+FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
+# kb.store.fingerprints marks each point of a soft-deleted note so: never "unchanged" (kb.sync)
+DELETED_MARK = "deleted:"
 
 _ID_NAMESPACE = uuid.UUID("6f1d7a52-3c1e-4b5f-9a57-0c3e2b8f4d11")
 
@@ -46,6 +52,9 @@ class ChunkRecord:
     line_end: int
     date_ingested: str | None = None  # UTC, ISO 8601: when the note was written
     note_hash: str | None = None  # the note's fingerprint (see `fingerprint`)
+    origin: str = INBOX  # the source it came from: "inbox" or a NOTE_FOLDERS name
+    deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
+    deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,9 +68,13 @@ CHUNK_INDEX = "chunk_index"
 DOCUMENT_DATE = "document_date"
 DATE_INGESTED = "date_ingested"
 NOTE_HASH = "note_hash"
-assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH} <= (
-    PAYLOAD_FIELDS
-)
+ORIGIN = "origin"
+DELETED_AT = "deleted_at"
+DELETED_CAUSE = "deleted_cause"
+# what a soft delete sets and a restore clears: never part of a note's fingerprint
+LIFECYCLE = (DELETED_AT, DELETED_CAUSE)
+assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
+        *LIFECYCLE} <= PAYLOAD_FIELDS  # fmt: skip
 
 # Every field a filter or facet uses. A server needs these; embedded mode ignores them.
 PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
@@ -71,6 +84,9 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
     CHUNK_INDEX: models.PayloadSchemaType.INTEGER,
     DOCUMENT_DATE: models.PayloadSchemaType.DATETIME,
     DATE_INGESTED: models.PayloadSchemaType.DATETIME,
+    ORIGIN: models.PayloadSchemaType.KEYWORD,
+    DELETED_AT: models.PayloadSchemaType.DATETIME,
+    DELETED_CAUSE: models.PayloadSchemaType.KEYWORD,
 }
 
 
@@ -93,9 +109,10 @@ def fingerprint(
 ) -> str:
     """Hash of everything a note's points hold except the ingest date and the hash itself, from
     (point id, embedded text, record) per chunk: equal fingerprints mean rewriting the note would
-    change nothing but that date."""
+    change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it."""
+    left_out = (DATE_INGESTED, NOTE_HASH, *LIFECYCLE)
     written = [
-        [pid, text, {k: v for k, v in r.payload().items() if k not in (DATE_INGESTED, NOTE_HASH)}]
+        [pid, text, {k: v for k, v in r.payload().items() if k not in left_out}]
         for pid, text, r in points
     ]
     key = [model, dimensions, SCHEMA_VERSION, tokenizer_version, written]

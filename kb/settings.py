@@ -2,9 +2,9 @@
 
 Field names are the environment variable names. Values come from the environment, then from
 `.env` at the repository root, then the defaults below. Relative paths (NOTES_DIR, QDRANT_PATH,
-STATE_DIR) are resolved against the repository root, where `.env` is read, whatever the current
-folder. README's configuration table and `.env.example` list exactly these names (a test keeps
-the three in sync).
+STATE_DIR, the folders of NOTE_FOLDERS) are resolved against the repository root, where `.env`
+is read, whatever the current folder. README's configuration table and `.env.example` list
+exactly these names (a test keeps the three in sync).
 
 `SETTINGS_ENV_FILE` is not a setting: it names another file to read instead of the repository's
 `.env`. The test suite points it at an empty file, for itself and every process it starts, so a
@@ -77,6 +77,25 @@ class Settings(BaseSettings):
         description="Notes larger than this (bytes) are reported and left in place, not ingested.",
     )
 
+    NOTE_FOLDERS: str = Field(
+        "",
+        description="Folders indexed in place (never moved or written): comma-separated "
+        "name=path pairs, e.g. vault=~/Obsidian/Main,handbook=~/src/handbook; the name defaults "
+        "to the folder's own name and starts each result's source (vault/projects/kimchi.md).",
+    )
+    NOTE_FOLDERS_GIT: bool = Field(
+        True,
+        description="In a NOTE_FOLDERS folder that is a git work tree, index only the files git "
+        "would track (.gitignore honoured).",
+    )
+    NOTE_FOLDERS_MAX_DELETE: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A sync that would soft-delete more than this share of a folder's notes stops "
+        "until confirmed with `ingest.py --allow-deletes` (an unmounted drive looks empty).",
+    )
+
     STATE_DIR: Path = Field(
         REPO_ROOT / "state",
         description="The project's own state, never inside the notes: the ingest lock, the "
@@ -119,10 +138,10 @@ class Settings(BaseSettings):
             raise ValueError("set QDRANT_URL or QDRANT_PATH, not both")
         # against the repository root, like .env itself: `cd data && uv run ../query.py`
         # must find the same storage as a run from the root
-        self.NOTES_DIR = _from_root(self.NOTES_DIR)
-        self.STATE_DIR = _from_root(self.STATE_DIR)
+        self.NOTES_DIR = from_root(self.NOTES_DIR)
+        self.STATE_DIR = from_root(self.STATE_DIR)
         if self.QDRANT_PATH:
-            self.QDRANT_PATH = str(_from_root(Path(self.QDRANT_PATH)))
+            self.QDRANT_PATH = str(from_root(Path(self.QDRANT_PATH)))
         return self
 
     @property
@@ -140,7 +159,8 @@ class Settings(BaseSettings):
         return f"http://{host}:{self.MCP_PORT}/mcp"
 
 
-def _from_root(path: Path) -> Path:
+def from_root(path: Path) -> Path:
+    """A path setting (`~` expanded) resolved against the repository root."""
     return (REPO_ROOT / path.expanduser()).resolve()
 
 

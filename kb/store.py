@@ -25,8 +25,19 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from kb.errors import StoreError, StoreUnavailable
 from kb.keywords import KeywordVector
-from kb.qdrant_query import PREFETCH_FACTOR, request, sparse_vector
-from kb.schema import CHUNK_INDEX, DENSE, KEYWORD, NOTE_HASH, SOURCE, TAGS, Hit
+from kb.qdrant_query import PREFETCH_FACTOR, origin_filter, request, sparse_vector, visible
+from kb.schema import (
+    CHUNK_INDEX,
+    DELETED_AT,
+    DELETED_CAUSE,
+    DELETED_MARK,
+    DENSE,
+    KEYWORD,
+    NOTE_HASH,
+    SOURCE,
+    TAGS,
+    Hit,
+)
 
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
 SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
@@ -175,16 +186,50 @@ class Store:
                     wait=True,
                 )
 
-    def fingerprints(self, sources: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
-        """{source: {point id: its note's fingerprint}} for every stored point (of `sources`).
+    def soft_delete(self, sources: Iterable[str], cause: str, when: str) -> None:
+        """Hide these notes from every search and count, keeping their points (text, vectors)
+        with `deleted_at` = when (UTC ISO) and `deleted_cause` = cause."""
+        wanted = sorted(set(sources))
+        with self.calls():
+            for i in range(0, len(wanted), FILTER_BATCH):
+                self.client.set_payload(
+                    self.collection,
+                    payload={DELETED_AT: when, DELETED_CAUSE: cause},
+                    points=models.FilterSelector(
+                        filter=source_filter(wanted[i : i + FILTER_BATCH])
+                    ),
+                    wait=True,
+                )
+
+    def restore(self, sources: Iterable[str]) -> None:
+        """Make soft-deleted notes searchable again, as they were (no embedding): their
+        `deleted_at` and `deleted_cause` are removed."""
+        wanted = sorted(set(sources))
+        with self.calls():
+            for i in range(0, len(wanted), FILTER_BATCH):
+                self.client.delete_payload(
+                    self.collection,
+                    keys=[DELETED_AT, DELETED_CAUSE],
+                    points=models.FilterSelector(
+                        filter=source_filter(wanted[i : i + FILTER_BATCH])
+                    ),
+                    wait=True,
+                )
+
+    def fingerprints(
+        self, sources: Iterable[str] | None = None, *, origin: str | None = None
+    ) -> dict[str, dict[str, str]]:
+        """{source: {point id: its note's fingerprint}} for every stored point (of `sources`, or
+        of one `origin`: the inbox or a NOTE_FOLDERS name).
 
         The fingerprint (payload `note_hash`, see kb.ingest) says which version of a note the
         point was written from, so ingest can leave a note whose points would not change alone.
-        A point without one (written by an older version) maps to "".
+        A point without one (written by an older version) maps to ""; a point of a soft-deleted
+        note carries DELETED_MARK before it.
         """
         out: dict[str, dict[str, str]] = {}
         if sources is None:
-            self._read_fingerprints(None, out)
+            self._read_fingerprints(origin_filter(origin) if origin else None, out)
             return out
         wanted = sorted(set(sources))
         # a few hundred names per filter keeps each request small for a server
@@ -201,14 +246,15 @@ class Store:
                     scroll_filter=flt,
                     limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=[SOURCE, NOTE_HASH],
+                    with_payload=[SOURCE, NOTE_HASH, DELETED_AT],
                 )
                 for r in records:
                     payload = r.payload or {}
                     source = payload.get(SOURCE)
                     if isinstance(source, str):
                         note_hash = payload.get(NOTE_HASH)
-                        out.setdefault(source, {})[str(r.id)] = (
+                        mark = DELETED_MARK if payload.get(DELETED_AT) else ""
+                        out.setdefault(source, {})[str(r.id)] = mark + (
                             note_hash if isinstance(note_hash, str) else ""
                         )
                 if offset is None:
@@ -244,12 +290,14 @@ class Store:
         With `per_note`, at most that many points per note (grouped by `source` in the same
         call): `limit` distinct notes when per_note is 1. Scores: cosine similarity (dense
         alone), BM25 (keyword alone), or cosine plus a keyword bonus of 0..1 (both: see
-        kb.qdrant_query.fusion). kb.search checks the collection first (kb.collection).
+        kb.qdrant_query.fusion). Soft-deleted notes are never found. kb.search checks the
+        collection first (kb.collection).
         """
         if dense is None and keyword is None:
             raise ValueError("query needs a dense vector, a keyword vector, or both")
         if keyword is not None and not keyword.indices and dense is None:
             return []  # nothing to look for: e.g. a query made only of stopwords
+        where = visible(where)
         if per_note and self.embedded:
             return self._collapsed(limit, per_note, dense=dense, keyword=keyword, where=where)
         search = request(limit, dense=dense, keyword=keyword, where=where, per_note=per_note)
@@ -307,14 +355,14 @@ class Store:
         self, limit: int = 10_000, *, per: Literal["note", "chunk"] = "note"
     ) -> list[tuple[str, int]]:
         """(tag, number of notes carrying it), or with per="chunk" (tag, number of chunks),
-        most used first, then alphabetical."""
+        most used first, then alphabetical; soft-deleted notes are not counted."""
         if per not in ("note", "chunk"):
             raise ValueError(f"per must be 'note' or 'chunk', got {per!r}")
         # every note has exactly one chunk 0, so counting those counts notes, not chunks
         first_chunks = models.Filter(
             must=[models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))]
         )
-        where = first_chunks if per == "note" else None
+        where = visible(first_chunks if per == "note" else None)
         with self.calls():
             response = self.client.facet(
                 self.collection, key=TAGS, facet_filter=where, limit=limit, exact=True

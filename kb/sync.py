@@ -5,12 +5,18 @@ are exactly the points it would get now, each carrying the fingerprint it would 
 (kb.schema.fingerprint: the note's text, metadata, model and layout); anything else (a new
 note, an edit, a chunk more or less, a point written by an older version) is written again.
 A stored note the source no longer holds is gone: only a full listing can say that.
+
+A soft-deleted note (kb.store.fingerprints marks its points with DELETED_MARK) is never
+unchanged and never gone again: listed once more with exactly its stored points, it is restored
+(its points made visible, nothing embedded); listed changed, it is written again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from kb.schema import DELETED_MARK
 
 Points = Mapping[str, str]  # point id -> fingerprint
 
@@ -20,6 +26,12 @@ class Plan:
     write: list[str] = field(default_factory=list)  # notes to embed and write, in listing order
     unchanged: list[str] = field(default_factory=list)  # stored exactly so already
     gone: list[str] = field(default_factory=list)  # stored, but their item is gone
+    restore: list[str] = field(default_factory=list)  # soft-deleted, back exactly as stored
+
+
+def deleted(points: Points) -> bool:
+    """Whether these stored points are a soft-deleted note's."""
+    return bool(points) and all(h.startswith(DELETED_MARK) for h in points.values())
 
 
 def plan(
@@ -34,7 +46,16 @@ def plan(
     its item is still there (e.g. unreadable this time: its points are kept)."""
     result = Plan()
     for source, points in wanted.items():
-        (result.unchanged if stored.get(source) == points else result.write).append(source)
+        have = stored.get(source, {})
+        if have == points:
+            result.unchanged.append(source)
+        elif deleted(have) and {p: h.removeprefix(DELETED_MARK) for p, h in have.items()} == points:
+            result.restore.append(source)
+        else:
+            result.write.append(source)
     if full:
-        result.gone = sorted(s for s in stored if s not in wanted and not holds(s))
+        result.gone = sorted(
+            s for s, points in stored.items() if s not in wanted and not deleted(points)
+            and not holds(s)
+        )  # fmt: skip
     return result

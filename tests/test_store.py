@@ -1,3 +1,4 @@
+import dataclasses
 import random
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from kb.qdrant_query import (
     DateRange,
     payload_filter,
 )
-from kb.schema import DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
+from kb.schema import DELETED_MARK, DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
 from kb.settings import Settings
 from kb.store import Point, Store
 
@@ -418,3 +419,31 @@ def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Sto
                     ]
                 assert found[True] == found[False]
                 assert len(found[True]) == 7
+
+
+def with_origin(points: list[Point], origin: str) -> list[Point]:
+    return [dataclasses.replace(p, payload={**p.payload, "origin": origin}) for p in points]
+
+
+def test_stored_notes_are_read_by_origin_and_older_points_without_one_count_as_the_inbox(
+    store: Store,
+):
+    older = points_for("a.md", 2)  # written before the origin field existed
+    inbox = with_origin(points_for("c.md", 1), "inbox")
+    vault = with_origin(points_for("vault/b.md", 1), "vault")
+    store.replace(older + inbox + vault, [])
+    assert sorted(store.fingerprints(origin="inbox")) == ["a.md", "c.md"]
+    assert sorted(store.fingerprints(origin="vault")) == ["vault/b.md"]
+
+
+def test_a_soft_deleted_note_is_hidden_from_queries_and_tag_counts_until_restored(store: Store):
+    store.replace(points_for("a.md", 2, ["x"]) + points_for("b.md", 1, ["x"]), [])
+    store.soft_delete(["a.md"], "file_deleted", "2026-01-01T00:00:00+00:00")
+    assert {m.source for m in store.query(10, dense=vec(1))} == {"b.md"}
+    assert {m.source for m in store.query(10, dense=vec(1), per_note=1)} == {"b.md"}
+    assert store.tag_counts() == [("x", 1)] and store.tag_counts(per="chunk") == [("x", 1)]
+    assert all(h.startswith(DELETED_MARK) for h in store.fingerprints()["a.md"].values())
+    assert count_points(store) == 3  # kept
+    store.restore(["a.md"])
+    assert {m.source for m in store.query(10, dense=vec(1))} == {"a.md", "b.md"}
+    assert store.tag_counts() == [("x", 2)]

@@ -26,3 +26,16 @@ def test_a_full_listing_reports_stored_notes_without_an_item_as_gone_unless_stil
     result = plan({"kept.md": {"a": "1"}}, stored, full=True, holds=lambda s: s == "unreadable.md")
     assert result.gone == ["deleted.md"]
     assert result.unchanged == ["kept.md"]
+
+
+def test_a_soft_deleted_note_is_restored_when_listed_unchanged_and_never_gone_again():
+    stored = {
+        "back.md": {"a": "deleted:1"},
+        "edited.md": {"b": "deleted:2"},
+        "still-gone.md": {"c": "deleted:3"},
+    }
+    wanted = {"back.md": {"a": "1"}, "edited.md": {"b": "new"}}
+    result = plan(wanted, stored, full=True, holds=lambda s: False)
+    assert result.restore == ["back.md"]
+    assert result.write == ["edited.md"]  # came back changed: written again
+    assert result.unchanged == [] and result.gone == []

@@ -38,10 +38,13 @@ class Listing:
     items: list[Item] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)  # refused: named, left untouched
     ignored: list[str] = field(default_factory=list)  # not notes (other file kinds)
+    skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
 
 
 class Source(Protocol):
     root: Path  # the folder the source reads (the lock and state never go inside it)
+    origin: str  # the payload field `origin` of its notes: "inbox" or a NOTE_FOLDERS name
+    complete: bool  # every listing names everything it holds: a stored note missing is gone
 
     def listing(self, *, everything: bool) -> Listing:
         """What to ingest now; with `everything`, also what was stored before (a full build)."""

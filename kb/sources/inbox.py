@@ -11,13 +11,14 @@ the run emptied are removed from the inbox (never a folder that still holds anyt
 from __future__ import annotations
 
 import os
-import stat
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kb.notes import NOTE_SUFFIXES, Note, read_note
+from kb.notes import Note, read_note
+from kb.schema import INBOX
 from kb.sources.base import Failure, Item, Listing
+from kb.sources.files import discover
 
 INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
@@ -26,21 +27,26 @@ MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit 
 class InboxSource:
     """NOTES_DIR as an inbox (see the module docstring)."""
 
-    def __init__(self, root: Path) -> None:
+    origin = INBOX
+    complete = False  # a run lists only what waits in the inbox (everything: a full build)
+
+    def __init__(self, root: Path, *, reserved: Collection[str] = ()) -> None:
         self.root = root
+        self.reserved = frozenset(reserved)  # NOTE_FOLDERS names: no inbox note may start so
         self.ingested = root / INGESTED
         self._emptied: set[Path] = set()  # inbox folders notes were moved out of
 
     def listing(self, *, everything: bool) -> Listing:
-        inbox, failed, ignored = discover(self.root, self.root, skip_ingested=True)
+        found = discover(self.root, self.root, leave_out=INGESTED)
+        inbox, failed, ignored, skipped = found.files, found.failed, found.ignored, found.skipped
         items: list[Item] = []
         stored: list[tuple[Path, str]] = []
         if everything:
-            stored, failed_stored, ignored_stored = discover(
-                self.ingested, self.root, skip_ingested=False
-            )
-            failed += [Failure(f"{INGESTED}/{f.source}", f.reason) for f in failed_stored]
-            ignored += [f"{INGESTED}/{name}" for name in ignored_stored]
+            done = discover(self.ingested, self.root)
+            stored = done.files
+            failed += [Failure(f"{INGESTED}/{f.source}", f.reason) for f in done.failed]
+            ignored += [f"{INGESTED}/{name}" for name in done.ignored]
+            skipped.update(done.skipped)
             # a note both re-dropped and already ingested: only the new version is read
             in_inbox = {source for _, source in inbox}
             items += [
@@ -49,6 +55,10 @@ class InboxSource:
                 if source not in in_inbox
             ]
         for path, source in inbox:
+            if source.split("/", 1)[0] in self.reserved:
+                top = source.split("/", 1)[0]
+                failed.append(Failure(source, f"{top} is a NOTE_FOLDERS name; rename the folder"))
+                continue
             dest = self.ingested / source
             replaces = False
             if os.path.lexists(dest):
@@ -59,7 +69,7 @@ class InboxSource:
                     continue
                 replaces = not os.path.samefile(path, dest)
             items.append(Item(source, path, source, pending=True, replaces=replaces))
-        return Listing(items, failed, ignored)
+        return Listing(items, failed, ignored, dict(skipped))
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
         return read_note(item.path, item.source, max_bytes=max_bytes)
@@ -84,70 +94,6 @@ class InboxSource:
                     break
                 folder = folder.parent
         self._emptied.clear()
-
-
-# --- discovery ------------------------------------------------------------------------
-
-
-def _is_note_name(name: str) -> bool:
-    return name.lower().endswith(NOTE_SUFFIXES)
-
-
-def discover(
-    top: Path, notes_root: Path, *, skip_ingested: bool
-) -> tuple[list[tuple[Path, str]], list[Failure], list[str]]:
-    """Note files under `top` as (path, source) pairs, plus files refused and files ignored.
-
-    Sources are POSIX paths relative to `top` (the inbox, or ingested/ when rebuilding). Hidden
-    files and folders are skipped. Links are never followed: a note must be a regular file.
-    """
-    found: list[tuple[Path, str]] = []
-    failed: list[Failure] = []
-    ignored: list[str] = []
-    real_root = notes_root.resolve()
-    for dirpath, dirnames, filenames in os.walk(top):
-        here = Path(dirpath)
-        if skip_ingested and here == top and INGESTED in dirnames:
-            dirnames.remove(INGESTED)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in dirnames:
-            path = here / name
-            rel = path.relative_to(top).as_posix()
-            if path.is_symlink():
-                failed.append(Failure(rel, "symlinked folder (not followed)"))
-            elif _is_note_name(name):
-                failed.append(Failure(rel, "a folder, not a note file (files inside it are read)"))
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            path = here / name
-            rel = path.relative_to(top).as_posix()
-            if not _is_note_name(name):
-                ignored.append(rel)
-                continue
-            try:
-                rel.encode("utf-8")
-            except UnicodeEncodeError:
-                failed.append(Failure(repr(rel), "file name is not valid UTF-8; rename it"))
-                continue
-            try:
-                mode = path.lstat().st_mode
-            except FileNotFoundError:
-                continue  # removed while we were looking
-            if stat.S_ISLNK(mode):
-                target = Path(os.path.realpath(path))
-                if not target.exists():
-                    reason = "broken symlink"
-                elif not target.is_relative_to(real_root):
-                    reason = "symlink pointing outside the notes folder (not followed)"
-                else:
-                    reason = "symlink (not followed; its target is ingested on its own)"
-                failed.append(Failure(rel, reason))
-            elif not stat.S_ISREG(mode):
-                failed.append(Failure(rel, "not a regular file"))
-            else:
-                found.append((path, rel))
-    return found, failed, ignored
 
 
 # --- moving ---------------------------------------------------------------------------

@@ -1,0 +1,155 @@
+"""Folders indexed in place (NOTE_FOLDERS), end to end: real MiniLM embedder, embedded Qdrant,
+real files. A folder's files are never changed; a file gone from it is soft-deleted (hidden,
+kept) and comes back with no embedding; the mass-deletion guard stops first."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, tree_state, write
+
+from kb.errors import IngestError
+from kb.ingest import run
+from kb.progress import format_summary
+from kb.schema import FILE_DELETED
+from kb.search import Filters, search, tag_usage
+from kb.settings import Settings
+from kb.store import Store
+
+KIMCHI_QUERY = "how do I ferment napa cabbage with gochugaru"
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "Obsidian" / "Main"
+    write(root / "food" / "kimchi.md", KIMCHI)
+    write(root / "bread.txt", BREAD)
+    write(root / "physics" / "shock.md", SHOCK)
+    return root
+
+
+@pytest.fixture
+def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
+    return make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+
+
+def found(store: Store, client, query: str = KIMCHI_QUERY) -> list[str]:
+    return [hit.source or "" for hit in search(store, client, query, k=5)]
+
+
+def test_a_folder_note_is_searchable_by_folder_name_and_path_and_its_file_is_untouched(
+    settings: Settings, client, store: Store, vault: Path
+):
+    before = tree_state(vault)
+    kimchi = vault / "food" / "kimchi.md"
+    mtime = kimchi.stat().st_mtime_ns
+    summary = run(settings, client, store)
+    assert sorted(summary.added) == [
+        "vault/bread.txt",
+        "vault/food/kimchi.md",
+        "vault/physics/shock.md",
+    ]
+    assert found(store, client)[0] == "vault/food/kimchi.md"
+    assert tree_state(vault) == before and kimchi.stat().st_mtime_ns == mtime
+    assert {p["origin"] for _, p in store.payloads()} == {"vault"}
+    in_food = search(store, client, "bread", k=5, filters=Filters(path_prefix="vault/food/"))
+    assert [hit.source for hit in in_food] == ["vault/food/kimchi.md"]
+    calls = client.calls
+    again = run(settings, client, store)
+    assert len(again.unchanged) == 3 and again.ingested == again.unchanged
+    assert client.calls == calls
+
+
+def test_an_edit_re_embeds_only_the_changed_chunks(
+    settings: Settings, client, store: Store, vault: Path
+):
+    first = "The first section is about sourdough starters and their care. " * 20
+    second = "The second section is about proofing baskets and scoring. " * 20
+    note = write(
+        vault / "long.md", f"# Baking\n\n## Starter\n\n{first}\n\n## Proofing\n\n{second}\n"
+    )
+    run(settings, client, store)
+    chunks = len(store.payloads("vault/long.md"))
+    assert chunks >= 2
+    note.write_text(note.read_text().replace("scoring.", "scoring with a lame."), encoding="utf-8")
+    summary = run(settings, client, store)
+    assert summary.replaced == ["vault/long.md"] and len(summary.unchanged) == 3
+    assert summary.embedded_cached == chunks - 1  # only the edited chunk was embedded
+    assert any("lame" in p["text"] for _, p in store.payloads("vault/long.md"))
+
+
+def test_a_deleted_file_is_soft_deleted_and_its_return_restores_it_with_no_embedding(
+    settings: Settings, client, store: Store, vault: Path
+):
+    run(settings, client, store)
+    kimchi = vault / "food" / "kimchi.md"
+    kimchi.unlink()
+    summary = run(settings, client, store)
+    assert summary.deleted == ["vault/food/kimchi.md"] and len(summary.unchanged) == 2
+    assert "1 deleted (files gone; kept, hidden)" in format_summary(summary)
+    assert "vault/food/kimchi.md" not in found(store, client)
+    assert "korean cuisine" not in {usage.tag for usage in tag_usage(store)}
+    kept = store.payloads("vault/food/kimchi.md")
+    assert kept and all(p["deleted_cause"] == FILE_DELETED and p["deleted_at"] for _, p in kept)
+    # deleted once: the next sync neither deletes it again nor counts it
+    assert run(settings, client, store).deleted == []
+
+    write(kimchi, KIMCHI)
+    calls = client.calls
+    back = run(settings, client, store)
+    assert back.restored == ["vault/food/kimchi.md"] and client.calls == calls
+    assert found(store, client)[0] == "vault/food/kimchi.md"
+    assert "korean cuisine" in {usage.tag for usage in tag_usage(store)}
+    assert all(p.get("deleted_at") is None for _, p in store.payloads("vault/food/kimchi.md"))
+
+
+def test_the_mass_deletion_guard_stops_before_anything_changes_until_deletes_are_allowed(
+    settings: Settings, client, store: Store, vault: Path
+):
+    run(settings, client, store)
+    stored = store.payloads()
+    (vault / "food" / "kimchi.md").unlink()
+    (vault / "bread.txt").unlink()
+    waiting = write(settings.NOTES_DIR / "inbox-note.md", SHOCK.replace("normal", "oblique"))
+    with pytest.raises(
+        IngestError, match=r"NOTE_FOLDERS vault .*2 of its 3 notes.*--allow-deletes"
+    ):
+        run(settings, client, store)
+    assert store.payloads() == stored and waiting.exists()  # nothing stored, nothing moved
+    summary = run(settings, client, store, allow_deletes=True)
+    assert sorted(summary.deleted) == ["vault/bread.txt", "vault/food/kimchi.md"]
+    assert summary.added == ["inbox-note.md"]
+
+
+def test_the_inbox_rebuild_never_removes_folder_notes(
+    settings: Settings, client, store: Store, vault: Path
+):
+    write(settings.NOTES_DIR / "inbox-note.md", SHOCK.replace("normal", "oblique"))
+    run(settings, client, store)
+    folder_points = len([s for _, p in store.payloads() if (s := p["source"]).startswith("vault/")])
+    summary = run(settings, client, store, rebuild=True)
+    assert summary.removed == [] and summary.deleted == []
+    assert sorted(summary.unchanged) == [
+        "inbox-note.md",
+        "vault/bread.txt",
+        "vault/food/kimchi.md",
+        "vault/physics/shock.md",
+    ]
+    assert (
+        len([p for _, p in store.payloads() if p["source"].startswith("vault/")]) == folder_points
+    )
+    assert os.path.exists(settings.NOTES_DIR / "ingested" / "inbox-note.md")
+
+
+def test_a_renamed_file_is_written_under_its_new_name_from_the_cache_with_no_embedding(
+    settings: Settings, client, store: Store, vault: Path
+):
+    run(settings, client, store)
+    (vault / "food" / "kimchi.md").rename(vault / "kimchi.md")
+    calls = client.calls
+    summary = run(settings, client, store)
+    assert summary.deleted == ["vault/food/kimchi.md"] and summary.added == ["vault/kimchi.md"]
+    assert client.calls == calls  # same text: every vector came from the embedding cache
+    assert found(store, client)[0] == "vault/kimchi.md"
