@@ -137,6 +137,10 @@ def test_query_json_returns_each_note_cleaned_with_its_count_and_leaves_the_stor
         assert (hit["source"], hit["hidden_chars_removed"]) == (source, count)
         assert not INVISIBLE & set(hit["text"])
         assert (corpus.NOTES_DIR / "ingested" / source).read_text(encoding="utf-8") == text
+    args = [QUERIES["hidden/tags.md"], "-k", "1", "--path", "hidden/tags.md"]
+    shown = run_script("query.py", *args, env=script_env(corpus), cwd=tmp_path).stdout
+    assert f"hidden/tags.md:1-1  !{len(SMUGGLED)} hidden characters removed" in shown
+    assert not INVISIBLE & set(shown)
     with open_store(corpus) as store:
         stored = store.client.retrieve(
             corpus.COLLECTION, [point_id("hidden/tags.md", 0)], with_payload=True
