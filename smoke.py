@@ -1,7 +1,8 @@
 """Check a running embedder: its HTTP API (prints `smoke ok`), then embed_client (`client ok`).
 
 Both checks: /health, a document and a query embedded, dimensions and unit norms, and a related
-pair scoring above an unrelated one. Reads EMBED_URL; exits non-zero with one `error:` line.
+pair scoring above an unrelated one. Reads EMBED_URL (and EMBED_API_KEY); exits non-zero with one
+`error:` line.
 An embedder that is down or still loading is waited for (`--wait`, 60 s), saying so on stderr.
 """
 
