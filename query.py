@@ -67,7 +67,9 @@ def format_hit(rank: int, hit: Hit) -> str:
     tags = f"  [{', '.join(hit.tags)}]" if hit.tags else ""
     text = " ".join(hit.text.split())
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-    return f"{rank}. {hit.score:.3f}  {where}{tags}{section}\n   {preview}"
+    n = hit.hidden_chars_removed
+    hidden = f"  !{n} hidden characters removed" if n else ""
+    return f"{rank}. {hit.score:.3f}  {where}{tags}{section}{hidden}\n   {preview}"
 
 
 def _listed(values: list[str]) -> list[str]:

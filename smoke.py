@@ -1,7 +1,8 @@
 """Check a running embedder: its HTTP API (prints `smoke ok`), then embed_client (`client ok`).
 
 Both checks: /health, a document and a query embedded, dimensions and unit norms, and a related
-pair scoring above an unrelated one. Reads EMBED_URL; exits non-zero with one `error:` line.
+pair scoring above an unrelated one. Reads EMBED_URL (and EMBED_API_KEY); exits non-zero with one
+`error:` line.
 An embedder that is down or still loading is waited for (`--wait`, 60 s), saying so on stderr.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 
 from kb.cli import fail, script
-from kb.embedding import RETRY_STATUSES, EmbedClient
+from kb.embedding import RETRY_STATUSES, EmbedClient, auth_headers, http_error
 from kb.errors import EmbedError, KbError
 from kb.settings import get_settings
 
@@ -68,9 +69,9 @@ def wait_healthy(url: str, wait_s: float) -> dict[str, Any]:
             return client.wait_ready(wait_s)
 
 
-def check_http(url: str, wait_s: float) -> None:
+def check_http(url: str, wait_s: float, api_key: str = "") -> None:
     health = wait_healthy(url, wait_s)
-    with httpx.Client(base_url=url, timeout=60.0) as http:
+    with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(api_key)) as http:
         docs = http.post(
             "/v1/embeddings", json={"input": [RELATED, UNRELATED], "encoding_format": "float"}
         )
@@ -79,6 +80,8 @@ def check_http(url: str, wait_s: float) -> None:
             json={"input": QUERY, "input_type": "query", "encoding_format": "base64"},
         )
     for response in (docs, query):
+        if response.status_code == 401:
+            raise http_error(url, response, api_key)
         if response.status_code != 200:
             raise SmokeError(
                 f"POST /v1/embeddings answered {response.status_code}: {response.text[:200]}"
@@ -92,8 +95,8 @@ def check_http(url: str, wait_s: float) -> None:
     check_vectors(query_vector, doc_vectors, int(health["dimensions"]), "HTTP API")
 
 
-def check_client(url: str) -> None:
-    with EmbedClient(url) as client:
+def check_client(url: str, api_key: str = "") -> None:
+    with EmbedClient(url, api_key=api_key) as client:
         docs = client.embed_documents([RELATED, UNRELATED])
         query = client.embed_query(QUERY)
         check_vectors(query, docs, client.dimensions, "embed_client")
@@ -106,11 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--wait", type=float, default=60.0, help="seconds to wait for /health (default 60)"
     )
     args = parser.parse_args(argv)
-    url = get_settings().EMBED_URL
+    settings = get_settings()
+    url = settings.EMBED_URL
     try:
-        check_http(url, args.wait)
+        check_http(url, args.wait, settings.EMBED_API_KEY)
         print("smoke ok")
-        check_client(url)
+        check_client(url, settings.EMBED_API_KEY)
         print("client ok")
     except KbError as exc:
         return fail(f"{exc} (URL from EMBED_URL)")

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 import uvicorn
+from auth import KeyMiddleware
 from batching import Encoder, Engine, QueueFull
 from config import EmbedderSettings
 from errors import (
@@ -212,6 +213,8 @@ def create_app(
     app = FastAPI(title="embedder", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.EMBED_MAX_BODY_BYTES)
+    # Outermost: without the key nothing else runs, not even the body read.
+    app.add_middleware(KeyMiddleware, key=settings.EMBED_API_KEY)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

@@ -104,4 +104,9 @@ class EmbedderSettings(BaseSettings):
         description="CPU threads the embedder computes with, shared by the micro-batches running "
         "side by side (short inputs such as one query run on one thread).",
     )
+    EMBED_API_KEY: str = Field(
+        "",
+        description="If set, POST /v1/embeddings and GET /v1/models need 'Authorization: Bearer "
+        "<key>' (OpenAI clients send their api_key so); /health stays open. Empty: no key.",
+    )
     LOG_LEVEL: str = Field("INFO", description="Python logging level.")

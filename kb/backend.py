@@ -21,6 +21,7 @@ def embed_client(settings: Settings) -> EmbedClient:
         max_chars=settings.EMBED_MAX_CHARS,
         timeout=settings.EMBED_TIMEOUT,
         retries=settings.EMBED_RETRIES,
+        api_key=settings.EMBED_API_KEY,
     )
 
 

@@ -2,7 +2,8 @@
 
 Requests carry at most EMBED_BATCH_SIZE texts and EMBED_BATCH_SIZE x EMBED_MAX_CHARS characters;
 connection errors, 429 and 503 are retried with bounded exponential backoff that honours
-Retry-After; every vector is checked (dimension from /health, finite, non-zero norm).
+Retry-After; every vector is checked (dimension from /health, finite, non-zero norm). With a key
+(EMBED_API_KEY) every request carries `Authorization: Bearer <key>`; a 401 says which setting.
 
 It takes plain values; kb.backend.embed_client builds one from the settings.
 """
@@ -51,7 +52,7 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 class EmbedClient:
     """The embedder at `url`. Defaults are the settings' defaults (EMBED_BATCH_SIZE,
-    EMBED_MAX_CHARS, EMBED_TIMEOUT, EMBED_RETRIES)."""
+    EMBED_MAX_CHARS, EMBED_TIMEOUT, EMBED_RETRIES, EMBED_API_KEY)."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class EmbedClient:
         max_chars: int = 1500,
         timeout: float = 120.0,
         retries: int = 5,
+        api_key: str = "",
     ) -> None:
         self.url = url.rstrip("/")
         self.batch_size = batch_size
@@ -69,8 +71,11 @@ class EmbedClient:
         self.retries = retries
         self.calls = 0  # POST /v1/embeddings attempts made
         self._health: dict[str, Any] | None = None
+        self.api_key = api_key
         self._http = httpx.Client(
-            base_url=self.url, timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
+            base_url=self.url,
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            headers=auth_headers(api_key),
         )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -211,14 +216,31 @@ class EmbedClient:
         return EmbedError(f"embedder at {self.url} unreachable: {detail}")
 
     def _http_error(self, response: httpx.Response) -> EmbedError:
-        code = None
-        try:
-            error = response.json()["error"]
-            message, code = str(error["message"]), error.get("code")
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:200] or response.reason_phrase
+        return http_error(self.url, response, self.api_key)
+
+
+def auth_headers(api_key: str) -> dict[str, str]:
+    """The header that carries EMBED_API_KEY (none without a key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def http_error(url: str, response: httpx.Response, api_key: str = "") -> EmbedError:
+    """EmbedError from an error answer of the embedder at `url` (its envelope's message); a 401
+    names EMBED_API_KEY instead, whatever the server said."""
+    if response.status_code == 401:
+        if api_key:
+            message = "EMBED_API_KEY is not the key the embedder expects (its EMBED_API_KEY)"
+        else:
+            message = "the embedder requires a key: set EMBED_API_KEY to the embedder's key"
         return EmbedError(
-            f"embedder at {self.url} answered {response.status_code}: {message}",
-            response.status_code,
-            code,
+            f"embedder at {url} refused the request (401): {message}", 401, "invalid_api_key"
         )
+    code = None
+    try:
+        error = response.json()["error"]
+        message, code = str(error["message"]), error.get("code")
+    except (ValueError, KeyError, TypeError):
+        message = response.text[:200] or response.reason_phrase
+    return EmbedError(
+        f"embedder at {url} answered {response.status_code}: {message}", response.status_code, code
+    )

@@ -19,6 +19,8 @@ from typing import Any
 
 from qdrant_client import models
 
+from kb.invisible import strip_invisible
+
 # payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
 SCHEMA_VERSION = 3
 
@@ -142,6 +144,7 @@ class Hit:
     char_end: int | None = None
     title: str | None = None
     heading_path: list[str] = field(default_factory=list)
+    hidden_chars_removed: int = 0  # invisible characters taken out of the strings above
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -153,12 +156,22 @@ class Hit:
             value = payload.get(key)
             return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
+        removed = 0
+
+        def shown(value: Any) -> Any:  # returned text never carries hidden characters
+            nonlocal removed
+            if not isinstance(value, str):
+                return value
+            value, count = strip_invisible(value)
+            removed += count
+            return value
+
         return cls(
-            text=payload.get("text") if isinstance(payload.get("text"), str) else "",
+            text=shown(payload.get("text") if isinstance(payload.get("text"), str) else ""),
             source=opt(SOURCE, str),
             score=float(score),
             tags=strings(TAGS),
-            topic=opt("topic", str),
+            topic=shown(opt("topic", str)),
             document_date=opt(DOCUMENT_DATE, str),
             date_ingested=opt(DATE_INGESTED, str),
             chunk_index=opt(CHUNK_INDEX, int),
@@ -166,8 +179,9 @@ class Hit:
             line_end=opt("line_end", int),
             char_start=opt("char_start", int),
             char_end=opt("char_end", int),
-            title=opt("title", str),
-            heading_path=strings("heading_path"),
+            title=shown(opt("title", str)),
+            heading_path=[shown(h) for h in strings("heading_path")],
+            hidden_chars_removed=removed,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,4 +189,5 @@ class Hit:
 
 
 HIT_FIELDS = frozenset(f.name for f in fields(Hit))
-assert HIT_FIELDS - {"score"} <= PAYLOAD_FIELDS
+RESULT_ONLY_FIELDS = frozenset({"score", "hidden_chars_removed"})  # made by a search, not stored
+assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     EMBED_RETRIES: int = Field(
         5, ge=0, description="Retries on connection errors, 429 and 503 (bounded backoff)."
     )
+    EMBED_API_KEY: str = Field(
+        "",
+        description="Key the embedder requires (the embedder's own EMBED_API_KEY), sent as "
+        "'Authorization: Bearer <key>'; empty: none.",
+    )
 
     # --- vector store ----------------------------------------------------------------
     QDRANT_URL: str = Field("http://localhost:6333", description="Qdrant server URL.")

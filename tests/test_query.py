@@ -201,6 +201,7 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "char_end": None,
         "title": None,
         "heading_path": [],
+        "hidden_chars_removed": 0,
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector

@@ -9,6 +9,7 @@ from kb.schema import (
     HIT_FIELDS,
     PAYLOAD_FIELDS,
     PAYLOAD_INDEXES,
+    RESULT_ONLY_FIELDS,
     ChunkRecord,
     Hit,
     fingerprint,
@@ -53,14 +54,15 @@ def test_the_mcp_result_model_and_the_mcp_check_use_only_fields_of_a_search_hit(
 
 def test_every_index_and_every_hit_field_is_a_payload_field():
     assert set(PAYLOAD_INDEXES) <= PAYLOAD_FIELDS
-    assert HIT_FIELDS - {"score"} <= PAYLOAD_FIELDS
+    assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS
     assert set(record().payload()) == PAYLOAD_FIELDS
 
 
 def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
     stored = record(date_ingested="2024-03-02T10:00:00+00:00", note_hash="h").payload()
     hit = Hit.from_payload(0.5, stored)
-    assert hit.to_dict() == {k: v for k, v in stored.items() if k in HIT_FIELDS} | {"score": 0.5}
+    expected = {k: v for k, v in stored.items() if k in HIT_FIELDS}
+    assert hit.to_dict() == expected | {"score": 0.5, "hidden_chars_removed": 0}
 
 
 def test_a_hit_of_a_point_from_an_older_version_has_empty_fields_not_errors():

@@ -28,6 +28,7 @@ EMBED_BATCH_SIZE=1
 EMBED_MAX_INPUTS=1
 EMBED_MAX_TOKENS=16
 EMBED_QUEUE_SIZE=1
+EMBED_API_KEY=hostile
 """
 # ... and exported in the shell that runs pytest.
 HOSTILE_SHELL = {
