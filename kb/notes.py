@@ -6,6 +6,7 @@ A note is a UTF-8 `.md` or `.txt` file. An optional frontmatter block opens it:
     tags: [Korean Cuisine, recipes]      # or "korean cuisine, recipes"
     topic: How I make kimchi at home.
     document_date: 2024-03-01
+    private: true                        # never embedded or stored (a YAML boolean)
     ---
 
 Files that cannot be notes (binary, not UTF-8, empty, too large) raise `NoteError` with a reason;
@@ -45,6 +46,11 @@ class FrontmatterError(NoteError):
     """The frontmatter block is not valid YAML (or not a mapping): stops an ingest run."""
 
 
+class PrivateFieldError(NoteError):
+    """`private` is not a YAML boolean: the note fails, and is taken out of the index until the
+    field is fixed (it may well be meant as private)."""
+
+
 @dataclass(frozen=True)
 class Note:
     path: Path  # where the file is now
@@ -54,6 +60,7 @@ class Note:
     tags: tuple[str, ...]
     topic: str | None
     document_date: str | None  # ISO 8601 date or datetime
+    private: bool = False  # `private: true`: never embedded or stored (kb.prepare)
 
     @property
     def body(self) -> str:
@@ -88,6 +95,23 @@ def normalise_tags(value: Any) -> list[str]:
         if tag and tag not in tags:
             tags.append(tag)
     return tags
+
+
+def private_flag(value: Any) -> bool:
+    """The `private` field: a YAML boolean (`true`/`false`; YAML 1.1's `yes`/`no`/`on`/`off`
+    are booleans too), absent meaning False.
+
+    Raises ValueError for anything else (`"true"` in quotes, `1`, `maybe`): a note whose privacy
+    is unclear is refused rather than guessed either way.
+    """
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    raise ValueError(
+        f"private must be true or false (a YAML boolean, unquoted), not {value!r}; "
+        "the note was not indexed"
+    )
 
 
 def iso_date(value: Any) -> str | None:
@@ -173,6 +197,10 @@ def parse_note(text: str, path: Path, source: str) -> Note:
         document_date = iso_date(meta.get("document_date"))
     except ValueError as exc:
         raise NoteError(path, str(exc)) from None
+    try:
+        private = private_flag(meta.get("private"))
+    except ValueError as exc:
+        raise PrivateFieldError(path, str(exc)) from None
     topic = meta.get("topic")
     if isinstance(topic, dict | list):
         raise NoteError(path, "topic must be one sentence of text")
@@ -185,6 +213,7 @@ def parse_note(text: str, path: Path, source: str) -> Note:
         tags=tuple(tags),
         topic=topic or None,
         document_date=document_date,
+        private=private,
     )
 
 

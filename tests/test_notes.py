@@ -5,6 +5,7 @@ import pytest
 from kb.notes import (
     FrontmatterError,
     NoteError,
+    PrivateFieldError,
     decode_note,
     normalise_tags,
     parse_note,
@@ -142,3 +143,19 @@ def test_a_note_over_the_size_limit_is_refused_naming_the_setting(tmp_path: Path
     with pytest.raises(NoteError, match="NOTE_MAX_BYTES=4,999"):
         read_note(path, "big.md", max_bytes=4999)
     assert read_note(path, "big.md", max_bytes=5000).source == "big.md"
+
+
+@pytest.mark.parametrize(
+    ("field", "private"),
+    [("", False), ("private: true\n", True), ("private: yes\n", True), ("private: True\n", True),
+     ("private: false\n", False), ("private: no\n", False), ("private:\n", False)],
+)  # fmt: skip
+def test_private_is_read_as_a_yaml_boolean_and_defaults_to_false(field: str, private: bool):
+    assert parse(f"---\n{field}tags: x\n---\nbody").private is private
+
+
+@pytest.mark.parametrize("value", ['"true"', "'yes'", "1", "maybe", "[true]"])
+def test_a_private_value_that_is_not_a_boolean_is_refused_rather_than_guessed(value: str):
+    with pytest.raises(PrivateFieldError, match="private must be true or false") as caught:
+        parse(f"---\nprivate: {value}\n---\nbody")
+    assert "body" not in caught.value.reason
