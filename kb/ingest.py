@@ -14,6 +14,12 @@ stored notes (payload `origin`) are compared with it; a note whose file is gone 
 would soft-delete more than NOTE_FOLDERS_MAX_DELETE of a folder's notes stops first (`run`
 checks every folder before any source changes anything) unless deletes are allowed.
 
+A private note (kb.prepare) is never embedded or stored: what the collection holds of it (a
+note made private since, or whose `private` field is unclear) is deleted outright, not
+soft-deleted, before anything is written; then the source's after-store hook runs for it (the
+inbox moves it into ingested/, unindexed, so its earlier version there is replaced and no later
+--rebuild can index that one again).
+
 `stop` (an Event, set by ingest.py on Ctrl-C) ends the run after the current group.
 """
 
@@ -22,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -31,7 +37,8 @@ from kb.embed_cache import EmbedCache
 from kb.embedding import EmbedClient
 from kb.errors import EmbedError, IngestError, ModelMismatch, StoreError
 from kb.keywords import document_vector
-from kb.prepare import Prepared, prepare
+from kb.notes import normalise_tags
+from kb.prepare import Prepared, Read, prepare
 from kb.progress import Progress, Summary
 from kb.schema import FILE_DELETED, INBOX
 from kb.settings import Settings
@@ -154,6 +161,7 @@ def ingest(
     stop: threading.Event | None = None,
     max_delete: float = 0.5,
     allow_deletes: bool = False,
+    private_tags: Collection[str] = (),
 ) -> Summary:
     """Ingest what `source` holds (everything it ever held, with rebuild).
 
@@ -173,7 +181,7 @@ def ingest(
             _run(source, client, store, state, summary, progress, rebuild=rebuild,
                  max_bytes=max_bytes, group_chunks=group_chunks, cache=cache, stop=stop,
                  date_ingested=date_ingested, max_delete=max_delete,
-                 allow_deletes=allow_deletes)  # fmt: skip
+                 allow_deletes=allow_deletes, private_tags=private_tags)  # fmt: skip
         except IngestError as exc:
             exc.summary = summary
             raise
@@ -206,10 +214,16 @@ def _run(
     date_ingested: str,
     max_delete: float,
     allow_deletes: bool,
+    private_tags: Collection[str],
 ) -> None:
     build = collection.start_build(store, rebuild=rebuild)
     full = build.full or source.complete  # the listing names everything the source holds
-    prepared = prepare(source, full, max_bytes, summary, progress)
+    read = prepare(source, full, max_bytes, summary, progress, private_tags)
+    prepared = read.notes
+    if read.unindexed and build.existing is not None:
+        unindex(source, store, read, summary, progress)
+    elif read.private:
+        hand_over_private(source, read, summary, progress)
     if not prepared and not full:
         return
     model, dimensions = _embedder_model(client, client.timeout)
@@ -256,6 +270,31 @@ def _run(
     collection.finish_build(store, build)
 
 
+def unindex(source: Source, store: Store, read: Read, summary: Summary, progress: Progress) -> None:
+    """Delete what the collection holds of private notes (and of notes whose `private` field is
+    unclear), then hand the private ones over to the source. Hard delete: a private note must
+    not stay in the index, not even hidden."""
+    stored = sorted(store.fingerprints(read.unindexed))
+    if stored:
+        log.info("%s: taking %d private notes out of the index", source.origin, len(stored))
+        store.delete_sources(stored)
+        summary.unindexed.extend(stored)
+    hand_over_private(source, read, summary, progress)
+
+
+def hand_over_private(source: Source, read: Read, summary: Summary, progress: Progress) -> None:
+    """The source's after-store hook for private notes (the inbox moves them into ingested/,
+    unindexed); each counted once, as private or (not moved) failed."""
+    errors = source.after_store(read.private)
+    for item, error in zip(read.private, errors, strict=True):
+        if error is None:
+            summary.private.append(item.source)
+        else:
+            failure = Failure(item.shown, f"private (not indexed), but not moved: {error}")
+            summary.failed.append(failure)
+            progress.failed(failure)
+
+
 def check_deletes(
     source: Source, gone: int, stored: dict[str, dict[str, str]], share: float
 ) -> None:
@@ -285,6 +324,8 @@ def _run_record(summary: Summary, date_ingested: str, source: Source) -> dict[st
         "restored": len(summary.restored),
         "removed": len(summary.removed),
         "deleted": len(summary.deleted),
+        "private": len(summary.private),
+        "unindexed": len(summary.unindexed),
         "skipped": summary.skipped,
         "chunks": summary.chunks,
         "embedded_cached": summary.embedded_cached,
@@ -331,6 +372,7 @@ def run(
                     stop=stop,
                     max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
                     allow_deletes=allow_deletes,
+                    private_tags=normalise_tags(settings.PRIVATE_TAGS),
                 )
             )
         except IngestError as exc:

@@ -1,16 +1,22 @@
 """A source's items read and chunked, with the points each note would get: what ingest embeds
 and writes, and what kb.sync compares with the collection.
+
+A private note (`private: true` in its frontmatter, or a tag listed in PRIVATE_TAGS) is read
+but never chunked, embedded or stored: it is set apart, and whatever the collection still
+holds of it is deleted by kb.ingest. So is what is stored of a note whose `private` field is
+not a boolean (it fails with the reason: it may well be meant as private).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from kb.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.errors import IngestError
 from kb.keywords import TOKENIZER_VERSION
-from kb.notes import FrontmatterError, Note, NoteError
+from kb.notes import FrontmatterError, Note, NoteError, PrivateFieldError
 from kb.progress import Progress, Summary
 from kb.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
 from kb.sources.base import Failure, Item, Source
@@ -70,25 +76,53 @@ class Prepared:
         return dict.fromkeys(ids, note_hash)
 
 
+@dataclass
+class Read:
+    """What a run read: the notes to index, and what must never be in the index."""
+
+    notes: list[Prepared] = field(default_factory=list)
+    private: list[Item] = field(default_factory=list)  # private notes: handed over, not stored
+    unindexed: list[str] = field(default_factory=list)  # names whose stored points must go
+
+
+def is_private(note: Note, private_tags: Collection[str]) -> bool:
+    """`private: true`, or a tag listed in PRIVATE_TAGS (both normalised)."""
+    return note.private or any(tag in private_tags for tag in note.tags)
+
+
 def prepare(
-    source: Source, full: bool, max_bytes: int, summary: Summary, progress: Progress
-) -> list[Prepared]:
-    """Read and chunk every listed note; stops the run on bad frontmatter."""
+    source: Source,
+    full: bool,
+    max_bytes: int,
+    summary: Summary,
+    progress: Progress,
+    private_tags: Collection[str] = (),
+) -> Read:
+    """Read and chunk every listed note, setting private ones apart; stops the run on bad
+    frontmatter."""
     listing = source.listing(everything=full)
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
         summary.skipped[reason] = summary.skipped.get(reason, 0) + count
     failed = list(listing.failed)
-    prepared: list[Prepared] = []
+    read = Read()
     bad_yaml: list[str] = []
     for item in listing.items:
         try:
             note = source.read(item, max_bytes=max_bytes)
+            if is_private(note, private_tags):
+                read.private.append(item)
+                read.unindexed.append(item.source)
+                continue
             chunks = chunk_note(note)
             if not chunks:
                 raise NoteError(item.path, "no text to index")
         except FrontmatterError as exc:
             bad_yaml.append(f"{item.shown}: {exc.reason}")
+            continue
+        except PrivateFieldError as exc:
+            failed.append(Failure(item.shown, exc.reason))
+            read.unindexed.append(item.source)
             continue
         except NoteError as exc:
             failed.append(Failure(item.shown, exc.reason))
@@ -96,7 +130,7 @@ def prepare(
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
             continue
-        prepared.append(Prepared(item, note, chunks, source.origin))
+        read.notes.append(Prepared(item, note, chunks, source.origin))
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)
@@ -105,4 +139,4 @@ def prepare(
             "; ".join(bad_yaml) + "; nothing was ingested: fix the frontmatter and run again",
             summary,
         )
-    return prepared
+    return read

@@ -17,13 +17,17 @@ from kb.sources.base import Failure
 @dataclass
 class Summary:
     """What a run did. Each note is in exactly one of added, replaced, unchanged, restored,
-    failed."""
+    private, failed."""
 
     added: list[str] = field(default_factory=list)  # new notes, stored
     replaced: list[str] = field(default_factory=list)  # stored again: an earlier version replaced
     unchanged: list[str] = field(default_factory=list)  # already stored so: nothing written
     failed: list[Failure] = field(default_factory=list)  # not ingested; left where they are
     restored: list[str] = field(default_factory=list)  # soft-deleted, back unchanged: 0 embeds
+    private: list[str] = field(default_factory=list)  # private notes: never embedded or stored
+    # stored notes taken out of the index because they are private now (or their `private`
+    # field is unclear: those are in failed): points deleted
+    unindexed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # full build: files gone, points deleted
     deleted: list[str] = field(default_factory=list)  # folder files gone: notes soft-deleted
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
@@ -40,8 +44,8 @@ class Summary:
 
     def add(self, other: Summary) -> None:
         """Count another source's run in this one (a run syncs the inbox and every folder)."""
-        for name in ("added", "replaced", "unchanged", "restored", "failed", "removed",
-                     "deleted", "ignored"):  # fmt: skip
+        for name in ("added", "replaced", "unchanged", "restored", "private", "unindexed",
+                     "failed", "removed", "deleted", "ignored"):  # fmt: skip
             getattr(self, name).extend(getattr(other, name))
         for reason, count in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + count
@@ -152,12 +156,16 @@ def format_summary(summary: Summary) -> str:
     deleted = (
         f", {len(summary.deleted)} deleted (files gone; kept, hidden)" if summary.deleted else ""
     )
+    private = f", {len(summary.private)} private (not indexed)" if summary.private else ""
+    unindexed = (
+        f", {len(summary.unindexed)} taken out of the index (private)" if summary.unindexed else ""
+    )
     lines = [
         f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
         f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s: {len(summary.added)} new, "
         f"{len(summary.replaced)} replaced, {len(summary.unchanged)} already up to date"
-        f"{restored}{removed}{deleted}; {summary.embedded_cached} chunk vectors reused; "
-        f"failed {len(summary.failed)}"
+        f"{restored}{private}{unindexed}{removed}{deleted}; "
+        f"{summary.embedded_cached} chunk vectors reused; failed {len(summary.failed)}"
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
     if summary.ignored:

@@ -101,6 +101,13 @@ class Settings(BaseSettings):
         "until confirmed with `ingest.py --allow-deletes` (an unmounted drive looks empty).",
     )
 
+    PRIVATE_TAGS: str = Field(
+        "",
+        description="Comma-separated tags that make a note private, like 'private: true' in its "
+        "frontmatter: never embedded or stored, and removed from the index on the next sync "
+        "(e.g. health,journal; compared as tags are: case and spacing ignored).",
+    )
+
     STATE_DIR: Path = Field(
         REPO_ROOT / "state",
         description="The project's own state, never inside the notes: the ingest lock, the "
