@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
+from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, run_script, script_env, write
 
 from kb import lifecycle
+from kb.backend import open_store
 from kb.errors import NoteNotFound
 from kb.ingest import run
 from kb.schema import FILE_DELETED, USER_DELETED
@@ -134,3 +135,41 @@ def test_purge_removes_only_notes_deleted_longer_ago_than_the_limit_and_zero_rem
     lifecycle.soft_delete(store, SHOCK_NOTE)
     assert lifecycle.purge(store, 0) == [SHOCK_NOTE]
     assert lifecycle.list_deleted(store) == []
+
+
+def test_the_ingest_script_lists_deletes_restores_and_purges_notes_by_name(
+    settings: Settings, client, tmp_path: Path, vault: Path
+):
+    with open_store(settings) as opened:  # closed again: the script opens the storage itself
+        run(settings, client, opened)
+    env = script_env(settings, NOTE_FOLDERS=f"vault={vault}", PURGE_AFTER_DAYS="0")
+
+    def ingest(*args: str) -> tuple[int, str, str]:
+        done = run_script("ingest.py", *args, env=env, cwd=tmp_path)
+        return done.returncode, done.stdout, done.stderr
+
+    assert ingest("--delete", KIMCHI_NOTE)[:2] == (
+        0,
+        f"deleted {KIMCHI_NOTE} (kept, hidden: --restore brings it back)\n",
+    )
+    code, out, _ = ingest("--list-deleted")
+    assert (
+        code == 0
+        and out.startswith(f"{KIMCHI_NOTE}  ")
+        and out.endswith(" user\n1 deleted notes\n")
+    )
+    assert ingest("--restore", KIMCHI_NOTE)[:2] == (0, f"restored {KIMCHI_NOTE}\n")
+    assert ingest("--restore", KIMCHI_NOTE)[:2] == (0, f"{KIMCHI_NOTE} is not deleted\n")
+    code, out, err = ingest("--delete", "vault/nope.md")
+    assert code == 1 and out == "" and err.startswith("error: no note vault/nope.md")
+    assert len(err.splitlines()) == 1
+    ingest("--delete", BREAD_NOTE)
+    assert ingest("--purge-deleted")[:2] == (0, f"{BREAD_NOTE}\npurged 1 notes soft-deleted\n")
+    assert ingest("--delete", SHOCK_NOTE, "--hard")[:2] == (
+        0,
+        f"deleted for good: {SHOCK_NOTE}\n",
+    )
+    with open_store(settings) as opened:
+        assert {p["source"] for _, p in opened.payloads()} == {KIMCHI_NOTE}
+    code, _, err = ingest("--restore", KIMCHI_NOTE, "--rebuild")
+    assert code == 2 and "--rebuild" in err
