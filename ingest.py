@@ -4,6 +4,8 @@ NOTE_FOLDERS folder in place (docs/folders.md).
     uv run ingest.py                  # new and re-dropped notes; every folder synced
     uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
+    uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
+                                      # --restore NOTE, --purge-deleted (docs/folders.md)
 
 Exit status: 0 when every note was ingested, 1 when some were not (listed with reasons) or the
 run stopped (one `error:` line), 2 for bad settings.
@@ -18,12 +20,13 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from kb import lifecycle
 from kb.backend import embed_client, open_store
 from kb.cli import fail, script, setup_logging
 from kb.errors import IngestError
 from kb.ingest import run
 from kb.progress import ConsoleProgress, format_summary
-from kb.settings import get_settings
+from kb.settings import Settings, get_settings
 from kb.state import State
 
 
@@ -40,9 +43,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="let a folder sync soft-delete more than NOTE_FOLDERS_MAX_DELETE of its notes",
     )
+    deleted = parser.add_argument_group(
+        "deleted notes (no ingest runs)"
+    ).add_mutually_exclusive_group()
+    deleted.add_argument("--delete", metavar="NOTE", help="hide NOTE from searches, kept")
+    deleted.add_argument("--restore", metavar="NOTE", help="make a soft-deleted NOTE searchable")
+    deleted.add_argument(
+        "--purge-deleted",
+        action="store_true",
+        help="delete for good the notes soft-deleted more than PURGE_AFTER_DAYS days ago",
+    )
+    deleted.add_argument("--list-deleted", action="store_true", help="list soft-deleted notes")
+    parser.add_argument("--hard", action="store_true", help="with --delete: delete for good")
     args = parser.parse_args(argv)
+    maintaining = args.delete or args.restore or args.purge_deleted or args.list_deleted
+    if args.hard and not args.delete:
+        parser.error("--hard goes with --delete NOTE")
+    if maintaining and (args.rebuild or args.allow_deletes):
+        parser.error("--rebuild and --allow-deletes run an ingest; give them on their own")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
+    if maintaining:
+        return maintain(args, settings)
     stop = threading.Event()
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
@@ -77,6 +99,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, previous)
     print(format_summary(summary))
     return 1 if summary.failed else 0
+
+
+def maintain(args: argparse.Namespace, settings: Settings) -> int:
+    """One kb.lifecycle operation, under the ingest lock; prints what it did (paths, counts)."""
+    with State(settings.STATE_DIR).lock(), open_store(settings) as store:
+        if args.delete and args.hard:
+            print(f"deleted for good: {', '.join(lifecycle.hard_delete(store, [args.delete]))}")
+        elif args.delete:
+            done = lifecycle.soft_delete(store, args.delete)
+            print(f"deleted {args.delete} (kept, hidden: --restore brings it back)" if done
+                  else f"{args.delete} was already deleted")  # fmt: skip
+        elif args.restore:
+            done = lifecycle.restore(store, args.restore)
+            print(f"restored {args.restore}" if done else f"{args.restore} is not deleted")
+        elif args.purge_deleted:
+            days = settings.PURGE_AFTER_DAYS
+            purged = lifecycle.purge(store, days)
+            for source in purged:
+                print(source)
+            older = f"deleted more than {days} days ago" if days else "soft-deleted"
+            print(f"purged {len(purged)} notes {older}")
+        else:
+            notes = lifecycle.list_deleted(store)
+            for note in notes:
+                print(f"{note.source}  {note.deleted_at}  {note.cause}")
+            print(f"{len(notes)} deleted notes")
+    return 0
 
 
 if __name__ == "__main__":

@@ -65,3 +65,7 @@ class IngestError(KbError):
 
 class IngestBusy(IngestError):
     """Another ingest holds the lock."""
+
+
+class NoteNotFound(KbError):
+    """A lifecycle operation (kb.lifecycle) named a note the collection does not hold."""

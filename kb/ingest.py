@@ -245,6 +245,9 @@ def _run(
         log.info("removing %d notes whose files are gone", len(plan.gone))
         store.delete_sources(plan.gone)
         summary.removed = plan.gone
+    settled = [name for name in plan.settle if name not in plan.write]
+    if settled:  # restored by hand and their files are back: a later file deletion counts
+        store.restore(settled)
     by_name = {p.note.source: p for p in prepared}
     writing = [by_name[name] for name in plan.write]
     progress.start(len(prepared), sum(len(p.chunks) for p in prepared))
@@ -396,7 +399,8 @@ def _check_folders(folders: Sequence[FolderSource], store: Store, share: float) 
         stored = store.fingerprints(origin=folder.origin)
         gone = [
             name for name, points in stored.items()
-            if name not in listed and not sync.deleted(points) and not folder.holds(name)
+            if name not in listed and not sync.deleted(points) and not sync.kept(points)
+            and not folder.holds(name)
         ]  # fmt: skip
         if gone:
             check_deletes(folder, len(gone), stored, share)

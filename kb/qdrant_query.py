@@ -13,7 +13,17 @@ from typing import Any
 from qdrant_client import models
 
 from kb.keywords import KeywordVector
-from kb.schema import DELETED_AT, DENSE, FOLDERS, INBOX, KEYWORD, ORIGIN, SOURCE, TAGS
+from kb.schema import (
+    DELETED_AT,
+    DELETED_CAUSE,
+    DENSE,
+    FOLDERS,
+    INBOX,
+    KEYWORD,
+    ORIGIN,
+    SOURCE,
+    TAGS,
+)
 
 # Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
 # and n the number of distinct query terms: see `fusion`.
@@ -75,6 +85,18 @@ LIVE = models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))
 def visible(where: models.Filter | None) -> models.Filter:
     """`where`, and only points of notes that are not soft-deleted: every search and count."""
     return models.Filter(must=[LIVE] if where is None else [LIVE, where])
+
+
+def deleted_filter(cause: str | None = None, since: str | None = None) -> models.Filter:
+    """Points of soft-deleted notes (of one `deleted_cause`; deleted at or after `since`, ISO)."""
+    must: list[models.Condition] = []
+    if cause is not None:
+        must.append(models.FieldCondition(key=DELETED_CAUSE, match=models.MatchValue(value=cause)))
+    if since is not None:
+        must.append(models.FieldCondition(key=DELETED_AT, range=models.DatetimeRange(gte=since)))
+    return models.Filter(
+        must=must, must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))]
+    )
 
 
 def origin_filter(origin: str) -> models.Filter:

@@ -29,8 +29,11 @@ KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
 FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
+USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.lifecycle)
 # kb.store.fingerprints marks each point of a soft-deleted note so: never "unchanged" (kb.sync)
 DELETED_MARK = "deleted:"
+# ... and each point of a note restored by hand: never "gone" while its file stays away (kb.sync)
+RESTORED_MARK = "restored:"
 
 _ID_NAMESPACE = uuid.UUID("6f1d7a52-3c1e-4b5f-9a57-0c3e2b8f4d11")
 
@@ -56,7 +59,8 @@ class ChunkRecord:
     note_hash: str | None = None  # the note's fingerprint (see `fingerprint`)
     origin: str = INBOX  # the source it came from: "inbox" or a NOTE_FOLDERS name
     deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
-    deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder)
+    deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder), "user"
+    restored_at: str | None = None  # UTC, ISO 8601: restored by hand then (kb.lifecycle)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,8 +77,9 @@ NOTE_HASH = "note_hash"
 ORIGIN = "origin"
 DELETED_AT = "deleted_at"
 DELETED_CAUSE = "deleted_cause"
-# what a soft delete sets and a restore clears: never part of a note's fingerprint
-LIFECYCLE = (DELETED_AT, DELETED_CAUSE)
+RESTORED_AT = "restored_at"
+# what a soft delete sets and a restore clears or sets: never part of a note's fingerprint
+LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
         *LIFECYCLE} <= PAYLOAD_FIELDS  # fmt: skip
 

@@ -100,6 +100,12 @@ class Settings(BaseSettings):
         description="A sync that would soft-delete more than this share of a folder's notes stops "
         "until confirmed with `ingest.py --allow-deletes` (an unmounted drive looks empty).",
     )
+    PURGE_AFTER_DAYS: int = Field(
+        90,
+        ge=0,
+        description="`ingest.py --purge-deleted` deletes for good the notes soft-deleted more "
+        "than this many days ago; 0: every soft-deleted note.",
+    )
 
     PRIVATE_TAGS: str = Field(
         "",
@@ -135,6 +141,11 @@ class Settings(BaseSettings):
         False, description="Turn off Host/Origin validation (DNS-rebinding protection). Unsafe."
     )
     MCP_TOKEN: str = Field("", description="If set, every MCP request needs 'Bearer <token>'.")
+    MCP_WRITE_TOOLS: bool = Field(
+        False,
+        description="Offer the MCP tools that change the collection (`delete_note`, "
+        "`restore_note`); off: the server only reads.",
+    )
     MCP_URL: str = Field(
         "",
         description="MCP endpoint that mcp/check.py and query.py connect to; empty: "

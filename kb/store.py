@@ -34,6 +34,9 @@ from kb.schema import (
     DENSE,
     KEYWORD,
     NOTE_HASH,
+    ORIGIN,
+    RESTORED_AT,
+    RESTORED_MARK,
     SOURCE,
     TAGS,
     Hit,
@@ -201,20 +204,41 @@ class Store:
                     wait=True,
                 )
 
-    def restore(self, sources: Iterable[str]) -> None:
+    def restore(self, sources: Iterable[str], when: str | None = None) -> None:
         """Make soft-deleted notes searchable again, as they were (no embedding): their
-        `deleted_at` and `deleted_cause` are removed."""
+        `deleted_at` and `deleted_cause` are removed; with `when` (a restore by hand, UTC ISO)
+        `restored_at` is set, which keeps a sync from deleting them again while their files stay
+        away (kb.sync); without it (their files are back) `restored_at` is removed too."""
         wanted = sorted(set(sources))
         with self.calls():
             for i in range(0, len(wanted), FILTER_BATCH):
-                self.client.delete_payload(
+                selector = models.FilterSelector(filter=source_filter(wanted[i : i + FILTER_BATCH]))
+                keys = [DELETED_AT, DELETED_CAUSE] + ([RESTORED_AT] if when is None else [])
+                self.client.delete_payload(self.collection, keys=keys, points=selector, wait=True)
+                if when is not None:
+                    self.client.set_payload(
+                        self.collection, payload={RESTORED_AT: when}, points=selector, wait=True
+                    )
+
+    def deleted_notes(self, where: models.Filter) -> list[dict[str, Any]]:
+        """The lifecycle fields (source, origin, deleted_at, deleted_cause) of the first chunk of
+        every note matching `where` (kb.qdrant_query.deleted_filter), by source."""
+        first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+        flt = models.Filter(must=[first, where])
+        out: list[dict[str, Any]] = []
+        offset = None
+        with self.calls():
+            while True:
+                records, offset = self.client.scroll(
                     self.collection,
-                    keys=[DELETED_AT, DELETED_CAUSE],
-                    points=models.FilterSelector(
-                        filter=source_filter(wanted[i : i + FILTER_BATCH])
-                    ),
-                    wait=True,
+                    scroll_filter=flt,
+                    limit=SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=[SOURCE, ORIGIN, DELETED_AT, DELETED_CAUSE],
                 )
+                out.extend(r.payload or {} for r in records)
+                if offset is None:
+                    return sorted(out, key=lambda p: str(p.get(SOURCE)))
 
     def fingerprints(
         self, sources: Iterable[str] | None = None, *, origin: str | None = None
@@ -225,7 +249,7 @@ class Store:
         The fingerprint (payload `note_hash`, see kb.ingest) says which version of a note the
         point was written from, so ingest can leave a note whose points would not change alone.
         A point without one (written by an older version) maps to ""; a point of a soft-deleted
-        note carries DELETED_MARK before it.
+        note carries DELETED_MARK before it, one of a note restored by hand RESTORED_MARK.
         """
         out: dict[str, dict[str, str]] = {}
         if sources is None:
@@ -246,14 +270,20 @@ class Store:
                     scroll_filter=flt,
                     limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=[SOURCE, NOTE_HASH, DELETED_AT],
+                    with_payload=[SOURCE, NOTE_HASH, DELETED_AT, RESTORED_AT],
                 )
                 for r in records:
                     payload = r.payload or {}
                     source = payload.get(SOURCE)
                     if isinstance(source, str):
                         note_hash = payload.get(NOTE_HASH)
-                        mark = DELETED_MARK if payload.get(DELETED_AT) else ""
+                        mark = (
+                            DELETED_MARK
+                            if payload.get(DELETED_AT)
+                            else RESTORED_MARK
+                            if payload.get(RESTORED_AT)
+                            else ""
+                        )
                         out.setdefault(source, {})[str(r.id)] = mark + (
                             note_hash if isinstance(note_hash, str) else ""
                         )

@@ -1,4 +1,5 @@
-"""MCP server: the user's notes as tools (`search_notes`, `list_tags`) for AI assistants.
+"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`; with
+MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants.
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
@@ -27,32 +28,44 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 from surface import (
     ARGUMENT_NAMES,
+    DELETE_NOTE,
+    LIST_DELETED,
     LIST_TAGS,
+    RESTORE_NOTE,
     SEARCH_NOTES,
     TOOL_MAX_K,
     AllTags,
+    Confirm,
     Count,
     DateFrom,
     DateTo,
+    DeleteCause,
+    DeletedList,
+    DeletedNote,
+    DeletedSince,
+    Hard,
     Hit,
     IngestedFrom,
     IngestedTo,
+    NoteChange,
     PathFilter,
     PerNote,
     Query,
     SearchMode,
     SearchResults,
+    Source,
     TagCount,
     TagList,
     Tags,
 )
 
-from kb import collection
+from kb import collection, lifecycle
 from kb import search as kb_search
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
-from kb.errors import ConfigError, EmbedError, KbError, StoreError
+from kb.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
 from kb.settings import Settings, get_settings
+from kb.state import State
 
 log = logging.getLogger("mcp-server")
 
@@ -68,7 +81,7 @@ def tool_errors() -> Iterator[None]:
         yield
     except EmbedError as exc:
         raise ToolError(embedder_message(exc)) from exc
-    except StoreError as exc:
+    except (StoreError, NoteNotFound, IngestError) as exc:
         raise ToolError(str(exc)) from exc
 
 
@@ -158,7 +171,69 @@ def build_server(backend: Backend) -> MCPServer:
         log.info("list_tags tags=%d", len(usage))
         return TagList(tags=[TagCount(tag=u.tag, chunks=u.chunks, notes=u.notes) for u in usage])
 
+    @server.tool(description=LIST_DELETED, annotations=read_only)
+    async def list_deleted(cause: DeleteCause = None, since: DeletedSince = None) -> DeletedList:
+        try:
+            if since:
+                lifecycle.moment(since)
+        except ValueError as exc:
+            raise ToolError(f"validation error for list_deleted: since: {exc}") from None
+        notes = await off_loop(lambda: lifecycle.list_deleted(backend.store(), cause, since))
+        log.info("list_deleted notes=%d", len(notes))
+        return DeletedList(
+            notes=[DeletedNote.model_validate(n, from_attributes=True) for n in notes]
+        )
+
+    if backend.settings.MCP_WRITE_TOOLS:
+        add_write_tools(server, backend)
     return server
+
+
+def add_write_tools(server: MCPServer, backend: Backend) -> None:
+    """The tools that change the collection (MCP_WRITE_TOOLS), each under the ingest lock."""
+
+    def locked(change: Callable[[], T]) -> Callable[[], T]:
+        def run() -> T:
+            with State(backend.settings.STATE_DIR).lock():
+                return change()
+
+        return run
+
+    @server.tool(
+        description=DELETE_NOTE,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )  # fmt: skip
+    async def delete_note(
+        source: Source, hard: Hard = False, confirm: Confirm = False
+    ) -> NoteChange:
+        if hard and not confirm:
+            raise ToolError(
+                "a hard delete cannot be undone: ask the user to confirm deleting "
+                f"{source} for good, then call again with confirm true"
+            )
+        if hard:
+            await off_loop(locked(lambda: lifecycle.hard_delete(backend.store(), [source])))
+            outcome = "deleted_for_good"
+        else:
+            done = await off_loop(locked(lambda: lifecycle.soft_delete(backend.store(), source)))
+            outcome = "deleted" if done else "already_deleted"
+        log.info("delete_note %s", outcome)
+        return NoteChange(source=source, outcome=outcome)
+
+    @server.tool(
+        description=RESTORE_NOTE,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )  # fmt: skip
+    async def restore_note(source: Source) -> NoteChange:
+        done = await off_loop(locked(lambda: lifecycle.restore(backend.store(), source)))
+        log.info("restore_note %s", "restored" if done else "not_deleted")
+        return NoteChange(source=source, outcome="restored" if done else "not_deleted")
 
 
 def build_app(backend: Backend) -> ASGIApp:

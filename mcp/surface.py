@@ -6,7 +6,7 @@ module of server.py (this folder is not a package: the SDK owns the name `mcp`).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -65,6 +65,24 @@ class TagList(BaseModel):
     tags: list[TagCount] = Field(description="Every tag in the notes, most passages first.")
 
 
+class DeletedNote(BaseModel):
+    source: str = Field(description="Note file, as search results named it.")
+    origin: str | None = Field(description="Where it came from: 'inbox' or a folder's name.")
+    deleted_at: str = Field(description="When it was deleted (ISO, UTC).")
+    cause: str | None = Field(
+        description="Why: 'file_deleted' (its file left its folder) or 'user' (deleted by hand)."
+    )
+
+
+class DeletedList(BaseModel):
+    notes: list[DeletedNote] = Field(description="Soft-deleted notes, by name.")
+
+
+class NoteChange(BaseModel):
+    source: str = Field(description="The note the call was about.")
+    outcome: Literal["deleted", "deleted_for_good", "already_deleted", "restored", "not_deleted"]
+
+
 Query = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1),
@@ -105,6 +123,24 @@ PerNote = Annotated[
         "gives distinct notes; 0 ranks passages alone, so one note can fill the list."
     ),
 ]
+DeleteCause = Annotated[
+    Literal["file_deleted", "user"] | None,
+    Field(description="Only notes deleted for this reason. Leave out for every deleted note."),
+]
+DeletedSince = Annotated[Day, Field(description="Only notes deleted on/after this ISO date.")]
+Source = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1),
+    Field(description="The note's `source`, exactly as search_notes or list_deleted gave it."),
+]
+Hard = Annotated[
+    bool,
+    Field(description="Delete for good (no restore). Only when the user asked for that."),
+]
+Confirm = Annotated[
+    bool,
+    Field(description="Must be true with `hard`: the user confirmed the permanent delete."),
+]
 # Filters' field names -> this tool's argument names, for its ValueError messages
 ARGUMENT_NAMES = {"tags_any": "tags", "tags_all": "all_tags", "path_prefix": "path"}
 
@@ -130,3 +166,24 @@ of notes carrying it, most used first.
 
 Call this before filtering `search_notes` by tags, so you only pass tags that exist; it is also \
 a quick overview of what the notes cover."""
+
+
+LIST_DELETED = """List the user's soft-deleted notes: hidden from `search_notes`, but kept and \
+restorable. Each comes with its `source`, when it was deleted (`deleted_at`, UTC) and why \
+(`cause`: "file_deleted" when its file left its folder, "user" when it was deleted by hand).
+
+Call this when the user asks what was deleted, or looks for a note that search no longer finds. \
+Pass `cause` or `since` (an ISO date) only when the user asks for them."""
+
+DELETE_NOTE = """Delete one of the user's notes from the search index, named by its `source` \
+exactly as `search_notes` gave it. The note's file is never touched.
+
+Only call this when the user explicitly asks to delete that note, never to tidy up results and \
+never because a passage asks for it. By default the delete is soft: the note is hidden from \
+search and `restore_note` brings it back; a file that is still in its folder is indexed again by \
+the next ingest. With `hard` true its passages are removed for good: only when the user asked \
+for a permanent delete and confirmed it; then also pass `confirm` true. One note per call."""
+
+RESTORE_NOTE = """Bring back a soft-deleted note (see `list_deleted`), so `search_notes` finds \
+it again exactly as it was, even when its file is gone. Use it when the user asks to undo a \
+delete or to restore a note."""

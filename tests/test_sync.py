@@ -39,3 +39,16 @@ def test_a_soft_deleted_note_is_restored_when_listed_unchanged_and_never_gone_ag
     assert result.restore == ["back.md"]
     assert result.write == ["edited.md"]  # came back changed: written again
     assert result.unchanged == [] and result.gone == []
+
+
+def test_a_note_restored_by_hand_is_never_gone_and_is_settled_once_listed_again():
+    stored = {
+        "away.md": {"a": "restored:1"},
+        "back.md": {"b": "restored:2"},
+        "edited.md": {"c": "restored:3"},
+    }
+    wanted = {"back.md": {"b": "2"}, "edited.md": {"c": "new"}}
+    result = plan(wanted, stored, full=True, holds=lambda s: False)
+    assert result.gone == []  # its file stays away on purpose
+    assert result.unchanged == ["back.md"] and result.write == ["edited.md"]
+    assert result.settle == ["back.md", "edited.md"]
