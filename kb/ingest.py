@@ -14,6 +14,9 @@ stored notes (payload `origin`) are compared with it; a note whose file is gone 
 would soft-delete more than NOTE_FOLDERS_MAX_DELETE of a folder's notes stops first (`run`
 checks every folder before any source changes anything) unless deletes are allowed.
 
+Over ~300 lines on purpose: the run, the deletion pre-check and each source's sync share one
+run's state (lock, store, cache, summary); split, they would only pass it around.
+
 A private note (kb.prepare) is never embedded or stored: what the collection holds of it (a
 note made private since, or whose `private` field is unclear) is deleted outright, not
 soft-deleted, before anything is written; then the source's after-store hook runs for it (the

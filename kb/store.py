@@ -9,6 +9,9 @@ its points.
 A search is one Query API call: dense and keyword prefetches (each filtered), fused by a score
 formula, optionally grouped by note (`query_points_groups`, group_by source); kb.qdrant_query
 builds the request.
+
+Over ~300 lines on purpose: every qdrant-client call on points stays here (one place to put
+another engine behind, e.g. Qdrant's in-process engine), each method a thin call.
 """
 
 from __future__ import annotations
@@ -225,20 +228,9 @@ class Store:
         every note matching `where` (kb.qdrant_query.deleted_filter), by source."""
         first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
         flt = models.Filter(must=[first, where])
-        out: list[dict[str, Any]] = []
-        offset = None
-        with self.calls():
-            while True:
-                records, offset = self.client.scroll(
-                    self.collection,
-                    scroll_filter=flt,
-                    limit=SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=[SOURCE, ORIGIN, DELETED_AT, DELETED_CAUSE],
-                )
-                out.extend(r.payload or {} for r in records)
-                if offset is None:
-                    return sorted(out, key=lambda p: str(p.get(SOURCE)))
+        fields = [SOURCE, ORIGIN, DELETED_AT, DELETED_CAUSE]
+        found = [r.payload or {} for r in self._scroll(flt, fields)]
+        return sorted(found, key=lambda p: str(p.get(SOURCE)))
 
     def fingerprints(
         self, sources: Iterable[str] | None = None, *, origin: str | None = None
@@ -262,47 +254,44 @@ class Store:
         return out
 
     def _read_fingerprints(self, flt: models.Filter | None, out: dict[str, dict[str, str]]) -> None:
+        for r in self._scroll(flt, [SOURCE, NOTE_HASH, DELETED_AT, RESTORED_AT]):
+            payload = r.payload or {}
+            source = payload.get(SOURCE)
+            if isinstance(source, str):
+                note_hash = payload.get(NOTE_HASH)
+                mark = (
+                    DELETED_MARK
+                    if payload.get(DELETED_AT)
+                    else RESTORED_MARK
+                    if payload.get(RESTORED_AT)
+                    else ""
+                )
+                out.setdefault(source, {})[str(r.id)] = mark + (
+                    note_hash if isinstance(note_hash, str) else ""
+                )
+
+    def payloads(self, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """(id, payload) of every point (of one source), for checks and maintenance."""
+        flt = source_filter([source]) if source is not None else None
+        return [(str(r.id), r.payload or {}) for r in self._scroll(flt, True, limit=256)]
+
+    def _scroll(
+        self, flt: models.Filter | None, payload: list[str] | bool, *, limit: int = SCROLL_PAGE
+    ) -> Iterator[models.Record]:
+        """Every point matching `flt`, page by page, with these payload fields."""
         offset = None
         with self.calls():
             while True:
                 records, offset = self.client.scroll(
                     self.collection,
                     scroll_filter=flt,
-                    limit=SCROLL_PAGE,
+                    limit=limit,
                     offset=offset,
-                    with_payload=[SOURCE, NOTE_HASH, DELETED_AT, RESTORED_AT],
+                    with_payload=payload,
                 )
-                for r in records:
-                    payload = r.payload or {}
-                    source = payload.get(SOURCE)
-                    if isinstance(source, str):
-                        note_hash = payload.get(NOTE_HASH)
-                        mark = (
-                            DELETED_MARK
-                            if payload.get(DELETED_AT)
-                            else RESTORED_MARK
-                            if payload.get(RESTORED_AT)
-                            else ""
-                        )
-                        out.setdefault(source, {})[str(r.id)] = mark + (
-                            note_hash if isinstance(note_hash, str) else ""
-                        )
+                yield from records
                 if offset is None:
                     return
-
-    def payloads(self, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """(id, payload) of every point (of one source), for checks and maintenance."""
-        flt = source_filter([source]) if source is not None else None
-        out: list[tuple[str, dict[str, Any]]] = []
-        offset = None
-        with self.calls():
-            while True:
-                records, offset = self.client.scroll(
-                    self.collection, scroll_filter=flt, limit=256, offset=offset
-                )
-                out.extend((str(r.id), r.payload or {}) for r in records)
-                if offset is None:
-                    return out
 
     def query(
         self,
