@@ -8,9 +8,8 @@ OpenAI clients send their `api_key` as `Authorization: Bearer <key>`. A missing 
 from __future__ import annotations
 
 import hmac
-import json
 
-from errors import APIError
+from errors import APIError, send_error
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,16 +35,4 @@ class KeyMiddleware:
             else "invalid API key: it does not match the embedder's EMBED_API_KEY"
         )
         error = APIError(401, message, code="invalid_api_key")
-        payload = json.dumps(error.body()).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"www-authenticate", b'Bearer realm="embedder"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await send_error(send, error, [(b"www-authenticate", b'Bearer realm="embedder"')])

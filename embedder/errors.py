@@ -150,19 +150,24 @@ class BodyLimitMiddleware:
             "send fewer or shorter inputs per request",
             code="body_too_large",
         )
-        payload = json.dumps(error.body()).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await send_error(send, error, [(b"connection", b"close")])
+
+
+async def send_error(send: Send, error: APIError, headers: list[tuple[bytes, bytes]]) -> None:
+    """The error envelope as a raw ASGI response, for middleware that answers before the app."""
+    payload = json.dumps(error.body()).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:
