@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint up down logs ingest ingest-rebuild purge-deleted query smoke check
+.PHONY: help venv test lint keys up down logs ingest ingest-rebuild purge-deleted query smoke check
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -31,7 +31,10 @@ lint: venv ## Lint Python (ruff), Dockerfiles (hadolint) and compose files (comp
 	$(UV) run --group dev check-jsonschema --builtin-schema vendor.compose-spec \
 		docker-compose.yml docker-compose.gpu.yml
 
-up: ## Build and start the stack in the background; returns once the embedder is loaded (GPU=1: NVIDIA GPU)
+keys: ## Create random Qdrant keys in .env when it has none (never printed; run by make up)
+	python3 kb/keys.py
+
+up: keys ## Build and start the stack in the background; returns once the embedder is loaded (GPU=1: NVIDIA GPU)
 	$(COMPOSE) $(COMPOSE_FILES) up --build -d
 
 down: ## Stop and remove the containers (your notes and the Qdrant volume stay)

@@ -69,7 +69,11 @@ class Settings(BaseSettings):
     QDRANT_PATH: str = Field(
         "", description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both."
     )
-    QDRANT_API_KEY: str = Field("", description="API key for a secured Qdrant server/cluster.")
+    QDRANT_API_KEY: str = Field(
+        "",
+        description="Qdrant's API key: the stack's read-write key, which `make keys` creates in "
+        ".env (docs/security.md); empty: none.",
+    )
     COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")
 
     # --- notes -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ another engine behind, e.g. Qdrant's in-process engine), each method a thin call
 from __future__ import annotations
 
 import fcntl
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,14 @@ from kb.schema import (
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
 SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
 FILTER_BATCH = 500  # note names per `source` filter
+
+# What a secured Qdrant's refusals mean, said with the setting to fix (docs/security.md).
+KEY_REFUSED = {
+    401: "refused the key in QDRANT_API_KEY (HTTP 401: missing or wrong); set QDRANT_API_KEY "
+    "to the QDRANT_API_KEY in the stack's .env (`make keys` creates it)",
+    403: "refused a write with the key in QDRANT_API_KEY (HTTP 403: a read-only key); "
+    "writing needs the read-write QDRANT_API_KEY from the stack's .env",
+}
 
 
 @dataclass(frozen=True)
@@ -120,11 +129,15 @@ class Store:
                 raise busy from None
             return cls(client, collection, location, embedded=True)
         location = f"Qdrant at {url} (QDRANT_URL)"
-        client = QdrantClient(
-            url=url,
-            api_key=api_key or None,
-            check_compatibility=False,  # it warns from a thread; we probe below instead
-        )
+        with warnings.catch_warnings():
+            # The stack's Qdrant is on loopback or the compose network, where plain HTTP is the
+            # design; qdrant-client warns about any key sent over http.
+            warnings.filterwarnings("ignore", "Api key is used with an insecure connection")
+            client = QdrantClient(
+                url=url,
+                api_key=api_key or None,
+                check_compatibility=False,  # it warns from a thread; we probe below instead
+            )
         store = cls(client, collection, location)
         with store.calls():
             client.get_collections()  # fail now, with a clear message, when it is down
@@ -149,6 +162,8 @@ class Store:
                 f"{self.location} is unreachable ({exc.source}); is it running?"
             ) from None
         except UnexpectedResponse as exc:
+            if exc.status_code in KEY_REFUSED:
+                raise StoreError(f"{self.location} {KEY_REFUSED[exc.status_code]}") from None
             detail = exc.content.decode("utf-8", "replace")[:300]
             raise StoreError(f"{self.location} answered HTTP {exc.status_code}: {detail}") from None
 

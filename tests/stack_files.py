@@ -125,7 +125,8 @@ def parse_dockerfile(path: Path) -> Dockerfile:
 
 # --- compose ---------------------------------------------------------------------------------
 
-_VAR = re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?:(:?-)([^}]*))?\}")
+# ${NAME}, ${NAME:-default}, ${NAME-default} and ${NAME:?error} (required: no default)
+_VAR = re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 
 
 def load_compose(path: Path = COMPOSE_FILE) -> dict[str, Any]:
@@ -146,7 +147,9 @@ def compose_variables(path: Path = COMPOSE_FILE) -> dict[str, str | None]:
     """`${NAME:-default}` references in a compose file's values (comments are not interpolated):
     name -> default (None when it has none)."""
     return {
-        m.group(1): m.group(3) for text in _strings(load_compose(path)) for m in _VAR.finditer(text)
+        m.group(1): "" if (m.group(2) or "").endswith("?") else m.group(3)
+        for text in _strings(load_compose(path))
+        for m in _VAR.finditer(text)
     }
 
 
@@ -294,7 +297,8 @@ def render_default(name: str) -> str:
     """A setting's default as README shows it."""
     fields = setting_fields().get(name)
     if not fields:  # compose-only: its default sits in docker-compose.yml
-        return f"`{compose_variables()[name]}`"
+        default = compose_variables()[name]
+        return f"`{default}`" if default else "(empty)"
     info = fields[0][1]
     if info.default_factory is not None:
         return "number of usable CPU cores"
