@@ -5,6 +5,9 @@ A private note (`private: true` in its frontmatter, or a tag listed in PRIVATE_T
 but never chunked, embedded or stored: it is set apart, and whatever the collection still
 holds of it is deleted by kb.ingest. So is what is stored of a note whose `private` field is
 not a boolean (it fails with the reason: it may well be meant as private).
+
+Credentials in a note (keys, tokens, passwords) are replaced in what is embedded and stored
+(kb.redact); the summary counts them per note, and the file keeps them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kb.errors import IngestError
 from kb.keywords import TOKENIZER_VERSION
 from kb.notes import FrontmatterError, Note, NoteError, PrivateFieldError
 from kb.progress import Progress, Summary
+from kb.redact import redact_note
 from kb.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
 from kb.sources.base import Failure, Item, Source
 
@@ -30,6 +34,7 @@ class Prepared:
     note: Note
     chunks: list[Chunk]
     origin: str = INBOX  # the source it came from (payload `origin`)
+    clean_title: str | None = None  # the title with its secrets redacted (kb.redact)
 
     @cached_property
     def texts(self) -> list[str]:
@@ -39,7 +44,7 @@ class Prepared:
 
     @cached_property
     def title(self) -> str:
-        return note_title(self.note)
+        return self.clean_title if self.clean_title is not None else note_title(self.note)
 
     @cached_property
     def records(self) -> list[ChunkRecord]:
@@ -130,7 +135,10 @@ def prepare(
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
             continue
-        read.notes.append(Prepared(item, note, chunks, source.origin))
+        clean = redact_note(note, chunks, note_title(note))
+        if clean.secrets:
+            summary.redacted[item.source] = clean.secrets
+        read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title))
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)

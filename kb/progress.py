@@ -32,6 +32,7 @@ class Summary:
     deleted: list[str] = field(default_factory=list)  # folder files gone: notes soft-deleted
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
     skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
+    redacted: dict[str, int] = field(default_factory=dict)  # note -> secrets kept out of the index
     chunks: int = 0  # chunks of the notes handled (added, replaced, unchanged)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
     seconds: float = 0.0
@@ -49,6 +50,7 @@ class Summary:
             getattr(self, name).extend(getattr(other, name))
         for reason, count in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + count
+        self.redacted.update(other.redacted)
         self.chunks += other.chunks
         self.embedded_cached += other.embedded_cached
         self.seconds += other.seconds
@@ -174,5 +176,11 @@ def format_summary(summary: Summary) -> str:
     if summary.skipped:
         counts = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.skipped.items()))
         lines.append(f"  skipped: {counts}")
+    if summary.redacted:
+        lines.append(
+            f"  redacted {sum(summary.redacted.values())} secrets in {len(summary.redacted)} "
+            "notes (the files keep them): "
+            + ", ".join(f"{name} ({n})" for name, n in sorted(summary.redacted.items()))
+        )
     lines += [f"  deleted: {name}" for name in summary.deleted]
     return "\n".join(lines)
