@@ -43,30 +43,39 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 from kb.chunking import Chunk
 from kb.notes import Note
 
+
+def _secret_group(rx: re.Pattern[str]) -> int:
+    """AWS's secret-key rule captures the key after its name; the others' groups are prefixes."""
+    return 1 if rx.groups and rx.pattern.startswith("aws") else 0
+
+
 _TOKEN_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
     AWSKeyDetector, AzureStorageKeyDetector, ArtifactoryDetector, DiscordBotTokenDetector,
     GitHubTokenDetector, GitLabTokenDetector, JwtTokenDetector, MailchimpDetector, NpmDetector,
     OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector, SquareOAuthDetector,
     StripeDetector, TelegramBotTokenDetector, TwilioKeyDetector,
 )  # fmt: skip
-# (kind, regex, group holding the secret; 0: the whole match)
-_RULES: list[tuple[str, re.Pattern[str], int]] = (
-    [
-        (p.secret_type, rx, 1 if rx.groups and rx.pattern.startswith("aws") else 0)
+# (kind, regex, group holding the secret; 0: the whole match). Token patterns never span lines:
+# they run over the whole text (re.M for the anchored ones), in one pass each.
+_TOKEN_RULES: list[tuple[str, re.Pattern[str], int]] = [
+    *(
+        (p.secret_type, re.compile(rx.pattern, rx.flags | re.M), _secret_group(rx))
         for p in _TOKEN_PLUGINS
         for rx in p.denylist
-    ]
-    + [(BasicAuthDetector.secret_type, rx, 1) for rx in BasicAuthDetector.denylist]
-    + [
-        # configuration values: the YAML/INI/TOML forms, then the quoted forms of code
-        ("secret", rx, group)
-        for table in (
-            keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,
-            keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
-        )
-        for rx, group in table.items()
-    ]
-)
+    ),
+    *((BasicAuthDetector.secret_type, rx, 1) for rx in BasicAuthDetector.denylist),
+]
+# Configuration values (the YAML/INI/TOML forms, then the quoted forms of code): their `\s*` and
+# `[^\v]` cross newlines, so they run line by line, on the lines that hold a keyword only.
+_KEYWORD_RULES: list[tuple[str, re.Pattern[str], int]] = [
+    ("secret", rx, group)
+    for table in (
+        keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,
+        keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
+    )
+    for rx, group in table.items()
+]
+_KEYWORD_HINT = re.compile("|".join(keyword.DENYLIST), re.I)
 # detect-secrets finds a private key by its header line; the block runs to its END line (or to
 # the end of the text when a chunk boundary cut it), and a chunk may start inside one.
 _KEY_NAMES = "|".join(
@@ -95,17 +104,26 @@ def _spans(text: str) -> Iterator[tuple[int, int, str, str]]:
     """(start, end, kind, secret) of every secret in `text`, overlapping spans included."""
     for m in _KEY_BLOCK.finditer(text):
         yield m.start(), m.end(), "private key", m.group(0)
+    for kind, rx, group in _TOKEN_RULES:
+        yield from _matches(text, 0, kind, rx, group)
     offset = 0
     for full in text.splitlines(keepends=True):
-        line = full.rstrip("\r\n")  # the keyword rules' `[^\v]` does not stop at a newline
-        for kind, rx, group in _RULES:
-            for m in rx.finditer(line):
-                start, end = m.span(group)
-                if group == 0:
-                    end = _TOKEN_TAIL.match(line, end).end()  # type: ignore[union-attr]
-                if end - start >= 4:  # `pwd: x` in a sentence is not worth a marker
-                    yield offset + start, offset + end, kind, line[start:end]
+        line = full.rstrip("\r\n")
+        if _KEYWORD_HINT.search(line):
+            for kind, rx, group in _KEYWORD_RULES:
+                yield from _matches(line, offset, kind, rx, group)
         offset += len(full)
+
+
+def _matches(
+    text: str, offset: int, kind: str, rx: re.Pattern[str], group: int
+) -> Iterator[tuple[int, int, str, str]]:
+    for m in rx.finditer(text):
+        start, end = m.span(group)
+        if group == 0:
+            end = _TOKEN_TAIL.match(text, end).end()  # type: ignore[union-attr]
+        if end - start >= 4:  # `pwd: x` in a sentence is not worth a marker
+            yield offset + start, offset + end, kind, text[start:end]
 
 
 def redact_text(text: str, found: set[str] | None = None) -> str:
