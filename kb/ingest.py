@@ -348,19 +348,21 @@ def run(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     allow_deletes: bool = False,
+    only: Collection[str] | None = None,
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
     NOTE_FOLDERS folder, as the settings say: what ingest.py runs. ConfigError for a bad
-    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes."""
+    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes.
+    `only`: the origins to sync ("inbox", folder names), all when None (kb.watch)."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
     folders = configured(settings)
+    inbox = InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders])
+    if only is not None:
+        folders = [f for f in folders if f.origin in only]
     if not allow_deletes:
         _check_folders(folders, store, settings.NOTE_FOLDERS_MAX_DELETE)
-    sources: list[Source] = [
-        InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders]),
-        *folders,
-    ]
+    sources: list[Source] = [*([inbox] if only is None or INBOX in only else []), *folders]
     total = Summary(rebuilt=rebuild)
     for source in sources:
         try:
