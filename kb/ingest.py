@@ -12,7 +12,9 @@ A NOTE_FOLDERS folder is synced in full each run (its listing is complete): only
 stored notes (payload `origin`) are compared with it; a note whose file is gone is soft-deleted
 (hidden, kept), one whose file comes back unchanged is restored without embedding. A sync that
 would soft-delete more than NOTE_FOLDERS_MAX_DELETE of a folder's notes stops first (`run`
-checks every folder before any source changes anything) unless deletes are allowed.
+checks every folder before any source changes anything) unless deletes are allowed. An inbox
+note whose file was deleted from ingested/ is soft-deleted the same way by a full build
+(--rebuild), the only run that lists ingested/.
 
 Over ~300 lines on purpose: the run, the deletion pre-check and each source's sync share one
 run's state (lock, store, cache, summary); split, they would only pass it around.
@@ -238,16 +240,12 @@ def _run(
         # a full listing is compared with this source's stored notes only, never another's
         stored = store.fingerprints(origin=source.origin) if full else store.fingerprints(wanted)
     plan = sync.plan(wanted, stored, full=full, holds=source.holds)
-    if plan.gone and source.complete:
-        if not allow_deletes:
+    if plan.gone:  # a folder's, or (a full build) the inbox's files deleted from ingested/
+        if source.complete and not allow_deletes:
             check_deletes(source, len(plan.gone), stored, max_delete)
         log.info("%s: soft-deleting %d notes whose files are gone", source.origin, len(plan.gone))
         store.soft_delete(plan.gone, FILE_DELETED, date_ingested)
         summary.deleted = plan.gone
-    elif plan.gone:
-        log.info("removing %d notes whose files are gone", len(plan.gone))
-        store.delete_sources(plan.gone)
-        summary.removed = plan.gone
     settled = [name for name in plan.settle if name not in plan.write]
     if settled:  # restored by hand and their files are back: a later file deletion counts
         store.restore(settled)
