@@ -46,6 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="let a folder sync soft-delete more than NOTE_FOLDERS_MAX_DELETE of its notes",
     )
     parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also list every file skipped (with the gate that skipped it) and ignored",
+    )
+    parser.add_argument(
         "--watch",
         action="store_true",
         help="stay running: sync NOTES_DIR and NOTE_FOLDERS as files change (Ctrl-C stops)",
@@ -104,11 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
-            print(format_summary(exc.summary))
+            print(format_summary(exc.summary, verbose=args.verbose))
         return fail(str(exc))
     finally:
         signal.signal(signal.SIGINT, previous)
-    print(format_summary(summary))
+    print(format_summary(summary, verbose=args.verbose))
     return 1 if summary.failed else 0
 
 
