@@ -117,7 +117,13 @@ def test_a_burst_of_300_files_is_synced_in_one_batch(settings: Settings, vault: 
         assert watcher.batches == 1
         for n in range(300):
             write(vault / f"burst/{n:03}.md", f"Note {n}: the burst fixture line number {n}.\n")
-        wait_for(lambda: len(stored(watcher)) == 300, "all 300 notes are stored", timeout=120)
+
+        def all_stored() -> bool:
+            # searching meanwhile: embedded storage serves a search beside the batch's writes
+            found(watcher, "the burst fixture line")
+            return len(stored(watcher)) == 300
+
+        wait_for(all_stored, "all 300 notes are stored", timeout=120)
         assert watcher.batches == 2
         assert watcher.last is not None and len(watcher.last.added) == 300
 
