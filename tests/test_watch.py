@@ -105,7 +105,8 @@ def test_a_saved_note_becomes_searchable_and_a_deleted_one_is_soft_deleted(
         assert [(d.source, d.cause) for d in deleted] == [("vault/food/kimchi.md", FILE_DELETED)]
         # the inbox too: a dropped note is ingested and moved; the move starts no batch
         write(settings.NOTES_DIR / "bread.md", BREAD)
-        wait_for(lambda: (settings.NOTES_DIR / "ingested" / "bread.md").exists(), "moved")
+        wait_for(lambda: watcher.last and "bread.md" in watcher.last.added, "bread.md synced")
+        assert (settings.NOTES_DIR / "ingested" / "bread.md").exists()
         assert "bread.md" in found(watcher, BREAD_QUERY)
         batches = watcher.batches
         time.sleep(1.5)
@@ -125,7 +126,7 @@ def test_a_burst_of_300_files_is_synced_in_one_batch(settings: Settings, vault: 
             found(watcher, "the burst fixture line")
             return len(stored(watcher)) == 300
 
-        wait_for(all_stored, "all 300 notes are stored", timeout=120, every=0.5)
+        wait_for(lambda: all_stored() and watcher.batches >= 2, "300 notes stored", 120, every=0.5)
         assert watcher.batches == 2
         assert watcher.last is not None and len(watcher.last.added) == 300
 
@@ -208,8 +209,8 @@ def test_an_embedder_that_is_down_delays_the_batch_which_then_catches_up(
             wait_for(lambda: watcher.failures >= 3, "three tries failed")
             assert watcher.batches == 0
             proxy.open()
-            wait_for(lambda: "vault/kimchi.md" in stored(watcher), "the note is stored")
-            assert watcher.batches == 1
+            wait_for(lambda: watcher.batches >= 1, "the batch is synced")
+            assert watcher.batches == 1 and "vault/kimchi.md" in stored(watcher)
             assert "vault/kimchi.md" in found(watcher, KIMCHI_QUERY)
     finally:
         proxy.close()
