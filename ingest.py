@@ -4,6 +4,7 @@ NOTE_FOLDERS folder in place (docs/folders.md).
     uv run ingest.py                  # new and re-dropped notes; every folder synced
     uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
+    uv run ingest.py --watch          # stay running: sync what changes (docs/watching.md)
     uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
                                       # --restore NOTE, --purge-deleted (docs/folders.md)
 
@@ -21,13 +22,14 @@ from collections.abc import Sequence
 from types import FrameType
 
 from kb import lifecycle
-from kb.backend import embed_client, open_store
+from kb.backend import Backend, embed_client, open_store
 from kb.cli import fail, script, setup_logging
 from kb.errors import IngestError
 from kb.ingest import run
 from kb.progress import ConsoleProgress, format_summary
 from kb.settings import Settings, get_settings
 from kb.state import State
+from kb.watch import Watcher
 
 
 @script
@@ -42,6 +44,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--allow-deletes",
         action="store_true",
         help="let a folder sync soft-delete more than NOTE_FOLDERS_MAX_DELETE of its notes",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also list every file skipped (with the gate that skipped it) and ignored",
+    )
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="stay running: sync NOTES_DIR and NOTE_FOLDERS as files change (Ctrl-C stops)",
     )
     deleted = parser.add_argument_group(
         "deleted notes (no ingest runs)"
@@ -61,10 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--hard goes with --delete NOTE")
     if maintaining and (args.rebuild or args.allow_deletes):
         parser.error("--rebuild and --allow-deletes run an ingest; give them on their own")
+    if args.watch and (maintaining or args.rebuild or args.allow_deletes):
+        parser.error("--watch runs on its own")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
     if maintaining:
         return maintain(args, settings)
+    if args.watch:
+        return watch(settings)
     stop = threading.Event()
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
@@ -93,12 +110,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
-            print(format_summary(exc.summary))
+            print(format_summary(exc.summary, verbose=args.verbose))
         return fail(str(exc))
     finally:
         signal.signal(signal.SIGINT, previous)
-    print(format_summary(summary))
+    print(format_summary(summary, verbose=args.verbose))
     return 1 if summary.failed else 0
+
+
+def watch(settings: Settings) -> int:
+    """Watch until Ctrl-C or SIGTERM (a service manager stopping it): both end the watch after
+    the current batch; a second Ctrl-C stops at once."""
+    stop = threading.Event()
+
+    def stopping(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("stopping after the current batch (Ctrl-C again to stop now)", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, stopping) for sig in (signal.SIGINT, signal.SIGTERM)}
+    backend = Backend(settings)
+    try:
+        Watcher(backend, stop=stop).run()
+    finally:
+        backend.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> int:

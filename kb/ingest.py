@@ -12,7 +12,9 @@ A NOTE_FOLDERS folder is synced in full each run (its listing is complete): only
 stored notes (payload `origin`) are compared with it; a note whose file is gone is soft-deleted
 (hidden, kept), one whose file comes back unchanged is restored without embedding. A sync that
 would soft-delete more than NOTE_FOLDERS_MAX_DELETE of a folder's notes stops first (`run`
-checks every folder before any source changes anything) unless deletes are allowed.
+checks every folder before any source changes anything) unless deletes are allowed. An inbox
+note whose file was deleted from ingested/ is soft-deleted the same way by a full build
+(--rebuild), the only run that lists ingested/.
 
 Over ~300 lines on purpose: the run, the deletion pre-check and each source's sync share one
 run's state (lock, store, cache, summary); split, they would only pass it around.
@@ -238,16 +240,12 @@ def _run(
         # a full listing is compared with this source's stored notes only, never another's
         stored = store.fingerprints(origin=source.origin) if full else store.fingerprints(wanted)
     plan = sync.plan(wanted, stored, full=full, holds=source.holds)
-    if plan.gone and source.complete:
-        if not allow_deletes:
+    if plan.gone:  # a folder's, or (a full build) the inbox's files deleted from ingested/
+        if source.complete and not allow_deletes:
             check_deletes(source, len(plan.gone), stored, max_delete)
         log.info("%s: soft-deleting %d notes whose files are gone", source.origin, len(plan.gone))
         store.soft_delete(plan.gone, FILE_DELETED, date_ingested)
         summary.deleted = plan.gone
-    elif plan.gone:
-        log.info("removing %d notes whose files are gone", len(plan.gone))
-        store.delete_sources(plan.gone)
-        summary.removed = plan.gone
     settled = [name for name in plan.settle if name not in plan.write]
     if settled:  # restored by hand and their files are back: a later file deletion counts
         store.restore(settled)
@@ -348,19 +346,21 @@ def run(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     allow_deletes: bool = False,
+    only: Collection[str] | None = None,
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
     NOTE_FOLDERS folder, as the settings say: what ingest.py runs. ConfigError for a bad
-    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes."""
+    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes.
+    `only`: the origins to sync ("inbox", folder names), all when None (kb.watch)."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
     folders = configured(settings)
+    inbox = InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders])
+    if only is not None:
+        folders = [f for f in folders if f.origin in only]
     if not allow_deletes:
         _check_folders(folders, store, settings.NOTE_FOLDERS_MAX_DELETE)
-    sources: list[Source] = [
-        InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders]),
-        *folders,
-    ]
+    sources: list[Source] = [*([inbox] if only is None or INBOX in only else []), *folders]
     total = Summary(rebuilt=rebuild)
     for source in sources:
         try:

@@ -109,6 +109,7 @@ def prepare(
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
         summary.skipped[reason] = summary.skipped.get(reason, 0) + count
+    summary.skipped_paths.extend(listing.skipped_paths)
     failed = list(listing.failed)
     read = Read()
     bad_yaml: list[str] = []

@@ -33,6 +33,7 @@ class Summary:
     ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
     skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
     redacted: dict[str, int] = field(default_factory=dict)  # note -> secrets kept out of the index
+    skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (path, gate): -v
     chunks: int = 0  # chunks of the notes handled (added, replaced, unchanged)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
     seconds: float = 0.0
@@ -48,6 +49,7 @@ class Summary:
         for name in ("added", "replaced", "unchanged", "restored", "private", "unindexed",
                      "failed", "removed", "deleted", "ignored"):  # fmt: skip
             getattr(self, name).extend(getattr(other, name))
+        self.skipped_paths.extend(other.skipped_paths)
         for reason, count in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + count
         self.redacted.update(other.redacted)
@@ -150,8 +152,9 @@ class ConsoleProgress(Progress):
         self.stream.flush()
 
 
-def format_summary(summary: Summary) -> str:
-    """The end-of-run report: counts, speed, and every failed file with its reason."""
+def format_summary(summary: Summary, *, verbose: bool = False) -> str:
+    """The end-of-run report: counts, speed, and every failed file with its reason; `verbose`
+    (ingest.py -v) also names every skipped file with its gate and every ignored file."""
     verb = "rebuilt: ingested" if summary.rebuilt else "ingested"
     removed = f", {len(summary.removed)} removed (files gone)" if summary.removed else ""
     restored = f", {len(summary.restored)} restored" if summary.restored else ""
@@ -171,7 +174,8 @@ def format_summary(summary: Summary) -> str:
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
     if summary.ignored:
-        shown = ", ".join(summary.ignored[:5]) + (", ..." if len(summary.ignored) > 5 else "")
+        few = summary.ignored if verbose else summary.ignored[:5]
+        shown = ", ".join(few) + (", ..." if len(summary.ignored) > len(few) else "")
         lines.append(f"  ignored {len(summary.ignored)} files that are not .md/.txt: {shown}")
     if summary.skipped:
         counts = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.skipped.items()))
@@ -182,5 +186,7 @@ def format_summary(summary: Summary) -> str:
             "notes (the files keep them): "
             + ", ".join(f"{name} ({n})" for name, n in sorted(summary.redacted.items()))
         )
+    if verbose:
+        lines += [f"  skipped {path} ({gate})" for path, gate in summary.skipped_paths]
     lines += [f"  deleted: {name}" for name in summary.deleted]
     return "\n".join(lines)

@@ -150,6 +150,11 @@ class Settings(BaseSettings):
         description="Offer the MCP tools that change the collection (`delete_note`, "
         "`restore_note`); off: the server only reads.",
     )
+    MCP_WATCH: bool = Field(
+        False,
+        description="The MCP server also watches NOTES_DIR and NOTE_FOLDERS, as `ingest.py "
+        "--watch` does, sharing its store (embedded storage opens in one process only).",
+    )
     MCP_URL: str = Field(
         "",
         description="MCP endpoint that mcp/check.py and query.py connect to; empty: "

@@ -1,5 +1,6 @@
 """The project's own state, in STATE_DIR and never inside the user's notes: the ingest lock,
-the embedding cache and the run log.
+the embedding cache, the run log and, while `ingest.py --watch` (or MCP_WATCH) runs, the
+watcher's status file.
 
 Deleting STATE_DIR is always safe: the next ingest embeds again what it needs. Versions before
 STATE_DIR kept the cache and the lock in the notes folder; `embed_cache_path` carries an old
@@ -14,6 +15,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +30,19 @@ CACHE_NAME = "embed-cache.sqlite3"
 RUN_LOG_NAME = "runs.jsonl"
 OLD_CACHE_NAME = ".embed-cache.sqlite3"  # in the notes folder, before STATE_DIR
 OLD_LOCK_NAME = ".ingest.lock"
+# {"pid", "started_at", "folders", "last_batch_at", "last_batch_notes"} (kb.watch writes it,
+# status tools read it): a watcher runs while it exists and its pid is alive
+WATCHER_NAME = "watcher.json"
 
-_held: set[Path] = set()  # locks this process holds (the lock is re-entrant per process)
+# locks each thread holds (re-entrant per thread): another thread of the same process (the MCP
+# server's watcher beside a write tool) opens its own descriptor, which flock then refuses
+_local = threading.local()
+
+
+def _held() -> set[Path]:
+    if not hasattr(_local, "held"):
+        _local.held = set()
+    return _local.held
 
 
 class State:
@@ -54,7 +67,8 @@ class State:
         told about the first rather than about a busy storage folder.
         """
         path = (self._ready() / LOCK_NAME).resolve()
-        if path in _held:
+        held = _held()
+        if path in held:
             yield
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -68,13 +82,18 @@ class State:
                 ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            _held.add(path)
+            held.add(path)
             try:
                 yield
             finally:
-                _held.discard(path)
+                held.discard(path)
         finally:
             os.close(fd)
+
+    @property
+    def watcher_path(self) -> Path:
+        """The watcher's status file (WATCHER_NAME); not made here."""
+        return self.folder / WATCHER_NAME
 
     def embed_cache_path(self, notes_dir: Path | None = None) -> Path:
         """The cache file, after carrying over one left in `notes_dir` by an older version

@@ -17,12 +17,14 @@ another engine behind, e.g. Qdrant's in-process engine), each method a thin call
 from __future__ import annotations
 
 import fcntl
+import functools
+import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -88,6 +90,28 @@ def _folder_locked(path: Path) -> bool:
         return False
 
 
+class _OneAtATime:
+    """The embedded client, one call at a time: qdrant-client's local mode is not thread-safe (a
+    search beside an upsert can fail mid-scan), and a server's threads share one store (the MCP
+    server's searches and its watcher, MCP_WATCH)."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self._client = client
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+
 class Store:
     """One collection in one Qdrant. Build with `Store.open(...)` (kb.backend.open_store reads
     the settings); close when done."""
@@ -127,7 +151,7 @@ class Store:
                 if "already accessed" not in str(exc):
                     raise
                 raise busy from None
-            return cls(client, collection, location, embedded=True)
+            return cls(cast(QdrantClient, _OneAtATime(client)), collection, location, embedded=True)
         location = f"Qdrant at {url} (QDRANT_URL)"
         with warnings.catch_warnings():
             # The stack's Qdrant is on loopback or the compose network, where plain HTTP is the

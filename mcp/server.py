@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -66,6 +66,7 @@ from kb.cli import fail
 from kb.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
 from kb.settings import Settings, get_settings
 from kb.state import State
+from kb.watch import in_background
 
 log = logging.getLogger("mcp-server")
 
@@ -289,23 +290,35 @@ def main(argv: list[str] | None = None) -> int:
     if level != "DEBUG":  # httpx logs every embedder request at INFO: noise, not news
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        if args.stdio:
-            build_server(backend).run("stdio")
-            return 0
-        try:
-            app = build_app(backend)
-        except ConfigError as exc:
-            return fail(str(exc), exc.exit_code)
-        log.info(
-            "serving http://%s:%d/mcp (token %s)",
-            settings.MCP_HOST,
-            settings.MCP_PORT,
-            "required" if settings.MCP_TOKEN else "off",
-        )
-        uvicorn.run(app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower())
-        return 0
+        with ExitStack() as watching:
+            if settings.MCP_WATCH:  # in-process: embedded storage opens in one process only
+                try:
+                    watching.enter_context(in_background(backend))
+                except ConfigError as exc:
+                    return fail(str(exc), exc.exit_code)
+            return serve(args, backend)
     finally:
         backend.close()
+
+
+def serve(args: argparse.Namespace, backend: Backend) -> int:
+    settings = backend.settings
+    level = _log_level(settings)
+    if args.stdio:
+        build_server(backend).run("stdio")
+        return 0
+    try:
+        app = build_app(backend)
+    except ConfigError as exc:
+        return fail(str(exc), exc.exit_code)
+    log.info(
+        "serving http://%s:%d/mcp (token %s)",
+        settings.MCP_HOST,
+        settings.MCP_PORT,
+        "required" if settings.MCP_TOKEN else "off",
+    )
+    uvicorn.run(app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower())
+    return 0
 
 
 if __name__ == "__main__":

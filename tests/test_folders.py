@@ -5,11 +5,22 @@ kept) and comes back with no embedding; the mass-deletion guard stops first."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, tree_state, write
+from ingest_fixtures import (
+    BREAD,
+    KIMCHI,
+    SHOCK,
+    make_settings,
+    run_script,
+    script_env,
+    tree_state,
+    write,
+)
 
+from kb.backend import open_store
 from kb.errors import IngestError
 from kb.ingest import run
 from kb.progress import format_summary
@@ -153,3 +164,33 @@ def test_a_renamed_file_is_written_under_its_new_name_from_the_cache_with_no_emb
     assert summary.deleted == ["vault/food/kimchi.md"] and summary.added == ["vault/kimchi.md"]
     assert client.calls == calls  # same text: every vector came from the embedding cache
     assert found(store, client)[0] == "vault/kimchi.md"
+
+
+def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
+    settings: Settings, client, vault: Path, tmp_path: Path
+):
+    write(vault / ".obsidian" / "app.md", "settings")
+    write(vault / "food" / "kimchi.md.swp", b"swap")
+    write(vault / "drafts" / "idea.md", "a draft git ignores")
+    write(vault / ".gitignore", "drafts/\n")
+    write(vault / "photo.png", b"\x89PNG")
+    write(settings.NOTES_DIR / ".draft.md", "hidden in the inbox")
+    subprocess.run(["git", "init", "-q", str(vault)], check=True)
+    env = script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS)
+
+    verbose = run_script("ingest.py", "-v", env=env, cwd=tmp_path)
+
+    assert verbose.returncode == 0, verbose.stderr
+    lines = verbose.stdout.splitlines()
+    listed = [
+        "  skipped .draft.md (hidden)",
+        "  skipped vault/.obsidian/ (hidden)",
+        "  skipped vault/food/kimchi.md.swp (editor swap or backup file)",
+        "  skipped vault/drafts/ (not tracked by git (.gitignore))",
+    ]
+    assert all(line in lines for line in listed)
+    assert "vault/photo.png" in verbose.stdout  # ignored: other file kinds are named too
+    with open_store(settings) as store:  # without -v: counts only
+        plain = format_summary(run(settings, client, store)).splitlines()
+    assert any(line.startswith("  skipped: ") for line in plain)
+    assert not any(line in plain for line in listed)

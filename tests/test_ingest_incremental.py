@@ -6,9 +6,11 @@ from collections.abc import Sequence
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, count_points, write
 
-from kb import collection
+from kb import collection, lifecycle
 from kb.ingest import run
 from kb.progress import format_summary
+from kb.schema import FILE_DELETED
+from kb.search import search
 from kb.store import Point, Store
 
 
@@ -89,19 +91,30 @@ def test_rebuilding_an_unchanged_corpus_writes_nothing_and_keeps_ingest_dates(
     check_consistent(store, settings)
 
 
-def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_drops_notes_deleted_there(
+def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_soft_deletes_notes_deleted_there(
     settings, client, store, writes
 ):
     ingest_three(settings, client, store)
+    kimchi = settings.NOTES_DIR / "ingested" / "kimchi.md"
+    kept = kimchi.read_bytes()
     write(settings.NOTES_DIR / "ingested" / "shock.md", SHOCK.replace("supersonic", "hypersonic"))
-    (settings.NOTES_DIR / "ingested" / "kimchi.md").unlink()
+    kimchi.unlink()
     writes.clear()
 
     summary = run(settings, client, store, rebuild=True)
 
     assert writes == [["shock.md"]] and len(summary.unchanged) == 1
-    assert count_points(store, "kimchi.md") == 0
+    assert summary.deleted == ["kimchi.md"]
+    deleted = [(n.source, n.cause) for n in lifecycle.list_deleted(store)]
+    assert deleted == [("kimchi.md", FILE_DELETED)]  # hidden, its points kept
+    assert "kimchi.md" not in [h.source for h in search(store, client, "gochugaru cabbage")]
     assert "hypersonic" in store.payloads("shock.md")[0][1]["text"]
+
+    kimchi.write_bytes(kept)  # the file is back unchanged: restored, nothing embedded
+    calls = client.calls
+    summary = run(settings, client, store, rebuild=True)
+    assert summary.restored == ["kimchi.md"] and writes == [["shock.md"]]
+    assert client.calls == calls and lifecycle.list_deleted(store) == []
     check_consistent(store, settings)
 
 

@@ -2,13 +2,16 @@
 caches an older version left in the notes folder are carried over, never lost."""
 
 import json
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, tree_state, write
 
 from kb.embed_cache import EmbedCache, content_key
+from kb.errors import IngestBusy
 from kb.ingest import run
 from kb.settings import REPO_ROOT, Settings
 from kb.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME, State
@@ -89,3 +92,24 @@ def test_relative_paths_resolve_against_the_repository_root_not_the_current_fold
     monkeypatch.chdir(tmp_path)
     settings = Settings(_env_file=None, **{name: "some/folder"})
     assert Path(getattr(settings, name)) == REPO_ROOT / "some" / "folder"
+
+
+def test_the_lock_is_re_entrant_in_its_thread_and_refused_to_another_thread(tmp_path: Path):
+    # the MCP server's watcher thread and a write tool share one process: never both at once
+    state = State(tmp_path / "state")
+    refused: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            with state.lock():
+                pass
+        except IngestBusy as exc:
+            refused.append(exc)
+
+    with state.lock(), state.lock():  # the same thread again: re-entrant
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join(10)
+    assert len(refused) == 1 and f"pid {os.getpid()}" in str(refused[0])
+    other_thread()  # released: the other thread's turn now
+    assert len(refused) == 1

@@ -39,6 +39,7 @@ class Listing:
     failed: list[Failure] = field(default_factory=list)  # refused: named, left untouched
     ignored: list[str] = field(default_factory=list)  # not notes (other file kinds)
     skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
+    skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (shown path, gate)
 
 
 class Source(Protocol):

@@ -32,6 +32,11 @@ class Found:
     failed: list[Failure] = field(default_factory=list)  # refused, with the reason
     ignored: list[str] = field(default_factory=list)  # other file kinds
     skipped: Counter[str] = field(default_factory=Counter)  # files and folders skipped, by gate
+    skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (path, gate), for -v
+
+    def skip(self, rel: str, gate: str) -> None:
+        self.skipped[gate] += 1
+        self.skipped_paths.append((rel, gate))
 
 
 def is_note_name(name: str) -> bool:
@@ -82,9 +87,9 @@ def discover(
             path = here / name
             rel = path.relative_to(top).as_posix()
             if name.startswith("."):
-                found.skipped[HIDDEN] += 1
+                found.skip(f"{rel}/", HIDDEN)
             elif kept_dirs is not None and rel not in kept_dirs:
-                found.skipped[UNTRACKED] += 1
+                found.skip(f"{rel}/", UNTRACKED)
             elif path.is_symlink():
                 found.failed.append(Failure(rel, "symlinked folder (not followed)"))
             else:
@@ -98,11 +103,11 @@ def discover(
             path = here / name
             rel = path.relative_to(top).as_posix()
             if name.startswith("."):
-                found.skipped[HIDDEN] += 1
+                found.skip(rel, HIDDEN)
             elif is_editor_file(name):
-                found.skipped[EDITOR] += 1
+                found.skip(rel, EDITOR)
             elif tracked is not None and rel not in tracked:
-                found.skipped[UNTRACKED] += 1
+                found.skip(rel, UNTRACKED)
             elif not is_note_name(name):
                 found.ignored.append(rel)
             else:

@@ -51,6 +51,7 @@ class FolderSource:
             [Failure(f"{self.name}/{f.source}", f.reason) for f in found.failed],
             [f"{self.name}/{rel}" for rel in found.ignored],
             dict(found.skipped),
+            [(f"{self.name}/{rel}", gate) for rel, gate in found.skipped_paths],
         )  # fmt: skip
         self._listed = {i.source for i in listing.items} | {f.source for f in listing.failed}
         return listing

@@ -39,6 +39,7 @@ class InboxSource:
     def listing(self, *, everything: bool) -> Listing:
         found = discover(self.root, self.root, leave_out=INGESTED)
         inbox, failed, ignored, skipped = found.files, found.failed, found.ignored, found.skipped
+        skipped_paths = list(found.skipped_paths)
         items: list[Item] = []
         stored: list[tuple[Path, str]] = []
         if everything:
@@ -47,6 +48,7 @@ class InboxSource:
             failed += [Failure(f"{INGESTED}/{f.source}", f.reason) for f in done.failed]
             ignored += [f"{INGESTED}/{name}" for name in done.ignored]
             skipped.update(done.skipped)
+            skipped_paths += [(f"{INGESTED}/{rel}", gate) for rel, gate in done.skipped_paths]
             # a note both re-dropped and already ingested: only the new version is read
             in_inbox = {source for _, source in inbox}
             items += [
@@ -69,7 +71,7 @@ class InboxSource:
                     continue
                 replaces = not os.path.samefile(path, dest)
             items.append(Item(source, path, source, pending=True, replaces=replaces))
-        return Listing(items, failed, ignored, dict(skipped))
+        return Listing(items, failed, ignored, dict(skipped), skipped_paths)
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
         return read_note(item.path, item.source, max_bytes=max_bytes)
