@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import anyio
@@ -33,6 +34,7 @@ from surface import (
     LIST_TAGS,
     RESTORE_NOTE,
     SEARCH_NOTES,
+    STATUS,
     TOOL_MAX_K,
     AllTags,
     Confirm,
@@ -54,6 +56,7 @@ from surface import (
     SearchMode,
     SearchResults,
     Source,
+    StatusReport,
     TagCount,
     TagList,
     Tags,
@@ -61,11 +64,13 @@ from surface import (
 
 from kb import collection, lifecycle
 from kb import search as kb_search
+from kb import status as kb_status
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
 from kb.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
 from kb.settings import Settings, get_settings
 from kb.state import State
+from kb.store import Store
 
 log = logging.getLogger("mcp-server")
 
@@ -113,6 +118,14 @@ def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search
             "and run ingest.py first"
         )
     return hits
+
+
+def open_or_none(backend: Backend) -> Store | None:
+    """The store, or None while it cannot be opened (kb.status reports why)."""
+    try:
+        return backend.store()
+    except StoreError:
+        return None
 
 
 def build_server(backend: Backend) -> MCPServer:
@@ -183,6 +196,12 @@ def build_server(backend: Backend) -> MCPServer:
         return DeletedList(
             notes=[DeletedNote.model_validate(n, from_attributes=True) for n in notes]
         )
+
+    @server.tool(description=STATUS, annotations=read_only)
+    async def status() -> StatusReport:
+        report = await off_loop(lambda: kb_status.status(backend.settings, open_or_none(backend)))
+        log.info("status sources=%d notes=%d", len(report.sources), report.notes)
+        return StatusReport.model_validate(asdict(report))
 
     if backend.settings.MCP_WRITE_TOOLS:
         add_write_tools(server, backend)
