@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 import anyio
+import dashboard
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -256,7 +257,8 @@ def add_write_tools(server: MCPServer, backend: Backend) -> None:
 
 
 def build_app(backend: Backend) -> ASGIApp:
-    """The HTTP app: /mcp (stateless streamable HTTP, JSON responses) and GET /health."""
+    """The HTTP app: /mcp (stateless streamable HTTP, JSON responses), GET /health and the
+    dashboard's pages (dashboard.py), all behind the Guard."""
     settings = backend.settings
     security = transport_security(settings)
     server = build_server(backend)
@@ -272,6 +274,7 @@ def build_app(backend: Backend) -> ASGIApp:
         transport_security=security,
         host=settings.MCP_HOST,
     )
+    app.router.routes.extend(dashboard.routes(backend))  # the web pages beside /mcp
     if not security.enable_dns_rebinding_protection:
         log.warning(
             "Host/Origin validation is OFF (MCP_DISABLE_HOST_CHECK=true): any web page the "
