@@ -60,7 +60,12 @@ def test_sync_streams_its_log_and_ends_with_the_summary(syncer: Dashboard, page:
     before = int(text(page, "#count-notes"))
     page.goto(syncer.url("/sync"))
     page.click("#sync-button")
-    page.locator("#sync-end").wait_for(state="visible", timeout=60_000)
+    # the page may show an earlier run's log until the press's answer replaces it
+    page.wait_for_function(
+        "() => !document.getElementById('sync-end')?.hidden"
+        " && document.getElementById('sync-log').textContent.includes('ingested ')",
+        timeout=60_000,
+    )
     log = text(page, "#sync-log")
     for name in WAITING:
         assert f"stored {name}" in log
