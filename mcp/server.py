@@ -1,5 +1,6 @@
-"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`; with
-MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants.
+"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`, `status`;
+with MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants, and the dashboard's
+web pages beside them (dashboard.py).
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
