@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +30,9 @@ RUN_LOG_NAME = "runs.jsonl"
 OLD_CACHE_NAME = ".embed-cache.sqlite3"  # in the notes folder, before STATE_DIR
 OLD_LOCK_NAME = ".ingest.lock"
 
-_held: set[Path] = set()  # locks this process holds (the lock is re-entrant per process)
+# locks this process holds -> the thread holding each: re-entrant in that thread only, so two
+# threads of one server (a dashboard sync, a write tool, an in-process watcher) exclude each other
+_held: dict[Path, int] = {}
 
 
 class State:
@@ -54,7 +57,7 @@ class State:
         told about the first rather than about a busy storage folder.
         """
         path = (self._ready() / LOCK_NAME).resolve()
-        if path in _held:
+        if _held.get(path) == threading.get_ident():
             yield
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -68,11 +71,11 @@ class State:
                 ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            _held.add(path)
+            _held[path] = threading.get_ident()
             try:
                 yield
             finally:
-                _held.discard(path)
+                _held.pop(path, None)
         finally:
             os.close(fd)
 

@@ -2,13 +2,16 @@
 caches an older version left in the notes folder are carried over, never lost."""
 
 import json
+import os
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, tree_state, write
 
 from kb.embed_cache import EmbedCache, content_key
+from kb.errors import IngestBusy
 from kb.ingest import run
 from kb.settings import REPO_ROOT, Settings
 from kb.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME, State
@@ -89,3 +92,25 @@ def test_relative_paths_resolve_against_the_repository_root_not_the_current_fold
     monkeypatch.chdir(tmp_path)
     settings = Settings(_env_file=None, **{name: "some/folder"})
     assert Path(getattr(settings, name)) == REPO_ROOT / "some" / "folder"
+
+
+def test_the_lock_re_enters_in_its_thread_and_refuses_other_threads_of_the_process(
+    tmp_path: Path,
+) -> None:
+    """One server runs a dashboard sync, write tools and maybe a watcher in threads: they must
+    exclude each other as separate processes do."""
+
+    def try_lock() -> str:
+        try:
+            with State(tmp_path).lock():
+                return "taken"
+        except IngestBusy as exc:
+            return str(exc)
+
+    with State(tmp_path).lock():
+        assert try_lock() == "taken"  # the same thread: re-entrant
+        with ThreadPoolExecutor(1) as pool:
+            refused = pool.submit(try_lock).result()
+        assert refused == f"another ingest is running (pid {os.getpid()}); wait for it to finish"
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(try_lock).result() == "taken"  # released
