@@ -5,7 +5,8 @@ Jinja2 templates (autoescaped: note text is always shown as text) in templates/,
 (one committed file, no build step) in static/; no asset comes from elsewhere, so it works
 offline. security.Guard in front checks Host/Origin, the token cookie and every POST's Origin;
 each page also forbids inline script and framing (CSP). Writes (restore, delete) exist only with
-MCP_WRITE_TOOLS=true and take the ingest lock, like the MCP write tools.
+MCP_WRITE_TOOLS=true and take the ingest lock, like the MCP write tools; so does the Sync button
+(it moves inbox files into ingested/).
 
 A sibling module of server.py (this folder is not a package): `routes(backend)` lists them.
 """
@@ -160,13 +161,19 @@ class Dashboard:
         back = request.query_params.get("q")
         return render("preview.html", page="search", note=note, hit=hit, back=back)
 
+    def sync_blocked(self) -> str | None:
+        """Why the Sync button is off: a read-only server, or one that cannot see the notes."""
+        if not self.settings.MCP_WRITE_TOOLS:
+            return "this server is read-only: syncing from this page needs MCP_WRITE_TOOLS=true"
+        return self.sync.unreachable()
+
     async def sync_page(self, request: Request) -> Response:
         current = self.sync.current
-        return render("sync.html", page="sync", blocked=self.sync.unreachable(), run=current,
+        return render("sync.html", page="sync", blocked=self.sync_blocked(), run=current,
                       running=current is not None and not current.done)  # fmt: skip
 
     async def sync_start(self, request: Request) -> Response:
-        blocked = self.sync.unreachable()
+        blocked = self.sync_blocked()
         message, code = None, 200
         if blocked is None:
             try:

@@ -92,7 +92,8 @@ def reader(
 def syncer(
     store_copy: Callable[[], Path], embedder_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Dashboard]:
-    """The ingested notes, and WAITING in the inbox for the Sync button; writes on."""
+    """The ingested notes, and WAITING in the inbox for the Sync button (writes on: it needs
+    them, as restore and delete do)."""
     root = tmp_path_factory.mktemp("dash-syncer")
     for name, text in WAITING.items():
         write(root / "data" / name, text)

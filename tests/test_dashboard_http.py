@@ -63,13 +63,19 @@ def test_writes_are_refused_while_write_tools_are_off(guarded: Dashboard) -> Non
         data={"source": "garden/tomatoes.md"},
     )
     assert answer.status_code == 403 and "MCP_WRITE_TOOLS" in answer.text
+    sync = httpx.post(
+        guarded.url("/sync"), headers={"Origin": guarded.base, "Authorization": f"Bearer {TOKEN}"}
+    )
+    assert sync.status_code == 409 and "needs MCP_WRITE_TOOLS=true" in sync.text
+    assert "sync started" not in sync.text
 
 
 def test_a_server_that_cannot_see_the_notes_shows_the_command_to_run(
     embedder_url: str, tmp_path: Path
 ) -> None:
     settings = make_settings(embedder_url, tmp_path / "qdrant", NOTES_DIR=tmp_path / "absent",
-                             STATE_DIR=tmp_path / "state", MCP_PORT=free_port())  # fmt: skip
+                             STATE_DIR=tmp_path / "state", MCP_PORT=free_port(),
+                             MCP_WRITE_TOOLS=True)  # fmt: skip
     with serve_in_process(settings) as server:
         page = httpx.get(server.base + "/sync")
         pressed = httpx.post(server.base + "/sync", headers={"Origin": server.base})
