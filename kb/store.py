@@ -409,6 +409,22 @@ class Store:
                 return kept  # the whole (filtered) collection was ranked
             fetch *= 4  # a few notes hold most of the best chunks: look deeper
 
+    def note_counts(self, key: str) -> tuple[int, list[tuple[str, int]]]:
+        """Live (not soft-deleted) notes: how many, and per value of payload field `key` (e.g.
+        `origin`; notes stored without the field are only in the total)."""
+        first_chunks = models.Filter(
+            must=[models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))]
+        )
+        with self.calls():
+            total = self.client.count(
+                self.collection, count_filter=visible(first_chunks), exact=True
+            ).count
+            response = self.client.facet(
+                self.collection, key=key, facet_filter=visible(first_chunks), limit=10_000,
+                exact=True,
+            )  # fmt: skip
+        return total, [(str(hit.value), hit.count) for hit in response.hits]
+
     def tag_counts(
         self, limit: int = 10_000, *, per: Literal["note", "chunk"] = "note"
     ) -> list[tuple[str, int]]:

@@ -7,18 +7,26 @@ A sibling module of server.py (imported as `security`: this folder is not a pack
 from __future__ import annotations
 
 import hmac
+from urllib.parse import urlencode
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kb.errors import ConfigError
 from kb.settings import Settings
 
 HEALTH_PATH = "/health"
+MCP_PATH = "/mcp"
+# The dashboard (every path but /mcp and /health): the token may come in this cookie, set by
+# its login form; these paths are open without it (the form itself and the page's assets).
+TOKEN_COOKIE = "notes_token"
+LOGIN_PATH = "/login"
+OPEN_WEB_PATHS = (LOGIN_PATH, "/static/")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def _split(value: str) -> list[str]:
@@ -54,11 +62,21 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
+def is_web(path: str) -> bool:
+    """A dashboard path: not the MCP endpoint, not the health check."""
+    return path != HEALTH_PATH and path != MCP_PATH and not path.startswith(MCP_PATH + "/")
+
+
 class Guard:
     """Outermost ASGI layer: Host/Origin validation on every route (the SDK checks only /mcp),
     then the bearer token on every route but /health. Nothing behind it runs for a rejected
     request. A token in the query string does not count. Rejections carry a JSON-RPC error body,
-    which the SDK client shows to the user instead of a bare status."""
+    which the SDK client shows to the user instead of a bare status.
+
+    Dashboard paths (`is_web`) also take the token from the TOKEN_COOKIE cookie (HttpOnly,
+    SameSite=Strict), and a page asked for without it redirects to the login form. Every
+    request there that can change something (not GET/HEAD/OPTIONS) must carry an allowed Origin
+    (browsers always send one with a POST), so another site cannot post a form to it."""
 
     def __init__(self, app: ASGIApp, security: TransportSecuritySettings, token: str) -> None:
         self.app = app
@@ -79,16 +97,49 @@ class Guard:
             header = "Host" if refused.status_code == 421 else "Origin"
             setting = "MCP_ALLOWED_HOSTS" if header == "Host" else "MCP_ALLOWED_ORIGINS"
             return _refusal(refused.status_code, f"{header} header not allowed (see {setting})")
-        if not self.token or scope["path"] == HEALTH_PATH:
+        path = scope["path"]
+        web = is_web(path)
+        headers = Headers(scope=scope)
+        if web and scope["method"] not in SAFE_METHODS and not self._same_site(headers):
+            return PlainTextResponse(
+                "cross-site request refused: this form only accepts posts from the dashboard's "
+                "own pages (Origin header missing or not allowed, see MCP_ALLOWED_ORIGINS)",
+                status_code=403,
+            )
+        if not self.token or path == HEALTH_PATH:
             return None
-        scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
+        scheme, _, given = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), self.token):
             return None
+        if web:
+            cookie = Request(scope).cookies.get(TOKEN_COOKIE, "")
+            if self.token_ok(cookie) or path.startswith(OPEN_WEB_PATHS):
+                return None
+            if scope["method"] in SAFE_METHODS:
+                target = path + (
+                    f"?{scope['query_string'].decode()}" if scope["query_string"] else ""
+                )
+                return RedirectResponse(f"{LOGIN_PATH}?{urlencode({'next': target})}", 303)
+            return PlainTextResponse("sign in first: open the dashboard and enter the token", 401)
         return _refusal(
             401,
             "missing or wrong bearer token: send 'Authorization: Bearer <MCP_TOKEN>'",
             {"WWW-Authenticate": 'Bearer realm="notes"'},
         )
+
+    def token_ok(self, given: str) -> bool:
+        return bool(self.token) and hmac.compare_digest(given.encode(), self.token)
+
+    def _same_site(self, headers: Headers) -> bool:
+        """The request's Origin is one the Host check allows (or, with that check off, the
+        origin of the Host it was sent to)."""
+        origin = headers.get("origin")
+        if not origin or origin == "null":
+            return False
+        settings = self.hosts.settings
+        if settings.enable_dns_rebinding_protection:
+            return origin in settings.allowed_origins
+        return origin.partition("://")[2] == headers.get("host", "")
 
 
 def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

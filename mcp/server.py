@@ -1,5 +1,6 @@
-"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`; with
-MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants.
+"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`, `status`;
+with MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants, and the dashboard's
+web pages beside them (dashboard.py).
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
@@ -15,9 +16,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import anyio
+import dashboard
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -33,6 +36,7 @@ from surface import (
     LIST_TAGS,
     RESTORE_NOTE,
     SEARCH_NOTES,
+    STATUS,
     TOOL_MAX_K,
     AllTags,
     Confirm,
@@ -54,6 +58,7 @@ from surface import (
     SearchMode,
     SearchResults,
     Source,
+    StatusReport,
     TagCount,
     TagList,
     Tags,
@@ -61,11 +66,13 @@ from surface import (
 
 from kb import collection, lifecycle
 from kb import search as kb_search
+from kb import status as kb_status
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
 from kb.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
 from kb.settings import Settings, get_settings
 from kb.state import State
+from kb.store import Store
 from kb.watch import in_background
 
 log = logging.getLogger("mcp-server")
@@ -114,6 +121,14 @@ def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search
             "and run ingest.py first"
         )
     return hits
+
+
+def open_or_none(backend: Backend) -> Store | None:
+    """The store, or None while it cannot be opened (kb.status reports why)."""
+    try:
+        return backend.store()
+    except StoreError:
+        return None
 
 
 def build_server(backend: Backend) -> MCPServer:
@@ -185,6 +200,12 @@ def build_server(backend: Backend) -> MCPServer:
             notes=[DeletedNote.model_validate(n, from_attributes=True) for n in notes]
         )
 
+    @server.tool(description=STATUS, annotations=read_only)
+    async def status() -> StatusReport:
+        report = await off_loop(lambda: kb_status.status(backend.settings, open_or_none(backend)))
+        log.info("status sources=%d notes=%d", len(report.sources), report.notes)
+        return StatusReport.model_validate(asdict(report))
+
     if backend.settings.MCP_WRITE_TOOLS:
         add_write_tools(server, backend)
     return server
@@ -238,7 +259,8 @@ def add_write_tools(server: MCPServer, backend: Backend) -> None:
 
 
 def build_app(backend: Backend) -> ASGIApp:
-    """The HTTP app: /mcp (stateless streamable HTTP, JSON responses) and GET /health."""
+    """The HTTP app: /mcp (stateless streamable HTTP, JSON responses), GET /health and the
+    dashboard's pages (dashboard.py), all behind the Guard."""
     settings = backend.settings
     security = transport_security(settings)
     server = build_server(backend)
@@ -254,6 +276,7 @@ def build_app(backend: Backend) -> ASGIApp:
         transport_security=security,
         host=settings.MCP_HOST,
     )
+    app.router.routes.extend(dashboard.routes(backend))  # the web pages beside /mcp
     if not security.enable_dns_rebinding_protection:
         log.warning(
             "Host/Origin validation is OFF (MCP_DISABLE_HOST_CHECK=true): any web page the "

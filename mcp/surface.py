@@ -83,6 +83,48 @@ class NoteChange(BaseModel):
     outcome: Literal["deleted", "deleted_for_good", "already_deleted", "restored", "not_deleted"]
 
 
+class SourceFailure(BaseModel):
+    source: str = Field(description="The file, relative to its folder.")
+    reason: str = Field(description="Why it was not ingested.")
+
+
+class SourceState(BaseModel):
+    name: str = Field(description="'inbox' (the notes folder) or a NOTE_FOLDERS folder's name.")
+    path: str = Field(description="The folder, as the server sees it.")
+    notes: int = Field(description="Notes stored from it (soft-deleted ones not counted).")
+    waiting: int | None = Field(
+        description="Files not ingested yet (inbox) or new or changed since its last sync "
+        "(folder); null when the server cannot see the folder."
+    )
+    gone: int = Field(description="Stored notes whose file left the folder (next sync hides them).")
+    last_sync: str | None = Field(description="When its last sync started (ISO, UTC).")
+    failed: list[SourceFailure] = Field(description="Files its last sync could not ingest.")
+    problem: str | None = Field(description="Why the server cannot read the folder, if so.")
+
+
+class WatcherState(BaseModel):
+    running: bool = Field(description="Whether `ingest.py --watch` is running now.")
+    pid: int | None = None
+    started_at: str | None = None
+    folders: list[str] = Field(default_factory=list, description="Folders it watches.")
+    last_batch_at: str | None = Field(None, description="When it last ingested changes.")
+    last_batch_notes: int | None = Field(None, description="Notes in that batch.")
+
+
+class StatusReport(BaseModel):
+    collection: str = Field(description="The Qdrant collection searched.")
+    exists: bool = Field(description="False until the first ingest.")
+    points: int = Field(description="Passages (chunks) stored, soft-deleted notes' included.")
+    notes: int = Field(description="Searchable notes.")
+    model: str | None = Field(description="Embedding model that built the collection.")
+    dimensions: int | None = Field(description="Its vector dimension.")
+    deleted: int = Field(description="Soft-deleted notes (see list_deleted).")
+    last_sync: str | None = Field(description="When the last sync started (ISO, UTC).")
+    sources: list[SourceState] = Field(description="The inbox, then each NOTE_FOLDERS folder.")
+    watcher: WatcherState
+    problem: str | None = Field(description="Why the index could not be read, if so.")
+
+
 Query = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1),
@@ -187,3 +229,10 @@ for a permanent delete and confirmed it; then also pass `confirm` true. One note
 RESTORE_NOTE = """Bring back a soft-deleted note (see `list_deleted`), so `search_notes` finds \
 it again exactly as it was, even when its file is gone. Use it when the user asks to undo a \
 delete or to restore a note."""
+
+STATUS = """Report the state of the user's notes index: each source (the inbox and every \
+folder indexed in place) with its note count, files waiting to be ingested, failures and last \
+sync; the collection's passages, notes, model and soft-deleted count; whether the watcher runs.
+
+Call this when the user asks what is indexed, or when a search misses a note they expect: a \
+note may be waiting, failed (with the reason), deleted, or in a folder the server cannot see."""

@@ -67,6 +67,7 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
         "search_notes",
         "list_tags",
         "list_deleted",
+        "status",
         "delete_note",
         "restore_note",
     }
