@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint up down logs ingest ingest-rebuild purge-deleted query smoke check
+.PHONY: help venv test lint up down logs ingest ingest-rebuild sync-youtube purge-deleted query smoke check
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ ingest: ## Ingest the new notes in data/ (each moves to data/ingested/ once stor
 
 ingest-rebuild: ## Re-index every note, data/ingested/ included (re-created for a new model)
 	$(UV) run ingest.py --rebuild
+
+sync-youtube: ## Sync only the YOUTUBE_PLAYLISTS playlists (Watch Later needs the youtube extra)
+	$(UV) run --extra youtube ingest.py --youtube-only
 
 purge-deleted: ## Delete for good the notes soft-deleted more than PURGE_AFTER_DAYS (90) days ago
 	$(UV) run ingest.py --purge-deleted

@@ -3,6 +3,7 @@ NOTE_FOLDERS folder in place (docs/folders.md).
 
     uv run ingest.py                  # new and re-dropped notes; every folder synced
     uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
+    uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/youtube.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
     uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
                                       # --restore NOTE, --purge-deleted (docs/folders.md)
@@ -43,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="let a folder sync soft-delete more than NOTE_FOLDERS_MAX_DELETE of its notes",
     )
+    parser.add_argument(
+        "--youtube-only",
+        action="store_true",
+        help="sync only the YOUTUBE_PLAYLISTS playlists (not the inbox or NOTE_FOLDERS)",
+    )
     deleted = parser.add_argument_group(
         "deleted notes (no ingest runs)"
     ).add_mutually_exclusive_group()
@@ -59,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     maintaining = args.delete or args.restore or args.purge_deleted or args.list_deleted
     if args.hard and not args.delete:
         parser.error("--hard goes with --delete NOTE")
-    if maintaining and (args.rebuild or args.allow_deletes):
+    if maintaining and (args.rebuild or args.allow_deletes or args.youtube_only):
         parser.error("--rebuild and --allow-deletes run an ingest; give them on their own")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
@@ -90,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress=ConsoleProgress(sys.stderr),
                 stop=stop,
                 allow_deletes=args.allow_deletes,
+                youtube_only=args.youtube_only,
             )
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):

@@ -43,11 +43,14 @@ from kb.keywords import document_vector
 from kb.notes import normalise_tags
 from kb.prepare import Prepared, Read, prepare
 from kb.progress import Progress, Summary
-from kb.schema import FILE_DELETED, INBOX
+from kb.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED
 from kb.settings import Settings
 from kb.sources.base import Failure, Source
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
+from kb.sources.youtube import PlaylistSource
+from kb.sources.youtube import close as close_youtube
+from kb.sources.youtube import configured as youtube_playlists
 from kb.state import State
 from kb.store import Point, Store
 
@@ -241,8 +244,9 @@ def _run(
     if plan.gone and source.complete:
         if not allow_deletes:
             check_deletes(source, len(plan.gone), stored, max_delete)
-        log.info("%s: soft-deleting %d notes whose files are gone", source.origin, len(plan.gone))
-        store.soft_delete(plan.gone, FILE_DELETED, date_ingested)
+        log.info("%s: soft-deleting %d notes whose items are gone", source.origin, len(plan.gone))
+        cause = PLAYLIST_REMOVED if isinstance(source, PlaylistSource) else FILE_DELETED
+        store.soft_delete(plan.gone, cause, date_ingested)
         summary.deleted = plan.gone
     elif plan.gone:
         log.info("removing %d notes whose files are gone", len(plan.gone))
@@ -348,19 +352,46 @@ def run(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     allow_deletes: bool = False,
+    youtube_only: bool = False,
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
-    NOTE_FOLDERS folder, as the settings say: what ingest.py runs. ConfigError for a bad
-    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes."""
+    NOTE_FOLDERS folder, then every YOUTUBE_PLAYLISTS playlist (only those with `youtube_only`),
+    as the settings say: what ingest.py runs. ConfigError for a bad NOTE_FOLDERS or
+    YOUTUBE_PLAYLISTS and IngestError for a folder losing too many notes, before anything
+    changes."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
-    folders = configured(settings)
+    folders = [] if youtube_only else configured(settings)
+    playlists = youtube_playlists(settings, State(settings.STATE_DIR))
     if not allow_deletes:
         _check_folders(folders, store, settings.NOTE_FOLDERS_MAX_DELETE)
     sources: list[Source] = [
-        InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders]),
+        *(
+            []
+            if youtube_only
+            else [InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders])]
+        ),
         *folders,
+        *playlists,
     ]
+    try:
+        return _run_each(sources, settings, client, store, rebuild=rebuild, progress=progress,
+                         stop=stop, allow_deletes=allow_deletes)  # fmt: skip
+    finally:
+        close_youtube(playlists)
+
+
+def _run_each(
+    sources: Sequence[Source],
+    settings: Settings,
+    client: EmbedClient,
+    store: Store,
+    *,
+    rebuild: bool,
+    progress: Progress | None,
+    stop: threading.Event | None,
+    allow_deletes: bool,
+) -> Summary:
     total = Summary(rebuilt=rebuild)
     for source in sources:
         try:
