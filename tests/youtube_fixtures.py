@@ -12,6 +12,7 @@ import copy
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -149,6 +150,13 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def youtube_api() -> Iterator[Replay]:
     """A replaying Data API on a random port; `replay.url` is its YOUTUBE_API_URL."""
+    with replaying() as replay:
+        yield replay
+
+
+@contextmanager
+def replaying() -> Iterator[Replay]:
+    """The replaying Data API, holding the recorded videos, for one `with` block."""
     replay = Replay()
     replay.add(*RECORDED)
     handler = type("Handler", (_Handler,), {"replay": replay})
