@@ -3,13 +3,14 @@ the recorded videos synced from the replaying Data API into embedded Qdrant (Min
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import free_port
-from ingest_fixtures import make_settings, write
+from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import call_tool, error_text, results, serve_in_process
 from youtube_fixtures import KEY, replaying
 
@@ -147,3 +148,22 @@ def test_browse_notes_lists_through_the_mcp_tool(corpus: Settings, tmp_path: Pat
         chess = {"query": "chess", "kind": "video", "max_duration": 600, "k": 10}
         hits = results(call_tool(server.url, "search_notes", chess))
         assert sorted(h["source"] for h in hits) == sorted(name(v) for v in SHORT)
+
+
+def test_query_py_finds_chess_videos_shorter_than_10_minutes(corpus: Settings, tmp_path: Path):
+    env = script_env(corpus)
+    shown = run_script("query.py", "chess", "--kind", "video", "--max-duration", "10m",
+                       "-k", "10", env=env, cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if line[:1].isdigit()]
+    assert len(lines) == 4 and all("youtube/PLsaved/" in line for line in lines)
+    video = "youtube/PLsaved/chessShort1  https://www.youtube.com/watch?v=chessShort1  (5:12, Chess"
+    assert any(video in line for line in lines), shown.stdout
+    as_json = run_script("query.py", "chess", "--json", "--max-duration", "600",
+                         "--category", "Chess", env=env, cwd=tmp_path)  # fmt: skip
+    found = json.loads(as_json.stdout)["results"]
+    assert sorted(r["source"] for r in found) == sorted(
+        name(v) for v in ("chessShort1", "ajedrezEsp1", "chessTen600")
+    )
+    refused = run_script("query.py", "chess", "--max-duration", "soon", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "--max-duration: 'soon' is not a duration" in refused.stderr
