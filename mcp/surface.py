@@ -90,7 +90,8 @@ class DeletedNote(BaseModel):
     origin: str | None = Field(description="Where it came from: 'inbox' or a folder's name.")
     deleted_at: str = Field(description="When it was deleted (ISO, UTC).")
     cause: str | None = Field(
-        description="Why: 'file_deleted' (its file left its folder) or 'user' (deleted by hand)."
+        description="Why: 'file_deleted' (its file left its folder), 'playlist_removed' (a "
+        "video taken out of its YouTube playlist) or 'user' (deleted by hand)."
     )
 
 
