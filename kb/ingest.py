@@ -313,9 +313,15 @@ def check_deletes(
     a wrong branch checked out. Nothing has changed yet."""
     live = sum(1 for points in stored.values() if not sync.deleted(points))
     if gone > max(1.0, share * live):
+        where = (
+            f"YOUTUBE_PLAYLISTS {source.origin}: {gone} of its {live} videos are gone from the "
+            "playlist"
+            if isinstance(source, PlaylistSource)
+            else f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are "
+            "gone from the folder"
+        )
         raise IngestError(
-            f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are gone "
-            f"from the folder, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
+            f"{where}, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
             "If the folder is right (not an unmounted drive), confirm with "
             "`uv run ingest.py --allow-deletes`"
         )

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from kb.errors import KbError
 
-PACIFIC = ZoneInfo("America/Los_Angeles")
+PACIFIC = "America/Los_Angeles"  # the API's quota day (read when used: needs tz data)
 LEDGER_NAME = "quota.json"
 
 
@@ -38,7 +38,7 @@ class Ledger:
         self.now = now
 
     def day(self) -> str:
-        return self.now().astimezone(PACIFIC).date().isoformat()
+        return self.now().astimezone(ZoneInfo(PACIFIC)).date().isoformat()
 
     def spent(self) -> int:
         """Units spent today (0 on a new Pacific day, or when the file is missing or unreadable)."""

@@ -16,7 +16,7 @@ from kb.progress import Summary
 from kb.quota import Ledger
 from kb.schema import PLAYLIST_REMOVED
 from kb.settings import Settings
-from kb.sources.youtube import UNAVAILABLE, WAITING, PlaylistSource, configured
+from kb.sources.youtube import UNAVAILABLE, UNLISTED, WAITING, PlaylistSource, configured
 from kb.state import State
 from kb.store import Store
 
@@ -116,6 +116,7 @@ def test_the_daily_budget_stops_a_sync_midway_and_the_next_pacific_day_resumes_i
                          YOUTUBE_PLAYLISTS="PLcourse")  # fmt: skip
     spent = sync(settings, client, store, source)  # same quota day: not one request sent
     assert youtube_api.calls("playlistItems") == 3 and not spent.deleted
+    assert spent.skipped == {UNLISTED: 1} and not spent.ingested
     assert len(live(store)) == 50  # a playlist not listed to its end deletes nothing
 
     after_midnight = Clock("2026-11-30T08:30:00Z")  # 00:30 on the 30th in California

@@ -44,6 +44,7 @@ PREFIX = "youtube"  # first component of every video's `source`
 DETAILS_NAME = "videos.json"
 WAITING = "videos waiting for YouTube quota (next run)"
 UNAVAILABLE = "deleted or private videos"
+UNLISTED = "playlists not listed to their end (YouTube quota; next run)"
 
 _URL = re.compile(r"(?:https?://|www\.)\S+")
 _DASHES = "-\u2013\u2014"  # hyphen, en dash, em dash
@@ -127,6 +128,7 @@ class PlaylistSource:
     complete = True
     _listed: set[str] = field(default_factory=set, repr=False)
     _whole: bool = field(default=False, repr=False)  # the last listing reached the end
+    _details: Details | None = field(default=None, repr=False)  # what `read` reads
 
     @property
     def origin(self) -> str:
@@ -148,7 +150,7 @@ class PlaylistSource:
             self._whole = True
         except QuotaReached as exc:
             log.warning("%s: %s", self.origin, exc)
-            listing.skipped[WAITING] = 1  # at least the rest of the playlist
+            listing.skipped[UNLISTED] = 1  # how many videos its rest holds is not known
         except (KbError, OSError) as exc:
             listing.failed.append(Failure(self.origin, f"not listed to its end: {exc}"))
         self._listed = {self.name(e.id) for e in entries}
@@ -192,6 +194,7 @@ class PlaylistSource:
             into.extend(page)
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
+        assert self._details is not None, "read before listing"
         video_id = item.source.rsplit("/", 1)[-1]
         return video_note(item.source, item.path, self._details.videos[video_id])
 
