@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from qdrant_client import models
@@ -72,7 +72,7 @@ class ChunkRecord:
     duration_s: int | None = None
     view_count: int | None = None
     uploaded: str | None = None  # ISO 8601 date-time (UTC) of the upload
-    categories: list[str] | None = None
+    categories: list[str] = field(default_factory=list)
     language: str | None = None
     thumbnail: str | None = None
 
@@ -131,7 +131,11 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
                     LANGUAGE, "thumbnail"})  # fmt: skip
-_DEFAULTS = {f.name: f.default for f in fields(ChunkRecord) if f.name in _LATER}
+_DEFAULTS = {
+    f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+    for f in fields(ChunkRecord)
+    if f.name in _LATER
+}
 
 
 def point_id(source: str, chunk_index: int) -> str:

@@ -4,6 +4,7 @@ listing, against the replaying Data API on 127.0.0.1 (no embedder, no store)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from youtube_fixtures import ERRORS, KEY, RECORDED, WATCH_LATER_FLAT, Clock, Rep
 from kb import watch_later
 from kb.errors import ConfigError
 from kb.quota import Ledger, QuotaReached
+from kb.schema import ChunkRecord, fingerprint, point_id
 from kb.sources.youtube import UNAVAILABLE, WAITING, PlaylistSource, clean_description
 from kb.youtube_api import Video, YoutubeApi, YoutubeError, iso_duration
 
@@ -166,3 +168,16 @@ def test_a_budget_spent_while_listing_leaves_the_rest_waiting(youtube_api: Repla
     listing = playlist.listing(everything=True)
     assert listing.skipped == {WAITING: 1, UNAVAILABLE: 1} and listing.items == []
     assert not listing.failed and playlist.holds("youtube/PLx/chessShort1")
+
+
+def test_a_notes_fingerprint_is_the_one_stored_before_videos_existed():
+    # pinned from the version before the video fields: notes stored then stay unchanged
+    note = ChunkRecord(text="Salt the cabbage.", source="kimchi.md", folders=[], title="Kimchi",
+                       heading_path=["Kimchi"], chunk_index=0, tags=["recipes"], topic=None,
+                       document_date="2024-03-01", char_start=0, char_end=17, line_start=1,
+                       line_end=1)  # fmt: skip
+    points = [(point_id("kimchi.md", 0), "Kimchi\n\nSalt the cabbage.", note)]
+    before = "a91408029115de4cf64085609e8d0cb7f97e5e01f61b48a99300293799acc527"
+    assert fingerprint("m", 384, 1, points) == before
+    video = replace(note, kind="video", duration_s=312)
+    assert fingerprint("m", 384, 1, [(*points[0][:2], video)]) != before

@@ -3,7 +3,6 @@ the recorded videos synced from the replaying Data API into embedded Qdrant (Min
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,11 +158,5 @@ def test_query_py_finds_chess_videos_shorter_than_10_minutes(corpus: Settings, t
     assert len(lines) == 4 and all("youtube/PLsaved/" in line for line in lines)
     video = "youtube/PLsaved/chessShort1  https://www.youtube.com/watch?v=chessShort1  (5:12, Chess"
     assert any(video in line for line in lines), shown.stdout
-    as_json = run_script("query.py", "chess", "--json", "--max-duration", "600",
-                         "--category", "Chess", env=env, cwd=tmp_path)  # fmt: skip
-    found = json.loads(as_json.stdout)["results"]
-    assert sorted(r["source"] for r in found) == sorted(
-        name(v) for v in ("chessShort1", "ajedrezEsp1", "chessTen600")
-    )
     refused = run_script("query.py", "chess", "--max-duration", "soon", env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "--max-duration: 'soon' is not a duration" in refused.stderr
