@@ -104,27 +104,27 @@ def test_a_removed_video_is_soft_deleted_and_restored_unembedded_when_added_back
 def test_the_daily_budget_stops_a_sync_midway_and_the_next_pacific_day_resumes_it(
     settings: Settings, client: EmbedClient, store: Store, youtube_api: Replay
 ):
-    youtube_api.playlists["PLcourse"] = youtube_api.add(*(filler(n) for n in range(120)))
+    youtube_api.playlists["PLcourse"] = youtube_api.add(*(filler(n) for n in range(60)))
     late_evening = Clock("2026-11-30T07:30:00Z")  # 23:30 on the 29th in California
-    # 3 pages + 1 videos.list call: 50 videos, the other 70 wait
-    [source] = playlists(settings, youtube_api, budget=4, clock=late_evening,
+    # 2 pages + 1 videos.list call: 50 videos, the other 10 wait
+    [source] = playlists(settings, youtube_api, budget=3, clock=late_evening,
                          YOUTUBE_PLAYLISTS="PLcourse")  # fmt: skip
     first = sync(settings, client, store, source)
-    assert len(first.added) == 50 and first.skipped == {WAITING: 70} and not first.failed
+    assert len(first.added) == 50 and first.skipped == {WAITING: 10} and not first.failed
 
-    [source] = playlists(settings, youtube_api, budget=4, clock=late_evening,
+    [source] = playlists(settings, youtube_api, budget=3, clock=late_evening,
                          YOUTUBE_PLAYLISTS="PLcourse")  # fmt: skip
     spent = sync(settings, client, store, source)  # same quota day: not one request sent
-    assert youtube_api.calls("playlistItems") == 3 and not spent.deleted
+    assert youtube_api.calls("playlistItems") == 2 and not spent.deleted
     assert spent.skipped == {UNLISTED: 1} and not spent.ingested
     assert len(live(store)) == 50  # a playlist not listed to its end deletes nothing
 
     after_midnight = Clock("2026-11-30T08:30:00Z")  # 00:30 on the 30th in California
-    [source] = playlists(settings, youtube_api, budget=5, clock=after_midnight,
+    [source] = playlists(settings, youtube_api, budget=3, clock=after_midnight,
                          YOUTUBE_PLAYLISTS="PLcourse")  # fmt: skip
     resumed = sync(settings, client, store, source)
-    assert len(resumed.added) == 70 and len(resumed.unchanged) == 50 and not resumed.skipped
-    assert len(live(store)) == 120
+    assert len(resumed.added) == 10 and len(resumed.unchanged) == 50 and not resumed.skipped
+    assert len(live(store)) == 60
 
 
 def test_deleted_and_private_entries_are_counted_and_never_stored(

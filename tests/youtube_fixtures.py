@@ -161,7 +161,7 @@ def replaying() -> Iterator[Replay]:
     replay.add(*RECORDED)
     handler = type("Handler", (_Handler,), {"replay": replay})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     replay.url = f"http://127.0.0.1:{server.server_address[1]}/youtube/v3"
     try:
