@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kb.errors import ConfigError
+from kb.errors import ConfigError, KbError
 from kb.youtube_api import Entry, unavailable
 
 WATCH_LATER = "WL"
@@ -44,10 +44,23 @@ def youtube_dl(opts: dict[str, Any]) -> Any:
     return YoutubeDL(opts)
 
 
+class WatchLaterError(KbError):
+    """yt-dlp could not list Watch Later (cookies expired, YouTube refused, no network)."""
+
+
 def flat_playlist(url: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """The playlist as yt-dlp's flat extraction returns it (`yt-dlp --flat-playlist -J`)."""
+    """The playlist as yt-dlp's flat extraction returns it (`yt-dlp --flat-playlist -J`);
+    WatchLaterError when yt-dlp fails."""
     with youtube_dl(opts) as ydl:
-        return ydl.sanitize_info(ydl.extract_info(url, download=False))
+        from yt_dlp.utils import YoutubeDLError
+
+        try:
+            return ydl.sanitize_info(ydl.extract_info(url, download=False))
+        except YoutubeDLError as exc:
+            raise WatchLaterError(
+                f"yt-dlp could not list Watch Later ({exc}); are the cookies of "
+                "YOUTUBE_COOKIES_FILE / YOUTUBE_COOKIES_BROWSER still signed in?"
+            ) from None
 
 
 def entries(info: dict[str, Any]) -> list[Entry]:

@@ -181,3 +181,11 @@ def test_a_notes_fingerprint_is_the_one_stored_before_videos_existed():
     assert fingerprint("m", 384, 1, points) == before
     video = replace(note, kind="video", duration_s=312)
     assert fingerprint("m", 384, 1, [(*points[0][:2], video)]) != before
+
+
+def test_a_failing_yt_dlp_listing_is_a_named_error(youtube_api: Replay, tmp_path: Path):
+    cookies = tmp_path / "cookies.txt"
+    cookies.write_text("# Netscape HTTP Cookie File\n")
+    opts = watch_later.options(str(cookies))
+    with pytest.raises(watch_later.WatchLaterError, match="yt-dlp could not list Watch Later"):
+        watch_later.flat_playlist(f"{youtube_api.url}/no-such-playlist", opts)
