@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ingest_fixtures import make_settings, write
+from ingest_fixtures import make_settings, run_script, script_env, write
 from youtube_fixtures import KEY, RECORDED, WATCH_LATER_FLAT, Clock, Replay, filler
 
 from kb import lifecycle
@@ -191,3 +191,19 @@ def test_without_api_key_or_cookies_the_playlists_fail_by_setting_and_notes_stil
     assert "YOUTUBE_API_KEY is not set" in reasons["youtube/PLmix"]
     assert "YOUTUBE_COOKIES_FILE" in reasons["youtube/WL"]
     assert youtube_api.requests == []
+
+
+def test_ingest_py_youtube_only_syncs_the_playlists_and_leaves_the_inbox(
+    tmp_path: Path, embedder_url: str, youtube_api: Replay
+):
+    youtube_api.playlists["PLx"] = ["raftConsens", "privVideo01"]
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "kimchi.md", "# Kimchi\n\nSalt the cabbage.\n")
+    env = script_env(settings, YOUTUBE_PLAYLISTS="PLx", YOUTUBE_API_KEY=KEY,
+                     YOUTUBE_API_URL=youtube_api.url)  # fmt: skip
+    done = run_script("ingest.py", "--youtube-only", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "ingested 1 notes" in done.stdout and "skipped: 1 deleted or private videos" in done.stdout
+    )
+    assert (settings.NOTES_DIR / "kimchi.md").exists()  # the inbox was not synced
