@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint keys up down logs ingest ingest-rebuild watch purge-deleted query smoke check chromium
+.PHONY: help venv test lint keys up down logs ingest ingest-rebuild watch sync-youtube purge-deleted query smoke check chromium
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -58,6 +58,9 @@ ingest-rebuild: ## Re-index every note, data/ingested/ included (re-created for 
 
 watch: ## Stay running: sync data/ and NOTE_FOLDERS as files change (Ctrl-C stops)
 	$(UV) run ingest.py --watch
+
+sync-youtube: ## Sync only the YOUTUBE_PLAYLISTS playlists (Watch Later needs the youtube extra)
+	$(UV) run --extra youtube ingest.py --youtube-only
 
 purge-deleted: ## Delete for good the notes soft-deleted more than PURGE_AFTER_DAYS (90) days ago
 	$(UV) run ingest.py --purge-deleted

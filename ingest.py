@@ -3,6 +3,7 @@ NOTE_FOLDERS folder in place (docs/folders.md).
 
     uv run ingest.py                  # new and re-dropped notes; every folder synced
     uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
+    uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/youtube.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
     uv run ingest.py --watch          # stay running: sync what changes (docs/watching.md)
     uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
@@ -56,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="stay running: sync NOTES_DIR and NOTE_FOLDERS as files change (Ctrl-C stops)",
     )
+    parser.add_argument(
+        "--youtube-only",
+        action="store_true",
+        help="sync only the YOUTUBE_PLAYLISTS playlists (not the inbox or NOTE_FOLDERS)",
+    )
     deleted = parser.add_argument_group(
         "deleted notes (no ingest runs)"
     ).add_mutually_exclusive_group()
@@ -72,9 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     maintaining = args.delete or args.restore or args.purge_deleted or args.list_deleted
     if args.hard and not args.delete:
         parser.error("--hard goes with --delete NOTE")
-    if maintaining and (args.rebuild or args.allow_deletes):
+    if maintaining and (args.rebuild or args.allow_deletes or args.youtube_only):
         parser.error("--rebuild and --allow-deletes run an ingest; give them on their own")
-    if args.watch and (maintaining or args.rebuild or args.allow_deletes):
+    if args.watch and (maintaining or args.rebuild or args.allow_deletes or args.youtube_only):
         parser.error("--watch runs on its own")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
@@ -107,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress=ConsoleProgress(sys.stderr),
                 stop=stop,
                 allow_deletes=args.allow_deletes,
+                youtube_only=args.youtube_only,
             )
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):

@@ -4,6 +4,7 @@
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
     uv run query.py "kb.store.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
+    uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
 
 Prints score, source file (with line range and heading path) and the start of each chunk;
 `--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
@@ -42,7 +43,18 @@ FILTER_OPTIONS = {
     "ingested_from": "--ingested-from",
     "ingested_to": "--ingested-to",
     "path_prefix": "--path",
+    "kind": "--kind",
+    "channel": "--channel",
+    "min_duration": "--min-duration",
+    "max_duration": "--max-duration",
+    "uploaded_from": "--uploaded-from",
+    "uploaded_to": "--uploaded-to",
+    "language": "--language",
+    "category": "--category",
 }
+# the video filters: option dest = Filters field = search_notes argument
+VIDEO_FILTERS = ("kind", "channel", "min_duration", "max_duration", "uploaded_from",
+                 "uploaded_to", "language", "category")  # fmt: skip
 
 
 def held_message(settings: Settings, failure: remote.RemoteError) -> str:
@@ -59,9 +71,18 @@ def held_message(settings: Settings, failure: remote.RemoteError) -> str:
     )
 
 
+def clock(seconds: int) -> str:
+    """612 -> "10:12", 3723 -> "1:02:03"."""
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
 def format_hit(rank: int, hit: Hit) -> str:
     where = hit.source or "(unknown source)"
-    if hit.line_start is not None:
+    if hit.kind == "video":  # a saved video: its link, length and channel
+        length = clock(hit.duration_s) if hit.duration_s is not None else "?"
+        where += f"  {hit.url}  ({length}, {hit.channel or 'unknown channel'})"
+    elif hit.line_start is not None:
         where += f":{hit.line_start}-{hit.line_end}"
     section = f"  ({PATH_SEPARATOR.join(hit.heading_path)})" if hit.heading_path else ""
     tags = f"  [{', '.join(hit.tags)}]" if hit.tags else ""
@@ -110,6 +131,15 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
     parser.add_argument(
         "--path", help="only notes in this folder (e.g. recipes/) or this one note file"
     )
+    videos = parser.add_argument_group("saved videos (YOUTUBE_PLAYLISTS)")
+    videos.add_argument("--kind", choices=("note", "video"), help="only notes or only videos")
+    videos.add_argument("--channel", help="only videos of this channel (its exact name)")
+    videos.add_argument("--min-duration", metavar="LENGTH", help="seconds, or e.g. 10m, 1h30m")
+    videos.add_argument("--max-duration", metavar="LENGTH", help="seconds, or e.g. 10m, 1h30m")
+    videos.add_argument("--uploaded-from", metavar="DATE", help="uploaded on or after")
+    videos.add_argument("--uploaded-to", metavar="DATE", help="uploaded on or before")
+    videos.add_argument("--language", help="only videos in this language (en, ja, es ...)")
+    videos.add_argument("--category", help="only videos of this topic category (e.g. Chess)")
     parser.add_argument(
         "--per-note",
         type=int,
@@ -134,6 +164,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
             ingested_from=args.ingested_from,
             ingested_to=args.ingested_to,
             path_prefix=args.path,
+            **{name: getattr(args, name) for name in VIDEO_FILTERS},
         )
     except ValueError as exc:
         message = str(exc)
@@ -157,6 +188,7 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
         "ingested_to": args.ingested_to,
         "path": args.path,
         "per_note": args.per_note,
+        **{name: getattr(args, name) for name in VIDEO_FILTERS if getattr(args, name)},
     }
     if args.k > SERVER_MAX_K:
         print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)

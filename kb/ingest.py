@@ -45,11 +45,14 @@ from kb.keywords import document_vector
 from kb.notes import normalise_tags
 from kb.prepare import Prepared, Read, prepare
 from kb.progress import Progress, Summary
-from kb.schema import FILE_DELETED, INBOX
+from kb.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED
 from kb.settings import Settings
 from kb.sources.base import Failure, Source
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
+from kb.sources.youtube import PlaylistSource
+from kb.sources.youtube import close as close_youtube
+from kb.sources.youtube import configured as youtube_playlists
 from kb.state import State
 from kb.store import Point, Store
 
@@ -243,8 +246,9 @@ def _run(
     if plan.gone:  # a folder's, or (a full build) the inbox's files deleted from ingested/
         if source.complete and not allow_deletes:
             check_deletes(source, len(plan.gone), stored, max_delete)
-        log.info("%s: soft-deleting %d notes whose files are gone", source.origin, len(plan.gone))
-        store.soft_delete(plan.gone, FILE_DELETED, date_ingested)
+        log.info("%s: soft-deleting %d notes whose items are gone", source.origin, len(plan.gone))
+        cause = PLAYLIST_REMOVED if isinstance(source, PlaylistSource) else FILE_DELETED
+        store.soft_delete(plan.gone, cause, date_ingested)
         summary.deleted = plan.gone
     settled = [name for name in plan.settle if name not in plan.write]
     if settled:  # restored by hand and their files are back: a later file deletion counts
@@ -307,9 +311,15 @@ def check_deletes(
     a wrong branch checked out. Nothing has changed yet."""
     live = sum(1 for points in stored.values() if not sync.deleted(points))
     if gone > max(1.0, share * live):
+        where = (
+            f"YOUTUBE_PLAYLISTS {source.origin}: {gone} of its {live} videos are gone from the "
+            "playlist"
+            if isinstance(source, PlaylistSource)
+            else f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are "
+            "gone from the folder"
+        )
         raise IngestError(
-            f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are gone "
-            f"from the folder, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
+            f"{where}, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
             "If the folder is right (not an unmounted drive), confirm with "
             "`uv run ingest.py --allow-deletes`"
         )
@@ -346,21 +356,46 @@ def run(
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     allow_deletes: bool = False,
+    youtube_only: bool = False,
     only: Collection[str] | None = None,
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
-    NOTE_FOLDERS folder, as the settings say: what ingest.py runs. ConfigError for a bad
-    NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes.
-    `only`: the origins to sync ("inbox", folder names), all when None (kb.watch)."""
+    NOTE_FOLDERS folder, then every YOUTUBE_PLAYLISTS playlist (only those with `youtube_only`),
+    as the settings say: what ingest.py runs. ConfigError for a bad NOTE_FOLDERS or
+    YOUTUBE_PLAYLISTS and IngestError for a folder losing too many notes, before anything
+    changes. `only`: the origins to sync ("inbox", folder names; no playlist), all when None
+    (kb.watch)."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
     folders = configured(settings)
     inbox = InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders])
+    files: list[Source] = [] if youtube_only else [inbox, *folders]
     if only is not None:
-        folders = [f for f in folders if f.origin in only]
+        files = [s for s in files if s.origin in only]
+    chosen = [f for f in folders if f in files]
     if not allow_deletes:
-        _check_folders(folders, store, settings.NOTE_FOLDERS_MAX_DELETE)
-    sources: list[Source] = [*([inbox] if only is None or INBOX in only else []), *folders]
+        _check_folders(chosen, store, settings.NOTE_FOLDERS_MAX_DELETE)
+    # a watcher's batch (`only`) never spends YouTube quota
+    playlists = youtube_playlists(settings, State(settings.STATE_DIR)) if only is None else []
+    sources: list[Source] = [*files, *playlists]
+    try:
+        return _run_each(sources, settings, client, store, rebuild=rebuild, progress=progress,
+                         stop=stop, allow_deletes=allow_deletes)  # fmt: skip
+    finally:
+        close_youtube(playlists)
+
+
+def _run_each(
+    sources: Sequence[Source],
+    settings: Settings,
+    client: EmbedClient,
+    store: Store,
+    *,
+    rebuild: bool,
+    progress: Progress | None,
+    stop: threading.Event | None,
+    allow_deletes: bool,
+) -> Summary:
     total = Summary(rebuilt=rebuild)
     for source in sources:
         try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -61,6 +61,8 @@ class Note:
     topic: str | None
     document_date: str | None  # ISO 8601 date or datetime
     private: bool = False  # `private: true`: never embedded or stored (kb.prepare)
+    # payload fields a source sets beyond a file's (kb.sources.youtube: kind, channel, url ...)
+    record: Mapping[str, Any] | None = None
 
     @property
     def body(self) -> str:

@@ -65,6 +65,7 @@ class Prepared:
                 line_start=c.line_start,
                 line_end=c.line_end,
                 origin=self.origin,
+                **(note.record or {}),
             )
             for c in self.chunks
         ]

@@ -20,6 +20,8 @@ from kb.schema import (
     FOLDERS,
     INBOX,
     KEYWORD,
+    KIND,
+    NOTE,
     ORIGIN,
     SOURCE,
     TAGS,
@@ -51,10 +53,24 @@ def payload_filter(
     tags_all: Sequence[str] = (),
     dates: Sequence[DateRange] = (),
     path: str | None = None,
+    kind: str | None = None,
+    keywords: Sequence[tuple[str, str]] = (),
+    numbers: Sequence[tuple[str, int | None, int | None]] = (),
 ) -> models.Filter | None:
     """Points matching every given condition (None: no condition). Tags are normalised already;
-    `path` is a folder (`recipes`, any depth below it) or one note (`recipes/kimchi.md`)."""
+    `path` is a folder (`recipes`, any depth below it) or one note (`recipes/kimchi.md`); `kind`
+    is "note" or "video"; `keywords` are (field, value) exact matches, `numbers` (field, least,
+    most) inclusive ranges (a point without the field matches none)."""
     must: list[models.Condition] = []
+    if kind is not None:
+        must.append(kind_condition(kind))
+    must.extend(
+        models.FieldCondition(key=key, match=models.MatchValue(value=value))
+        for key, value in keywords
+    )
+    for key, least, most in numbers:
+        if least is not None or most is not None:
+            must.append(models.FieldCondition(key=key, range=models.Range(gte=least, lte=most)))
     if tags_any:
         must.append(models.FieldCondition(key=TAGS, match=models.MatchAny(any=list(tags_any))))
     must.extend(
@@ -75,6 +91,16 @@ def payload_filter(
         ]
         must.append(models.Filter(should=either))
     return models.Filter(must=must) if must else None
+
+
+def kind_condition(kind: str) -> models.Condition:
+    """Points of one kind; "note" includes points written before the field existed."""
+    match = models.FieldCondition(key=KIND, match=models.MatchValue(value=kind))
+    if kind != NOTE:
+        return match
+    return models.Filter(
+        should=[match, models.IsEmptyCondition(is_empty=models.PayloadField(key=KIND))]
+    )
 
 
 # a point of a note that is not soft-deleted (no `deleted_at`; points written before the field

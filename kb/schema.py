@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from qdrant_client import models
@@ -28,6 +28,9 @@ DENSE = "dense"  # name of the dense vector
 KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
+NOTE = "note"  # the kind of an item read from a file
+VIDEO = "video"  # the kind of a video of a YouTube playlist (kb.sources.youtube)
+PLAYLIST_REMOVED = "playlist_removed"  # deleted_cause of a video removed from its playlist
 FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
 USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.lifecycle)
 # kb.store.fingerprints marks each point of a soft-deleted note so: never "unchanged" (kb.sync)
@@ -61,6 +64,17 @@ class ChunkRecord:
     deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
     deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder), "user"
     restored_at: str | None = None  # UTC, ISO 8601: restored by hand then (kb.lifecycle)
+    # what the item is: "note" (a file) or "video" (kb.sources.youtube); points written before
+    # the field existed are notes. The fields below are a video's (None for a note).
+    kind: str = NOTE
+    channel: str | None = None
+    url: str | None = None
+    duration_s: int | None = None
+    view_count: int | None = None
+    uploaded: str | None = None  # ISO 8601 date-time (UTC) of the upload
+    categories: list[str] = field(default_factory=list)
+    language: str | None = None
+    thumbnail: str | None = None
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +92,14 @@ ORIGIN = "origin"
 DELETED_AT = "deleted_at"
 DELETED_CAUSE = "deleted_cause"
 RESTORED_AT = "restored_at"
+KIND = "kind"
+CHANNEL = "channel"
+DURATION_S = "duration_s"
+VIEW_COUNT = "view_count"
+UPLOADED = "uploaded"
+CATEGORIES = "categories"
+LANGUAGE = "language"
+TITLE = "title"
 # what a soft delete sets and a restore clears or sets: never part of a note's fingerprint
 LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
@@ -94,6 +116,25 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
     ORIGIN: models.PayloadSchemaType.KEYWORD,
     DELETED_AT: models.PayloadSchemaType.DATETIME,
     DELETED_CAUSE: models.PayloadSchemaType.KEYWORD,
+    # video filters (search_notes) and browse_notes' order_by (range indexes: integer, datetime)
+    KIND: models.PayloadSchemaType.KEYWORD,
+    CHANNEL: models.PayloadSchemaType.KEYWORD,
+    DURATION_S: models.PayloadSchemaType.INTEGER,
+    VIEW_COUNT: models.PayloadSchemaType.INTEGER,
+    UPLOADED: models.PayloadSchemaType.DATETIME,
+    CATEGORIES: models.PayloadSchemaType.KEYWORD,
+    LANGUAGE: models.PayloadSchemaType.KEYWORD,
+}
+
+
+# fields added after SCHEMA_VERSION 3: left out of a fingerprint while they hold their default,
+# so notes stored before them stay unchanged (not rewritten) after an upgrade
+_LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
+                    LANGUAGE, "thumbnail"})  # fmt: skip
+_DEFAULTS = {
+    f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+    for f in fields(ChunkRecord)
+    if f.name in _LATER
 }
 
 
@@ -119,7 +160,15 @@ def fingerprint(
     change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it."""
     left_out = (DATE_INGESTED, NOTE_HASH, *LIFECYCLE)
     written = [
-        [pid, text, {k: v for k, v in r.payload().items() if k not in left_out}]
+        [
+            pid,
+            text,
+            {
+                k: v
+                for k, v in r.payload().items()
+                if k not in left_out and not (k in _LATER and v == _DEFAULTS[k])
+            },
+        ]
         for pid, text, r in points
     ]
     key = [model, dimensions, SCHEMA_VERSION, tokenizer_version, written]
@@ -150,6 +199,15 @@ class Hit:
     title: str | None = None
     heading_path: list[str] = field(default_factory=list)
     hidden_chars_removed: int = 0  # invisible characters taken out of the strings above
+    kind: str = NOTE  # "note" or "video"; the video fields below are None for a note
+    channel: str | None = None
+    url: str | None = None
+    duration_s: int | None = None
+    view_count: int | None = None
+    uploaded: str | None = None
+    categories: list[str] = field(default_factory=list)
+    language: str | None = None
+    thumbnail: str | None = None
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -171,6 +229,7 @@ class Hit:
             removed += count
             return value
 
+        channel = shown(opt(CHANNEL, str))
         return cls(
             text=shown(payload.get("text") if isinstance(payload.get("text"), str) else ""),
             source=opt(SOURCE, str),
@@ -187,6 +246,15 @@ class Hit:
             title=shown(opt("title", str)),
             heading_path=[shown(h) for h in strings("heading_path")],
             hidden_chars_removed=removed,
+            kind=opt(KIND, str) or NOTE,
+            channel=channel,
+            url=opt("url", str),
+            duration_s=opt(DURATION_S, int),
+            view_count=opt(VIEW_COUNT, int),
+            uploaded=opt(UPLOADED, str),
+            categories=strings(CATEGORIES),
+            language=opt(LANGUAGE, str),
+            thumbnail=opt("thumbnail", str),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ different notes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
@@ -21,7 +22,18 @@ from kb import collection
 from kb.keywords import query_vector
 from kb.notes import normalise_tags
 from kb.qdrant_query import DateRange, payload_filter
-from kb.schema import DATE_INGESTED, DOCUMENT_DATE, Hit
+from kb.schema import (
+    CATEGORIES,
+    CHANNEL,
+    DATE_INGESTED,
+    DOCUMENT_DATE,
+    DURATION_S,
+    LANGUAGE,
+    NOTE,
+    UPLOADED,
+    VIDEO,
+    Hit,
+)
 from kb.store import Store
 
 if TYPE_CHECKING:
@@ -34,6 +46,7 @@ __all__ = ["MAX_K", "MODES", "Filters", "Hit", "Mode", "TagUsage", "search", "ta
 MAX_K = 100
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES: tuple[str, ...] = get_args(Mode)
+KINDS = (NOTE, VIDEO)
 
 
 def _when(name: str, value: str | date | None, *, end: bool) -> tuple[datetime | None, bool]:
@@ -81,8 +94,28 @@ class Filters:
     ingested_from: str | None = None  # date_ingested >= this
     ingested_to: str | None = None  # date_ingested <= this
     path_prefix: str | None = None  # a folder ("recipes/", any depth below) or one note's path
+    # what kind of item, and a video's fields (kb.sources.youtube); a note has none of these
+    kind: str | None = None  # "note" or "video"
+    channel: str | None = None  # a video's channel, exactly as results show it
+    min_duration: int | str | None = None  # seconds, or "10m", "1h30m", "90s"
+    max_duration: int | str | None = None
+    uploaded_from: str | None = None  # upload date >= this
+    uploaded_to: str | None = None  # upload date <= this
+    language: str | None = None  # "en", "ja" (a tag like "en-US" counts as "en")
+    category: str | None = None  # a topic category, e.g. "Chess"
 
     def __post_init__(self) -> None:
+        if self.kind is not None and self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        for name in ("min_duration", "max_duration"):
+            object.__setattr__(self, name, seconds(name, getattr(self, name)))
+        low, high = self.min_duration, self.max_duration
+        if isinstance(low, int) and isinstance(high, int) and low > high:
+            raise ValueError(f"min_duration {low}s is more than max_duration {high}s")
+        if self.language:
+            object.__setattr__(self, "language", self.language.strip().split("-")[0].lower())
+        for name in ("channel", "category", "language"):
+            object.__setattr__(self, name, (getattr(self, name) or "").strip() or None)
         for name in ("tags_any", "tags_all"):
             try:
                 object.__setattr__(self, name, tuple(normalise_tags(getattr(self, name))))
@@ -95,7 +128,11 @@ class Filters:
     def date_ranges(self) -> list[DateRange]:
         """The document_date and date_ingested bounds as UTC datetimes."""
         ranges = []
-        for prefix, key in (("date", DOCUMENT_DATE), ("ingested", DATE_INGESTED)):
+        for prefix, key in (
+            ("date", DOCUMENT_DATE),
+            ("ingested", DATE_INGESTED),
+            ("uploaded", UPLOADED),
+        ):
             first, last = getattr(self, f"{prefix}_from"), getattr(self, f"{prefix}_to")
             start, _ = _when(f"{prefix}_from", first, end=False)
             end, exclusive = _when(f"{prefix}_to", last, end=True)
@@ -116,7 +153,37 @@ class Filters:
             tags_all=tuple(self.tags_all),
             dates=self.date_ranges(),
             path=self.path_prefix,
-        )
+            kind=self.kind,
+            keywords=[(key, value) for key, value in ((CHANNEL, self.channel),
+                      (LANGUAGE, self.language), (CATEGORIES, self.category)) if value],
+            numbers=[(DURATION_S, seconds("min_duration", self.min_duration),
+                      seconds("max_duration", self.max_duration))],
+        )  # fmt: skip
+
+
+_DURATION = re.compile(r"(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s)?", re.I)
+
+
+def seconds(name: str, value: int | str | None) -> int | None:
+    """A duration as whole seconds: 600, "600", "10m", "1h30m", "90s"; ValueError naming
+    `name` otherwise."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        found: int | None = value
+    else:
+        text = str(value).strip()
+        match = _DURATION.fullmatch(text)
+        if text.isdigit():
+            found = int(text)
+        elif match and any(match.groups()):
+            hours, minutes, secs = (int(g) if g else 0 for g in match.groups())
+            found = hours * 3600 + minutes * 60 + secs
+        else:
+            found = None
+    if found is None or found < 0:
+        raise ValueError(f"{name}: {value!r} is not a duration (seconds, or e.g. 10m, 1h30m)")
+    return found
 
 
 def search(

@@ -129,6 +129,35 @@ class Settings(BaseSettings):
         "unchanged text is never embedded twice.",
     )
 
+    # --- YouTube playlists (docs/youtube.md) --------------------------------------------
+    YOUTUBE_PLAYLISTS: str = Field(
+        "",
+        description="Comma-separated YouTube playlist ids synced as sources (each video one "
+        "item, results under youtube/<id>/); WL is Watch Later (read with yt-dlp and cookies).",
+    )
+    YOUTUBE_API_KEY: str = Field(
+        "", description="YouTube Data API v3 key: video details and custom playlists."
+    )
+    YOUTUBE_API_URL: str = Field(
+        "https://www.googleapis.com/youtube/v3", description="Base URL of the YouTube Data API."
+    )
+    YOUTUBE_COOKIES_FILE: str = Field(
+        "",
+        description="Netscape cookies.txt of a signed-in YouTube session: only Watch Later (WL) "
+        "needs it (or YOUTUBE_COOKIES_BROWSER).",
+    )
+    YOUTUBE_COOKIES_BROWSER: str = Field(
+        "",
+        description="Browser yt-dlp reads YouTube cookies from for Watch Later (e.g. firefox, "
+        "chrome), instead of YOUTUBE_COOKIES_FILE.",
+    )
+    YOUTUBE_DAILY_UNITS: int = Field(
+        9000,
+        ge=1,
+        description="Data API units a day's syncs may spend (the API's default quota is "
+        "10,000 a Pacific-time day); the rest waits for the next day's run.",
+    )
+
     # --- MCP server ------------------------------------------------------------------
     MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")
     MCP_PORT: int = Field(8000, ge=1, le=65535, description="Port the MCP server listens on.")

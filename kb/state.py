@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 LOCK_NAME = "ingest.lock"
 CACHE_NAME = "embed-cache.sqlite3"
 RUN_LOG_NAME = "runs.jsonl"
+YOUTUBE_DIR_NAME = "youtube"  # the YouTube sources' video details and quota ledger
 OLD_CACHE_NAME = ".embed-cache.sqlite3"  # in the notes folder, before STATE_DIR
 OLD_LOCK_NAME = ".ingest.lock"
 # {"pid", "started_at", "folders", "last_batch_at", "last_batch_notes"} (kb.watch writes it,
@@ -103,6 +104,12 @@ class State:
             _carry_over_cache(notes_dir / OLD_CACHE_NAME, path)
             _remove_old_lock(notes_dir / OLD_LOCK_NAME)
         return path
+
+    def youtube_dir(self) -> Path:
+        """Where the YouTube sources keep what they fetched (video details, units spent)."""
+        folder = self._ready() / YOUTUBE_DIR_NAME
+        folder.mkdir(exist_ok=True)
+        return folder
 
     def log_run(self, record: dict[str, Any]) -> None:
         """Append one JSON line about a run (counts and paths, never note text)."""

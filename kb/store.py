@@ -41,6 +41,7 @@ from kb.schema import (
     KEYWORD,
     NOTE_HASH,
     ORIGIN,
+    PAYLOAD_INDEXES,
     RESTORED_AT,
     RESTORED_MARK,
     SOURCE,
@@ -48,6 +49,7 @@ from kb.schema import (
     Hit,
 )
 
+KEYWORD_INDEX = models.PayloadSchemaType.KEYWORD
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
 SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
 FILTER_BATCH = 500  # note names per `source` filter
@@ -424,6 +426,58 @@ class Store:
                 exact=True,
             )  # fmt: skip
         return total, [(str(hit.value), hit.count) for hit in response.hits]
+
+    def browse(
+        self,
+        where: models.Filter | None,
+        *,
+        order_by: str,
+        descending: bool = False,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[Hit]:
+        """Points matching `where`, ordered by one payload field, `offset` of them skipped: a
+        listing with no query (kb.browse asks for first chunks only). Scores are 0. Soft-deleted
+        notes are never listed; a point without the field is not listed either.
+
+        A field with a range index (integer, datetime: kb.schema.PAYLOAD_INDEXES) is ordered by
+        Qdrant (scroll with order_by, which takes no offset: the first offset+limit are read);
+        any other (title) is ordered here, reading that field alone of every matching point.
+        Another engine behind Store implements this and `count` alike.
+        """
+        where = visible(where)
+        with self.calls():
+            if order_by in PAYLOAD_INDEXES and PAYLOAD_INDEXES[order_by] != KEYWORD_INDEX:
+                direction = models.Direction.DESC if descending else models.Direction.ASC
+                records, _ = self.client.scroll(
+                    self.collection,
+                    scroll_filter=where,
+                    limit=offset + limit,
+                    order_by=models.OrderBy(key=order_by, direction=direction),
+                    with_payload=True,
+                )
+                page = records[offset:]
+            else:
+                keys = [
+                    ((r.payload or {}).get(order_by), str(r.id))
+                    for r in self._scroll(where, [order_by])
+                ]
+                ordered = sorted(
+                    ((str(v).casefold(), i) for v, i in keys if isinstance(v, str)),
+                    reverse=descending,
+                )
+                ids = [i for _, i in ordered[offset : offset + limit]]
+                found = {
+                    str(r.id): r
+                    for r in self.client.retrieve(self.collection, ids, with_payload=True)
+                }
+                page = [found[i] for i in ids if i in found]
+        return [Hit.from_payload(0.0, r.payload or {}) for r in page]
+
+    def count(self, where: models.Filter | None = None) -> int:
+        """How many points match `where` (soft-deleted notes' never), exactly."""
+        with self.calls():
+            return self.client.count(self.collection, count_filter=visible(where), exact=True).count
 
     def tag_counts(
         self, limit: int = 10_000, *, per: Literal["note", "chunk"] = "note"

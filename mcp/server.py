@@ -1,6 +1,6 @@
-"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`, `status`;
-with MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants, and the dashboard's
-web pages beside them (dashboard.py).
+"""MCP server: the user's notes as tools (`search_notes`, `browse_notes`, `list_tags`,
+`list_deleted`, `status`; with MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI
+assistants, and the dashboard's web pages beside them (dashboard.py).
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 from surface import (
     ARGUMENT_NAMES,
+    BROWSE_NOTES,
     DELETE_NOTE,
     LIST_DELETED,
     LIST_TAGS,
@@ -39,8 +40,12 @@ from surface import (
     STATUS,
     TOOL_MAX_K,
     AllTags,
+    BrowseResults,
+    Category,
+    Channel,
     Confirm,
     Count,
+    CountOnly,
     DateFrom,
     DateTo,
     DeleteCause,
@@ -51,7 +56,15 @@ from surface import (
     Hit,
     IngestedFrom,
     IngestedTo,
+    Kind,
+    Language,
+    Limit,
+    MaxDuration,
+    MinDuration,
     NoteChange,
+    Offset,
+    Order,
+    OrderBy,
     PathFilter,
     PerNote,
     Query,
@@ -62,8 +75,11 @@ from surface import (
     TagCount,
     TagList,
     Tags,
+    UploadedFrom,
+    UploadedTo,
 )
 
+from kb import browse as kb_browse
 from kb import collection, lifecycle
 from kb import search as kb_search
 from kb import status as kb_status
@@ -99,7 +115,7 @@ async def off_loop(fn: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(fn)
 
 
-def filters(**arguments: Any) -> kb_search.Filters:
+def filters(tool: str = "search_notes", **arguments: Any) -> kb_search.Filters:
     """kb's Filters from the tool's arguments; bad values are validation errors naming the
     argument as the model sent it."""
     try:
@@ -108,7 +124,7 @@ def filters(**arguments: Any) -> kb_search.Filters:
         message = str(exc)
         for field, argument in ARGUMENT_NAMES.items():
             message = message.replace(field, argument)
-        raise ToolError(f"validation error for search_notes: {message}") from None
+        raise ToolError(f"validation error for {tool}: {message}") from None
 
 
 def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search.Hit]:
@@ -153,6 +169,14 @@ def build_server(backend: Backend) -> MCPServer:
         ingested_to: IngestedTo = None,
         path: PathFilter = None,
         per_note: PerNote = 1,
+        kind: Kind = None,
+        channel: Channel = None,
+        min_duration: MinDuration = None,
+        max_duration: MaxDuration = None,
+        uploaded_from: UploadedFrom = None,
+        uploaded_to: UploadedTo = None,
+        language: Language = None,
+        category: Category = None,
     ) -> SearchResults:
         k = max(1, min(TOOL_MAX_K, k))
         per_note = max(0, min(TOOL_MAX_K, per_note))
@@ -164,6 +188,14 @@ def build_server(backend: Backend) -> MCPServer:
             ingested_from=ingested_from,
             ingested_to=ingested_to,
             path_prefix=path,
+            kind=kind,
+            channel=channel,
+            min_duration=min_duration,
+            max_duration=max_duration,
+            uploaded_from=uploaded_from,
+            uploaded_to=uploaded_to,
+            language=language,
+            category=category,
         )
         started = time.perf_counter()
         hits = await off_loop(
@@ -180,6 +212,61 @@ def build_server(backend: Backend) -> MCPServer:
             (time.perf_counter() - started) * 1000,
         )
         return SearchResults(results=[Hit.model_validate(h, from_attributes=True) for h in hits])
+
+    @server.tool(description=BROWSE_NOTES, annotations=read_only)
+    async def browse_notes(
+        order_by: OrderBy = "ingested",
+        order: Order = "desc",
+        limit: Limit = 20,
+        offset: Offset = 0,
+        count_only: CountOnly = False,
+        kind: Kind = None,
+        channel: Channel = None,
+        min_duration: MinDuration = None,
+        max_duration: MaxDuration = None,
+        uploaded_from: UploadedFrom = None,
+        uploaded_to: UploadedTo = None,
+        language: Language = None,
+        category: Category = None,
+        tags: Tags = None,
+        all_tags: AllTags = None,
+        date_from: DateFrom = None,
+        date_to: DateTo = None,
+        ingested_from: IngestedFrom = None,
+        ingested_to: IngestedTo = None,
+        path: PathFilter = None,
+    ) -> BrowseResults:
+        limit = max(1, min(kb_browse.MAX_LIMIT, limit))
+        offset = max(0, min(kb_browse.MAX_OFFSET, offset))
+        where = filters(
+            "browse_notes",
+            tags_any=tags or (),
+            tags_all=all_tags or (),
+            date_from=date_from,
+            date_to=date_to,
+            ingested_from=ingested_from,
+            ingested_to=ingested_to,
+            path_prefix=path,
+            kind=kind,
+            channel=channel,
+            min_duration=min_duration,
+            max_duration=max_duration,
+            uploaded_from=uploaded_from,
+            uploaded_to=uploaded_to,
+            language=language,
+            category=category,
+        )
+        page = await off_loop(
+            lambda: kb_browse.browse(
+                backend.store(), where, order_by=order_by, order=order, limit=limit,
+                offset=offset, count_only=count_only,
+            )
+        )  # fmt: skip
+        log.info("browse_notes order_by=%s total=%d rows=%d", order_by, page.total, len(page.items))
+        return BrowseResults(
+            total=page.total,
+            results=[Hit.model_validate(h, from_attributes=True) for h in page.items],
+        )
 
     @server.tool(description=LIST_TAGS, annotations=read_only)
     async def list_tags() -> TagList:

@@ -15,8 +15,8 @@ from stack_files import embedder_settings_class
 
 from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
-# The MCP and dashboard tests' fixtures (ingested notes, servers, the browser), for every module.
-pytest_plugins = ["ingest_fixtures", "mcp_fixtures", "dashboard_fixtures"]
+# Shared fixtures (ingested notes, servers, the browser, YouTube replays), for every module.
+pytest_plugins = ["ingest_fixtures", "mcp_fixtures", "dashboard_fixtures", "youtube_fixtures"]
 
 QWEN_QUERY_PROMPT = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"

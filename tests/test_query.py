@@ -202,6 +202,16 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "title": None,
         "heading_path": [],
         "hidden_chars_removed": 0,
+        # a point stored before videos existed reads as a note, without a video's fields
+        "kind": "note",
+        "channel": None,
+        "url": None,
+        "duration_s": None,
+        "view_count": None,
+        "uploaded": None,
+        "categories": [],
+        "language": None,
+        "thumbnail": None,
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector

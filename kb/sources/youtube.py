@@ -1,0 +1,268 @@
+"""A YouTube playlist (YOUTUBE_PLAYLISTS) as a source: each video one item, its description
+chunked like a note with the title and channel as every chunk's context.
+
+Each video's `source` is `youtube/<playlist id>/<video id>` and its `origin` is
+`youtube/<playlist id>`; the listing names every video the playlist holds, so each run is a full
+sync of that playlist (kb.sync): a video removed from it is soft-deleted (`playlist_removed`),
+one added back is restored as it was, with nothing embedded.
+
+Delta sync: a video's details are fetched once (`videos.list`, 50 ids a unit) and kept in
+STATE_DIR/youtube/videos.json; later runs read them from there, so only the playlist's pages
+(one unit per 50 entries) are asked again. A deleted or private video is counted among the
+skipped and never stored. When the day's budget (kb.quota) runs out, or the API keeps failing,
+the videos not fetched yet wait for the next run and nothing stored is deleted: a playlist not
+listed to its end holds every video it held.
+
+Watch Later (`WL`) is not readable through the Data API: its ids come from yt-dlp's flat
+listing with the user's cookies (kb.watch_later); its details from the API like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kb import watch_later
+from kb.errors import ConfigError, KbError
+from kb.notes import Note
+from kb.quota import Ledger, QuotaReached
+from kb.schema import VIDEO
+from kb.settings import Settings
+from kb.sources.base import Failure, Item, Listing
+from kb.state import State
+from kb.youtube_api import PAGE, Entry, Video, YoutubeApi
+
+log = logging.getLogger(__name__)
+
+PREFIX = "youtube"  # first component of every video's `source`
+DETAILS_NAME = "videos.json"
+WAITING = "videos waiting for YouTube quota (next run)"
+UNAVAILABLE = "deleted or private videos"
+UNLISTED = "playlists not listed to their end (YouTube quota; next run)"
+
+_URL = re.compile(r"(?:https?://|www\.)\S+")
+_DASHES = "-\u2013\u2014"  # hyphen, en dash, em dash
+_TIMESTAMP = re.compile(r"^\s*[(\[]?(?:\d{1,2}:)?\d{1,2}:\d{2}[)\]]?\s*[" + _DASHES + r":|]?\s*")
+_SPONSOR = re.compile(
+    r"\b(sponsor(?:ed)?|use (?:my )?code|promo code|discount code|affiliate|% off|#ad\b)", re.I
+)
+_HASHTAGS_ONLY = re.compile(r"^\s*(?:#\w+\s*)+$")
+
+
+def clean_description(text: str) -> str:
+    """A description as worth embedding: links, sponsor lines and hashtag-only lines dropped,
+    chapter timestamps taken off their titles (kept), blank runs collapsed."""
+    lines: list[str] = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if _SPONSOR.search(line) or _HASHTAGS_ONLY.match(line):
+            continue
+        unlinked = _URL.sub("", line)
+        if unlinked != line and len(unlinked.split()) < 4:
+            continue  # a link with its label ("Twitter: https://..."): nothing to embed
+        line = " ".join(_TIMESTAMP.sub("", unlinked).rstrip(" :|" + _DASHES).split())
+        if line.strip() or (lines and lines[-1]):
+            lines.append(line.strip())
+    return "\n".join(lines).strip()
+
+
+def video_note(source: str, path: Path, video: Video) -> Note:
+    """The video as a note: `# title`, its channel, then the cleaned description; the title and
+    channel are each chunk's context (the topic line), the video fields its payload."""
+    body = clean_description(video.description)
+    text = f"# {video.title or video.id}\n\nChannel: {video.channel}\n\n{body}".rstrip() + "\n"
+    record: dict[str, Any] = {
+        "kind": VIDEO,
+        "channel": video.channel or None,
+        "url": video.url,
+        "duration_s": video.duration_s,
+        "view_count": video.view_count,
+        "uploaded": video.uploaded,
+        "categories": list(video.categories),
+        "language": video.language,
+        "thumbnail": video.thumbnail,
+    }
+    topic = f"YouTube video by {video.channel}" if video.channel else "YouTube video"
+    return Note(path, source, text, 0, (), topic, None, record=record)
+
+
+class Details:
+    """Fetched video details by id, in STATE_DIR/youtube/videos.json (rewritten atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raw = {}
+        self.videos: dict[str, Video] = {}
+        for key, value in (raw if isinstance(raw, dict) else {}).items():
+            try:
+                self.videos[key] = Video(**value)
+            except TypeError:
+                continue  # written by another version: fetched again
+
+    def add(self, videos: Sequence[Video]) -> None:
+        self.videos.update((v.id, v) for v in videos)
+        part = self.path.with_suffix(".tmp")
+        data = {k: v.to_dict() for k, v in sorted(self.videos.items())}
+        part.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        os.replace(part, self.path)
+
+
+@dataclass
+class PlaylistSource:
+    """One YOUTUBE_PLAYLISTS playlist (see the module docstring). `api` is None when no key is
+    set (`problem` says so); `extract` lists Watch Later through yt-dlp."""
+
+    playlist: str
+    root: Path  # STATE_DIR/youtube: where the details are kept (nothing of the user's)
+    api: YoutubeApi | None
+    problem: str | None = None  # why this playlist cannot be synced (a setting missing)
+    extract: Callable[[str], dict[str, Any]] | None = None
+    complete = True
+    _listed: set[str] = field(default_factory=set, repr=False)
+    _whole: bool = field(default=False, repr=False)  # the last listing reached the end
+    _details: Details | None = field(default=None, repr=False)  # what `read` reads
+
+    @property
+    def origin(self) -> str:
+        return f"{PREFIX}/{self.playlist}"
+
+    def name(self, video_id: str) -> str:
+        return f"{self.origin}/{video_id}"
+
+    def listing(self, *, everything: bool) -> Listing:
+        listing = Listing()
+        self._listed, self._whole = set(), False
+        if self.problem or self.api is None:
+            listing.failed.append(Failure(self.origin, self.problem or "no API client"))
+            return listing
+        details = Details(self.root / DETAILS_NAME)
+        entries: list[Entry] = []
+        try:
+            self._entries(entries)
+            self._whole = True
+        except QuotaReached as exc:
+            log.warning("%s: %s", self.origin, exc)
+            listing.skipped[UNLISTED] = 1  # how many videos its rest holds is not known
+        except (KbError, OSError) as exc:
+            listing.failed.append(Failure(self.origin, f"not listed to its end: {exc}"))
+        self._listed = {self.name(e.id) for e in entries}
+        missing = [e.id for e in dict.fromkeys(entries) if e.id not in details.videos]
+        unavailable = {e.id for e in entries if e.private}
+        fetch = [v for v in dict.fromkeys(missing) if v not in unavailable]
+        gone = len([v for v in dict.fromkeys(missing) if v in unavailable])
+        done = 0
+        try:
+            for i in range(0, len(fetch), PAGE):
+                asked = fetch[i : i + PAGE]
+                found = self.api.videos(asked)
+                details.add(found)
+                done += len(asked)
+                gone += len(set(asked) - {v.id for v in found})
+        except QuotaReached as exc:
+            log.warning("%s: %s", self.origin, exc)
+            listing.skipped[WAITING] = listing.skipped.get(WAITING, 0) + len(fetch) - done
+        except (KbError, OSError) as exc:
+            listing.failed.append(
+                Failure(self.origin, f"{len(fetch) - done} videos not fetched: {exc}")
+            )
+        if gone:
+            listing.skipped[UNAVAILABLE] = gone
+            log.info("%s: %d deleted or private videos skipped", self.origin, gone)
+        for video_id in dict.fromkeys(e.id for e in entries):
+            if video_id in details.videos:
+                source = self.name(video_id)
+                listing.items.append(Item(source, details.path, source, pending=False))
+        self._details = details
+        return listing
+
+    def _entries(self, into: list[Entry]) -> None:
+        if self.playlist == watch_later.WATCH_LATER:
+            if self.extract is None:
+                raise ConfigError("Watch Later needs yt-dlp (no extractor)")
+            into.extend(watch_later.entries(self.extract(watch_later.WATCH_LATER_URL)))
+            return
+        assert self.api is not None
+        for page in self.api.playlist(self.playlist):
+            into.extend(page)
+
+    def read(self, item: Item, *, max_bytes: int) -> Note:
+        assert self._details is not None, "read before listing"
+        video_id = item.source.rsplit("/", 1)[-1]
+        return video_note(item.source, item.path, self._details.videos[video_id])
+
+    def holds(self, source: str) -> bool:
+        """A playlist not listed to its end (quota, failure) holds every video it held."""
+        return not self._whole or source in self._listed
+
+    def after_store(self, items: Sequence[Item]) -> list[OSError | None]:
+        return [None] * len(items)  # nothing to do: the playlist is only ever read
+
+    def finish(self) -> None:
+        pass
+
+
+def parse(value: str) -> list[str]:
+    """YOUTUBE_PLAYLISTS as playlist ids, in order, without repeats."""
+    ids = [p.strip() for p in value.split(",") if p.strip()]
+    for playlist in ids:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", playlist):
+            raise ConfigError(f"YOUTUBE_PLAYLISTS: {playlist!r} is not a playlist id (PL..., WL)")
+    return list(dict.fromkeys(ids))
+
+
+def configured(
+    settings: Settings, state: State, *, ledger: Ledger | None = None, **api_options: Any
+) -> list[PlaylistSource]:
+    """The YOUTUBE_PLAYLISTS playlists as sources. A missing key or cookies is no ConfigError:
+    that playlist fails, naming the setting, and the notes still sync."""
+    playlists = parse(settings.YOUTUBE_PLAYLISTS)
+    if not playlists:
+        return []
+    names = settings.NOTE_FOLDERS.replace("=", ",").split(",")
+    if PREFIX in (n.strip() for n in names) or (settings.NOTES_DIR / PREFIX).exists():
+        raise ConfigError(
+            f"YOUTUBE_PLAYLISTS: videos are named {PREFIX}/..., and a NOTE_FOLDERS folder or "
+            f"{settings.NOTES_DIR / PREFIX} already uses that name: rename it"
+        )
+    root = state.youtube_dir()
+    ledger = ledger or Ledger(root / "quota.json", settings.YOUTUBE_DAILY_UNITS)
+    api = None
+    problem = None
+    if settings.YOUTUBE_API_KEY:
+        api = YoutubeApi(settings.YOUTUBE_API_URL, settings.YOUTUBE_API_KEY, ledger, **api_options)
+    else:
+        problem = (
+            "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
+            "(see docs/youtube.md)"
+        )
+    sources = []
+    for playlist in playlists:
+        extract = None
+        reason = problem
+        if playlist == watch_later.WATCH_LATER:
+            try:
+                opts = watch_later.options(
+                    settings.YOUTUBE_COOKIES_FILE, settings.YOUTUBE_COOKIES_BROWSER
+                )
+            except ConfigError as exc:
+                reason = str(exc)
+            else:
+
+                def extract(url: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
+                    return watch_later.flat_playlist(url, opts)
+
+        sources.append(PlaylistSource(playlist, root, api, reason, extract))
+    return sources
+
+
+def close(sources: Sequence[PlaylistSource]) -> None:
+    for api in {id(s.api): s.api for s in sources if s.api is not None}.values():
+        api.close()
