@@ -32,6 +32,7 @@ def open_store(settings: Settings, collection_name: str | None = None) -> Store:
         url=settings.QDRANT_URL,
         path=settings.QDRANT_PATH,
         api_key=settings.QDRANT_API_KEY,
+        engine=settings.QDRANT_ENGINE,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -68,6 +68,11 @@ class Settings(BaseSettings):
     QDRANT_URL: str = Field("http://localhost:6333", description="Qdrant server URL.")
     QDRANT_PATH: str = Field(
         "", description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both."
+    )
+    QDRANT_ENGINE: Literal["edge", "local"] = Field(
+        "edge",
+        description="Engine of embedded storage (QDRANT_PATH): edge (Qdrant's own, in-process) "
+        "or local (qdrant-client's Python one, slow past a few thousand chunks).",
     )
     QDRANT_API_KEY: str = Field("", description="API key for a secured Qdrant server/cluster.")
     COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")

@@ -96,9 +96,16 @@ class Store:
 
     @classmethod
     def open(
-        cls, collection: str, *, url: str = "", path: str | Path = "", api_key: str = ""
+        cls,
+        collection: str,
+        *,
+        url: str = "",
+        path: str | Path = "",
+        api_key: str = "",
+        engine: Literal["edge", "local"] = "edge",
     ) -> Store:
-        """Embedded storage in folder `path` if given, else the server at `url`.
+        """Embedded storage in folder `path` if given (Qdrant's engine in-process, kb.edge; or
+        with engine="local" qdrant-client's local mode), else the server at `url`.
 
         Raises StoreUnavailable when the server does not answer or the folder is in use.
         """
@@ -109,6 +116,18 @@ class Store:
                 f"{location} is in use by another process (the MCP server or another "
                 "ingest?); stop it first, or run Qdrant as a server and set QDRANT_URL"
             )
+            if engine == "edge":
+                from kb import edge, migrate_local  # only embedded storage loads the engine
+
+                client: Any = edge.EdgeClient(folder)
+                try:
+                    client.lock(collection)
+                except edge.CollectionBusy:
+                    client.close()
+                    raise busy from None
+                store = cls(client, collection, location, embedded=True)
+                migrate_local.migrate_if_needed(store, folder)
+                return store
             # checked first: a refused QdrantClient(path=...) leaks its lock file handle
             if _folder_locked(folder):
                 raise busy
@@ -132,6 +151,15 @@ class Store:
 
     def close(self) -> None:
         self.client.close()
+
+    def optimize(self) -> bool:
+        """Build the vector indexes of embedded storage on Qdrant's engine (kb.edge): blocks for
+        seconds to a minute, so an ingest run calls it, never a search. False: nothing to do."""
+        optimize = getattr(self.client, "optimize", None)
+        if optimize is None:
+            return False  # a server optimizes by itself; local mode has no indexes
+        with self.calls():
+            return bool(optimize(self.collection))
 
     def __enter__(self) -> Store:
         return self
