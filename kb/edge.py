@@ -22,7 +22,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Sequence
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -439,7 +439,7 @@ def _iso(value: Any) -> str:
     """RFC 3339 as Qdrant reads it; a naive datetime is UTC, as a server reads it."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value.isoformat()
     if isinstance(value, date):
         return f"{value.isoformat()}T00:00:00+00:00"

@@ -393,9 +393,7 @@ def test_setting_both_a_server_url_and_an_embedded_path_is_refused(tmp_path: Pat
         make_settings(tmp_path, QDRANT_URL="http://localhost:6333")
 
 
-def test_grouping_and_collapsing_give_the_same_results_for_every_mode(
-    store: Store, tmp_path: Path
-):
+def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Store, tmp_path: Path):
     # Qdrant's grouped query (qdrant-client's local mode has one, as a server does) is the
     # reference the collapsed results of the store under test must match
     (tmp_path / "ref").mkdir()
@@ -429,7 +427,9 @@ def test_grouping_and_collapsing_give_the_same_results_for_every_mode(
                     matches = searched.query(7, where=where, per_note=per_note, **kwargs)
                     # equal scores (BM25 ties) may come in either order, and engines break
                     # a tie at the cut differently: same scores, same chunks above the cut
-                    found[embedded] = [(round(m.score, 4), m.source, m.chunk_index) for m in matches]
+                    found[embedded] = [
+                        (round(m.score, 4), m.source, m.chunk_index) for m in matches
+                    ]
                 ours, theirs = found[True], found[False]
                 assert [s for s, *_ in ours] == pytest.approx([s for s, *_ in theirs], abs=1e-4)
                 cut = ours[-1][0]
