@@ -212,9 +212,7 @@ class EdgeClient:
             shutil.rmtree(self._dir(name))
             return True
 
-    def create_payload_index(
-        self, name: str, field_name: str, *, field_schema: Any, **_: Any
-    ) -> None:
+    def create_payload_index(self, name: str, field_name: str, field_schema: Any, **_: Any) -> None:
         kind = field_schema.value if hasattr(field_schema, "value") else str(field_schema)
         self._update(name, qe.UpdateOperation.create_field_index(field_name, _SCHEMAS[kind]))
 
@@ -229,25 +227,25 @@ class EdgeClient:
         with self._mutex:
             self._shard(name).update(operation)
 
-    def upsert(self, name: str, *, points: Sequence[models.PointStruct], **_: Any) -> None:
+    def upsert(self, name: str, points: Sequence[models.PointStruct], **_: Any) -> None:
         batch = [qe.Point(_id(p.id), _vector(p.vector), p.payload or {}) for p in points]
         self._update(name, qe.UpdateOperation.upsert_points(batch))
 
-    def delete(self, name: str, *, points_selector: Any, **_: Any) -> None:
+    def delete(self, name: str, points_selector: Any, **_: Any) -> None:
         flt, ids = _selector(points_selector)
         if flt is not None:
             self._update(name, qe.UpdateOperation.delete_points_by_filter(flt))
         else:
             self._update(name, qe.UpdateOperation.delete_points(ids))
 
-    def set_payload(self, name: str, *, payload: dict[str, Any], points: Any, **_: Any) -> None:
+    def set_payload(self, name: str, payload: dict[str, Any], points: Any, **_: Any) -> None:
         flt, ids = _selector(points)
         if flt is not None:
             self._update(name, qe.UpdateOperation.set_payload_by_filter(flt, payload))
         else:
             self._update(name, qe.UpdateOperation.set_payload(ids, payload))
 
-    def delete_payload(self, name: str, *, keys: list[str], points: Any, **_: Any) -> None:
+    def delete_payload(self, name: str, keys: list[str], points: Any, **_: Any) -> None:
         flt, ids = _selector(points)
         if flt is not None:
             self._update(name, qe.UpdateOperation.delete_payload_by_filter(flt, keys))
@@ -255,7 +253,7 @@ class EdgeClient:
             self._update(name, qe.UpdateOperation.delete_payload(ids, keys))
 
     def retrieve(
-        self, name: str, ids: Sequence[Any], *, with_payload: Any = True, with_vectors: Any = False
+        self, name: str, ids: Sequence[Any], with_payload: Any = True, with_vectors: Any = False
     ) -> list[Any]:
         with self._mutex:
             found = self._shard(name).retrieve(
@@ -266,7 +264,6 @@ class EdgeClient:
     def scroll(
         self,
         name: str,
-        *,
         scroll_filter: models.Filter | None = None,
         limit: int = 10,
         offset: Any = None,
@@ -286,7 +283,7 @@ class EdgeClient:
         return [_record(r) for r in records], next_offset
 
     def count(
-        self, name: str, *, count_filter: models.Filter | None = None, exact: bool = True, **_: Any
+        self, name: str, count_filter: models.Filter | None = None, exact: bool = True, **_: Any
     ) -> Any:
         with self._mutex:
             n = self._shard(name).count(qe.CountRequest(exact=exact, filter=_filter(count_filter)))
@@ -295,7 +292,6 @@ class EdgeClient:
     def facet(
         self,
         name: str,
-        *,
         key: str,
         facet_filter: models.Filter | None = None,
         limit: int = 10,
@@ -310,12 +306,11 @@ class EdgeClient:
     def query_points(
         self,
         name: str,
-        *,
-        limit: int = 10,
         query: Any = None,
         using: str | None = None,
         prefetch: Sequence[models.Prefetch] | None = None,
         query_filter: models.Filter | None = None,
+        limit: int = 10,
         with_payload: Any = True,
         **_: Any,
     ) -> Any:
