@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import anyio
 import uvicorn
+from ingest_route import add_ingest_route
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -59,7 +60,7 @@ from surface import (
     Tags,
 )
 
-from kb import collection, lifecycle
+from kb import collection, handoff, lifecycle
 from kb import search as kb_search
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
@@ -236,11 +237,14 @@ def add_write_tools(server: MCPServer, backend: Backend) -> None:
         return NoteChange(source=source, outcome="restored" if done else "not_deleted")
 
 
-def build_app(backend: Backend) -> ASGIApp:
-    """The HTTP app: /mcp (stateless streamable HTTP, JSON responses) and GET /health."""
+def build_app(backend: Backend, ingest_key: str = "") -> ASGIApp:
+    """The HTTP app: /mcp (stateless streamable HTTP, JSON responses) and GET /health; with
+    `ingest_key` (embedded storage: kb.handoff) also POST /ingest."""
     settings = backend.settings
     security = transport_security(settings)
     server = build_server(backend)
+    if ingest_key:
+        add_ingest_route(server, backend, ingest_key)
 
     @server.custom_route(HEALTH_PATH, methods=["GET"])
     async def health(request: Request) -> Response:
@@ -292,8 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.stdio:
             build_server(backend).run("stdio")
             return 0
+        # holding embedded storage: ingest.py runs its ingests here (kb.handoff)
+        announced = handoff.announce(settings) if settings.QDRANT_PATH else None
         try:
-            app = build_app(backend)
+            app = build_app(backend, announced.key if announced else "")
         except ConfigError as exc:
             return fail(str(exc), exc.exit_code)
         log.info(
@@ -302,7 +308,13 @@ def main(argv: list[str] | None = None) -> int:
             settings.MCP_PORT,
             "required" if settings.MCP_TOKEN else "off",
         )
-        uvicorn.run(app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower())
+        try:
+            uvicorn.run(
+                app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower()
+            )
+        finally:
+            if announced:
+                handoff.withdraw(settings, announced)
         return 0
     finally:
         backend.close()
