@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint up down logs ingest ingest-rebuild purge-deleted query smoke check
+.PHONY: help venv test lint up down local logs ingest ingest-rebuild purge-deleted query smoke check
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ up: ## Build and start the stack in the background; returns once the embedder is
 
 down: ## Stop and remove the containers (your notes and the Qdrant volume stay)
 	$(COMPOSE) $(COMPOSE_FILES) down
+
+local: ## Without Docker: the embedder and the MCP server on this machine, embedded storage (Ctrl-C stops both)
+	$(UV) run local.py
 
 logs: ## Follow the stack's logs (Ctrl-C stops following, not the stack)
 	$(COMPOSE) $(COMPOSE_FILES) logs -f --tail=200
