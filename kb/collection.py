@@ -131,6 +131,7 @@ def create(store: Store, model: str, dimensions: int, *, rebuilding: bool = Fals
                 "schema_version": SCHEMA_VERSION,
                 "rebuild_incomplete": rebuilding,
             },
+            **store.cluster,  # shards and replicas on a cluster (settings QDRANT_SHARDS ...)
         )
     create_indexes(store)
     store.checked_model = (model, dimensions)

@@ -105,7 +105,7 @@ class Stack:
     def stop(self) -> None:
         for _, proc in self.children:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(signal.SIGINT)  # as Ctrl-C does: each shuts down cleanly
         for name, proc in self.children:
             try:
                 proc.wait(timeout=STOP_S)

@@ -74,6 +74,17 @@ class Settings(BaseSettings):
         description="Engine of embedded storage (QDRANT_PATH): edge (Qdrant's own, in-process) "
         "or local (qdrant-client's Python one, slow past a few thousand chunks).",
     )
+    QDRANT_SHARDS: int = Field(
+        1, ge=1, description="Shards of a new collection on a Qdrant cluster (shard_number)."
+    )
+    QDRANT_REPLICATION: int = Field(
+        1, ge=1, description="Copies of each shard on a Qdrant cluster (replication_factor)."
+    )
+    QDRANT_WRITE_CONSISTENCY: int = Field(
+        1,
+        ge=1,
+        description="Replicas that must acknowledge a write (write_consistency_factor).",
+    )
     QDRANT_API_KEY: str = Field("", description="API key for a secured Qdrant server/cluster.")
     COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")
 

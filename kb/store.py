@@ -93,6 +93,7 @@ class Store:
         # what kb.collection has already checked, so a search does not ask again
         self.checked_model: tuple[str, int] | None = None
         self.has_keyword = False
+        self.cluster: dict[str, int] = {}  # shard_number etc. for a new collection (kb.backend)
 
     @classmethod
     def open(

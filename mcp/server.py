@@ -312,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             uvicorn.run(
                 app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower()
             )
+        except KeyboardInterrupt:
+            pass  # Ctrl-C: uvicorn has shut down and raises the signal again
         finally:
             if announced:
                 handoff.withdraw(settings, announced)

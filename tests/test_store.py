@@ -166,6 +166,28 @@ def test_payload_indexes_are_created_for_every_filtered_field(settings: Settings
     assert PAYLOAD_INDEXES["tags"] == "keyword" and PAYLOAD_INDEXES["document_date"] == "datetime"
 
 
+def test_a_new_collection_asks_for_the_shards_and_replicas_the_settings_give(
+    settings: Settings, monkeypatch
+):
+    # a cluster spreads the collection so; embedded storage accepts and ignores them
+    clustered = settings.model_copy(
+        update={"QDRANT_SHARDS": 3, "QDRANT_REPLICATION": 2, "QDRANT_WRITE_CONSISTENCY": 2}
+    )
+    asked: dict[str, object] = {}
+    with open_store(clustered, "clustered") as store:
+        real = store.client.create_collection
+
+        def recording(collection_name, **kwargs):
+            asked.update(kwargs)
+            return real(collection_name, **kwargs)
+
+        monkeypatch.setattr(store.client, "create_collection", recording)
+        collection.create(store, "model-a", DIMS)
+        assert collection.info(store).model == "model-a"
+    assert (asked["shard_number"], asked["replication_factor"]) == (3, 2)
+    assert asked["write_consistency_factor"] == 2
+
+
 def test_collection_holds_a_named_dense_vector_and_an_idf_weighted_keyword_vector(store: Store):
     params = store.client.get_collection(store.collection).config.params
     assert set(params.vectors) == {DENSE}
