@@ -29,7 +29,7 @@ lint: venv ## Lint Python (ruff), Dockerfiles (hadolint) and compose files (comp
 	$(UV) run --group dev ruff format --check .
 	$(UV) run --group dev hadolint --config .hadolint.yaml embedder/Dockerfile mcp/Dockerfile
 	$(UV) run --group dev check-jsonschema --builtin-schema vendor.compose-spec \
-		docker-compose.yml docker-compose.gpu.yml
+		docker-compose.yml docker-compose.gpu.yml docker-compose.cluster.yml
 
 up: ## Build and start the stack in the background; returns once the embedder is loaded (GPU=1: NVIDIA GPU)
 	$(COMPOSE) $(COMPOSE_FILES) up --build -d
