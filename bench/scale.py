@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ VOCAB = 50_000
 TERMS = 60  # distinct terms per chunk
 TAGS = 40
 LIMIT = 10
+BATCH = 512  # chunks per write (what one ingest group holds at most is similar)
 SIZES = (10_000, 50_000, 100_000)
 QUERIES = {"edge": 40, "local": 8}  # per kind; local mode takes ~0.5 s a query at 10k
 
@@ -73,27 +75,31 @@ def sparse(rng: np.random.Generator, terms: int) -> KeywordVector:
     return KeywordVector(indices=[int(i) for i in ids], values=[float(w) for w in weights])
 
 
-def corpus(n: int, seed: int = 7) -> tuple[list[Point], np.ndarray]:
-    """n chunks in notes of 1-8 chunks; also the note centroids (queries aim near them)."""
+def corpus(n: int, centroids: list[np.ndarray], seed: int = 7) -> Iterator[list[Point]]:
+    """n chunks in notes of 1-8 chunks, a batch of ~BATCH at a time (the whole corpus as Python
+    floats would outweigh the store); each note's centroid goes to `centroids` (queries aim
+    near them)."""
     rng = np.random.default_rng(seed)
-    points: list[Point] = []
-    centroids = []
-    note = 0
-    while len(points) < n:
-        size = min(int(rng.integers(1, 9)), n - len(points))
+    batch: list[Point] = []
+    made = note = 0
+    while made < n:
+        size = min(int(rng.integers(1, 9)), n - made)
         centre = rng.standard_normal(DIMS)
-        centroids.append(centre)
+        centroids.append(centre.astype(np.float32))
         tags = sorted({f"t{int(t) % TAGS}" for t in rng.zipf(1.5, int(rng.integers(1, 4)))})
         source = f"n{note}.md"
         dense = centre + 0.6 * rng.standard_normal((size, DIMS))
         dense /= np.linalg.norm(dense, axis=1, keepdims=True)
         for i in range(size):
             payload = {"source": source, "chunk_index": i, "tags": tags, "text": f"{source} {i}"}
-            points.append(
-                Point(point_id(source, i), dense[i].tolist(), payload, sparse(rng, TERMS))
-            )
+            batch.append(Point(point_id(source, i), dense[i].tolist(), payload, sparse(rng, TERMS)))
+        made += size
         note += 1
-    return points, np.array(centroids)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def percentiles(times: list[float]) -> tuple[float, float]:
@@ -105,17 +111,16 @@ def measure(engine: str, n: int) -> dict[str, float]:
     """Write n chunks into a new store and time the three query kinds (one process)."""
     from kb import collection
 
-    points, centroids = corpus(n)
+    centroids: list[np.ndarray] = []
     rng = np.random.default_rng(11)
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
         store = Store.open("scale", path=tmp, engine=engine)  # type: ignore[arg-type]
         collection.create(store, "synthetic", DIMS)
-        started = time.perf_counter()
-        batch = 512
-        for i in range(0, len(points), batch):
-            group = points[i : i + batch]
-            store.replace(group, [])
-        write_s = time.perf_counter() - started
+        write_s = 0.0
+        for batch in corpus(n, centroids):
+            started = time.perf_counter()
+            store.replace(batch, [])  # new notes: nothing stale to delete
+            write_s += time.perf_counter() - started
         result: dict[str, float] = {"write_per_s": n / write_s}
         kinds = {
             "plain": {},
