@@ -13,9 +13,8 @@ import logging
 import warnings
 from dataclasses import dataclass
 
-from qdrant_client import models
-
 from kb.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
+from kb.qdrant_models import models
 from kb.schema import DENSE, KEYWORD, PAYLOAD_INDEXES, SCHEMA_VERSION
 from kb.store import Store
 

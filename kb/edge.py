@@ -28,9 +28,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import qdrant_edge as qe
-from qdrant_client import models
 
 from kb.errors import StoreError
+from kb.qdrant_models import models
 
 EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode uses `collection/`
 META_FILE = "collection.json"

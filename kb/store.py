@@ -23,11 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-
 from kb.errors import StoreError, StoreUnavailable
 from kb.keywords import KeywordVector
+from kb.qdrant_models import exceptions, models
 from kb.qdrant_query import PREFETCH_FACTOR, origin_filter, request, sparse_vector, visible
 from kb.schema import (
     CHUNK_INDEX,
@@ -84,7 +82,7 @@ class Store:
     the settings); close when done."""
 
     def __init__(
-        self, client: QdrantClient, collection: str, location: str, *, embedded: bool = False
+        self, client: Any, collection: str, location: str, *, embedded: bool = False
     ) -> None:
         self.client = client
         self.collection = collection
@@ -129,6 +127,8 @@ class Store:
                 store = cls(client, collection, location, embedded=True)
                 migrate_local.migrate_if_needed(store, folder)
                 return store
+            from qdrant_client import QdrantClient  # loaded only for local mode or a server
+
             # checked first: a refused QdrantClient(path=...) leaks its lock file handle
             if _folder_locked(folder):
                 raise busy
@@ -139,6 +139,8 @@ class Store:
                     raise
                 raise busy from None
             return cls(client, collection, location, embedded=True)
+        from qdrant_client import QdrantClient
+
         location = f"Qdrant at {url} (QDRANT_URL)"
         client = QdrantClient(
             url=url,
@@ -173,11 +175,11 @@ class Store:
         """Qdrant's exceptions as StoreErrors that say where and what to do."""
         try:
             yield
-        except ResponseHandlingException as exc:
+        except exceptions.ResponseHandlingException as exc:
             raise StoreUnavailable(
                 f"{self.location} is unreachable ({exc.source}); is it running?"
             ) from None
-        except UnexpectedResponse as exc:
+        except exceptions.UnexpectedResponse as exc:
             detail = exc.content.decode("utf-8", "replace")[:300]
             raise StoreError(f"{self.location} answered HTTP {exc.status_code}: {detail}") from None
 
