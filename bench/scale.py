@@ -188,7 +188,7 @@ def main() -> int:
                     f"{r['rss_mb']:.0f}",
                 ]
             )
-            print("  ".join(rows[-1]), file=sys.stderr, flush=True)  # as it comes
+            print("  ".join(map(str, rows[-1])), file=sys.stderr, flush=True)  # as it comes
     print(format_table(HEADERS, rows))
     local, edge = found.get(("local", SIZES[0])), found.get(("edge", SIZES[0]))
     if local and edge:
