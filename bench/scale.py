@@ -107,7 +107,7 @@ def percentiles(times: list[float]) -> tuple[float, float]:
     return statistics.median(ms), ms[min(len(ms) - 1, int(0.95 * len(ms)))]
 
 
-def measure(engine: str, n: int) -> dict[str, float]:
+def measure(engine: str, n: int, optimize: bool = False) -> dict[str, float]:
     """Write n chunks into a new store and time the three query kinds (one process)."""
     from kb import collection
 
@@ -122,6 +122,10 @@ def measure(engine: str, n: int) -> dict[str, float]:
             store.replace(batch, [])  # new notes: nothing stale to delete
             write_s += time.perf_counter() - started
         result: dict[str, float] = {"write_per_s": n / write_s}
+        if optimize:  # what a maintenance run would do: HNSW index, merged segments
+            started = time.perf_counter()
+            store.optimize()
+            result["optimize_s"] = time.perf_counter() - started
         kinds = {
             "plain": {},
             "tag": {"where": payload_filter(tags_any=["t3"])},
@@ -145,6 +149,7 @@ def measure(engine: str, n: int) -> dict[str, float]:
 
 
 def run_child(engine: str, n: int) -> dict[str, float]:
+    """`engine` "edge+optimize": the engine after `Store.optimize()`."""
     out = subprocess.run(
         [sys.executable, __file__, "--one", engine, str(n)],
         check=True,
@@ -159,12 +164,18 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10k chunks only")
     parser.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="also measure the engine after Store.optimize() (builds the HNSW index: minutes)",
+    )
+    parser.add_argument(
         "--sizes", help="comma-separated chunk counts instead of 10000,50000,100000"
     )
     parser.add_argument("--one", nargs=2, metavar=("ENGINE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one[0], int(args.one[1]))))
+        engine, n = args.one[0].split("+")[0], int(args.one[1])
+        print(json.dumps(measure(engine, n, optimize=args.one[0].endswith("+optimize"))))
         return 0
     from common import format_table
 
@@ -175,7 +186,8 @@ def main() -> int:
     rows = []
     found: dict[tuple[str, int], dict[str, float]] = {}
     for n in sizes:
-        for engine in ("local", "edge") if n <= SIZES[0] else ("edge",):
+        engines = ["local", "edge"] if n <= SIZES[0] else ["edge"]
+        for engine in engines + (["edge+optimize"] if args.optimize else []):
             r = found[(engine, n)] = run_child(engine, n)
             rows.append(
                 [
@@ -190,6 +202,9 @@ def main() -> int:
             )
             print("  ".join(map(str, rows[-1])), file=sys.stderr, flush=True)  # as it comes
     print(format_table(HEADERS, rows))
+    for (_, n), r in found.items():
+        if "optimize_s" in r:
+            print(f"optimize() at {n:,} chunks took {r['optimize_s']:.1f} s (blocking)")
     local, edge = found.get(("local", SIZES[0])), found.get(("edge", SIZES[0]))
     if local and edge:
         grouped = local["grouped_p50_ms"] / edge["grouped_p50_ms"]
