@@ -47,7 +47,12 @@ def child_env(settings: Settings) -> dict[str, str]:
             f"EMBED_URL: {settings.EMBED_URL!r} must be http://127.0.0.1:PORT for make local "
             "(the embedder it starts listens there)"
         )
-    env = {k: v for k, v in os.environ.items() if k != "QDRANT_URL"}
+    if "QDRANT_URL" in settings.model_fields_set:
+        raise ConfigError(
+            "QDRANT_URL: make local runs embedded storage (QDRANT_PATH, qdrant_data/ by "
+            "default); remove QDRANT_URL from .env and the environment"
+        )
+    env = dict(os.environ)
     env |= {
         "QDRANT_PATH": settings.QDRANT_PATH or str(REPO_ROOT / DEFAULT_STORAGE),
         "EMBED_HOST": url.hostname,
