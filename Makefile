@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint keys up down logs ingest ingest-rebuild watch sync-youtube purge-deleted query smoke check chromium
+.PHONY: help venv test lint keys up down local logs ingest ingest-rebuild watch sync-youtube purge-deleted query smoke check chromium
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -36,7 +36,7 @@ lint: venv ## Lint Python (ruff), Dockerfiles (hadolint) and compose files (comp
 	$(UV) run --group dev ruff format --check .
 	$(UV) run --group dev hadolint --config .hadolint.yaml embedder/Dockerfile mcp/Dockerfile
 	$(UV) run --group dev check-jsonschema --builtin-schema vendor.compose-spec \
-		docker-compose.yml docker-compose.gpu.yml
+		docker-compose.yml docker-compose.gpu.yml docker-compose.cluster.yml
 
 keys: ## Create random Qdrant keys in .env when it has none (never printed; run by make up)
 	python3 kb/keys.py
@@ -46,6 +46,9 @@ up: keys ## Build and start the stack in the background; returns once the embedd
 
 down: ## Stop and remove the containers (your notes and the Qdrant volume stay)
 	$(COMPOSE) $(COMPOSE_FILES) down
+
+local: ## Without Docker: the embedder and the MCP server on this machine, embedded storage (Ctrl-C stops both)
+	$(UV) run local.py
 
 logs: ## Follow the stack's logs (Ctrl-C stops following, not the stack)
 	$(COMPOSE) $(COMPOSE_FILES) logs -f --tail=200

@@ -22,10 +22,10 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from kb import lifecycle
+from kb import handoff, lifecycle
 from kb.backend import Backend, embed_client, open_store
 from kb.cli import fail, script, setup_logging
-from kb.errors import IngestError
+from kb.errors import IngestError, StoreUnavailable
 from kb.ingest import run
 from kb.progress import ConsoleProgress, format_summary
 from kb.settings import Settings, get_settings
@@ -119,6 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
             print(format_summary(exc.summary, verbose=args.verbose))
         return fail(str(exc))
+    except StoreUnavailable:
+        server = handoff.running(settings) if settings.QDRANT_PATH else None
+        if server is None:
+            raise
+        return through_server(settings, server, args)
     finally:
         signal.signal(signal.SIGINT, previous)
     print(format_summary(summary, verbose=args.verbose))
@@ -144,6 +149,22 @@ def watch(settings: Settings) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def through_server(settings: Settings, server: handoff.Announced, args: argparse.Namespace) -> int:
+    """The MCP server holds embedded storage: it runs the ingest in its process (kb.handoff)."""
+    print(
+        f"embedded storage is held by the MCP server (pid {server.pid}): it runs this ingest",
+        file=sys.stderr,
+    )
+    answer = handoff.ingest_via_server(
+        settings, server, rebuild=args.rebuild, allow_deletes=args.allow_deletes
+    )
+    if answer.get("summary"):
+        print(answer["summary"])
+    if "error" in answer:
+        return fail(str(answer["error"]))
+    return 1 if answer.get("failed") else 0
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> int:

@@ -23,14 +23,17 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kb import remote
 from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
 from kb.cli import fail, script
 from kb.errors import StoreUnavailable
 from kb.search import MAX_K, MODES, Filters, Hit, search
 from kb.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from kb import remote
 
 PREVIEW_CHARS = 200
 SERVER_MAX_K = 20  # search_notes clamps k to this
@@ -192,6 +195,8 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
     }
     if args.k > SERVER_MAX_K:
         print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
+    from kb import remote  # the MCP SDK: loaded only when the server is asked
+
     return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, arguments)
 
 
@@ -214,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not settings.QDRANT_PATH:
             raise
         # The folder is held, most likely by the MCP server: ask it.
+        from kb import remote
+
         try:
             hits = through_server(settings, args)
         except remote.RemoteError as failure:

@@ -27,12 +27,20 @@ def embed_client(settings: Settings) -> EmbedClient:
 
 def open_store(settings: Settings, collection_name: str | None = None) -> Store:
     """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers."""
-    return Store.open(
+    store = Store.open(
         collection_name or settings.COLLECTION,
         url=settings.QDRANT_URL,
         path=settings.QDRANT_PATH,
         api_key=settings.QDRANT_API_KEY,
+        engine=settings.QDRANT_ENGINE,
     )
+    # how a new collection is spread over a cluster (kb.collection.create)
+    store.cluster = {
+        "shard_number": settings.QDRANT_SHARDS,
+        "replication_factor": settings.QDRANT_REPLICATION,
+        "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
+    }
+    return store
 
 
 def embedder_message(exc: EmbedError) -> str:

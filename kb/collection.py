@@ -13,9 +13,8 @@ import logging
 import warnings
 from dataclasses import dataclass
 
-from qdrant_client import models
-
 from kb.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
+from kb.qdrant_models import models
 from kb.schema import DENSE, KEYWORD, PAYLOAD_INDEXES, SCHEMA_VERSION
 from kb.store import Store
 
@@ -131,6 +130,7 @@ def create(store: Store, model: str, dimensions: int, *, rebuilding: bool = Fals
                 "schema_version": SCHEMA_VERSION,
                 "rebuild_incomplete": rebuilding,
             },
+            **store.cluster,  # shards and replicas on a cluster (settings QDRANT_SHARDS ...)
         )
     create_indexes(store)
     store.checked_model = (model, dimensions)

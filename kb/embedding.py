@@ -15,12 +15,16 @@ import base64
 import math
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
 
 from kb.errors import EmbedError
+
+QUERY_CACHE_S = 60.0  # how long a query's vector is reused
+QUERY_CACHE_SIZE = 256  # queries remembered (a 1024-d vector is ~8 KB as floats)
 
 RETRY_STATUSES = frozenset({429, 503})
 BACKOFF_BASE_S = 0.5
@@ -71,6 +75,8 @@ class EmbedClient:
         self.retries = retries
         self.calls = 0  # POST /v1/embeddings attempts made
         self._health: dict[str, Any] | None = None
+        # query text -> (when, vector): a query repeated within QUERY_CACHE_S skips the embedder
+        self._queries: OrderedDict[str, tuple[float, list[float]]] = OrderedDict()
         self.api_key = api_key
         self._http = httpx.Client(
             base_url=self.url,
@@ -141,9 +147,20 @@ class EmbedClient:
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
+        """The query's vector; the same query again within QUERY_CACHE_S comes from memory (an
+        assistant often repeats a search with other filters)."""
         if not isinstance(text, str) or not text:
             raise EmbedError("query is empty", code="empty_input")
-        return self._embed([text], "query")[0]
+        now = time.monotonic()
+        cached = self._queries.get(text)
+        if cached is not None and now - cached[0] < QUERY_CACHE_S:
+            return list(cached[1])
+        vector = self._embed([text], "query")[0]
+        self._queries[text] = (now, vector)
+        self._queries.move_to_end(text)
+        while len(self._queries) > QUERY_CACHE_SIZE:
+            self._queries.popitem(last=False)
+        return list(vector)
 
     def _batches(self, texts: Sequence[str]) -> Iterator[list[str]]:
         budget = self.batch_size * self.max_chars

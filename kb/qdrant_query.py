@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from qdrant_client import models
-
 from kb.keywords import KeywordVector
+from kb.qdrant_models import models
 from kb.schema import (
     DELETED_AT,
     DELETED_CAUSE,

@@ -17,9 +17,8 @@ import uuid
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from qdrant_client import models
-
 from kb.invisible import strip_invisible
+from kb.qdrant_models import models
 
 # payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
 SCHEMA_VERSION = 3

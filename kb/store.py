@@ -24,13 +24,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
-
-from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from typing import Any, Literal
 
 from kb.errors import StoreError, StoreUnavailable
 from kb.keywords import KeywordVector
+from kb.qdrant_models import exceptions, models
 from kb.qdrant_query import PREFETCH_FACTOR, origin_filter, request, sparse_vector, visible
 from kb.schema import (
     CHUNK_INDEX,
@@ -93,11 +91,12 @@ def _folder_locked(path: Path) -> bool:
 
 
 class _OneAtATime:
-    """The embedded client, one call at a time: qdrant-client's local mode is not thread-safe (a
-    search beside an upsert can fail mid-scan), and a server's threads share one store (the MCP
+    """The embedded client (local mode or the engine), one call at a time: qdrant-client's local
+    mode is not thread-safe (a search beside an upsert can fail mid-scan), and a server's threads
+    share one store (the MCP
     server's searches and its watcher, MCP_WATCH)."""
 
-    def __init__(self, client: QdrantClient) -> None:
+    def __init__(self, client: Any) -> None:
         self._client = client
         self._lock = threading.RLock()
 
@@ -119,7 +118,7 @@ class Store:
     the settings); close when done."""
 
     def __init__(
-        self, client: QdrantClient, collection: str, location: str, *, embedded: bool = False
+        self, client: Any, collection: str, location: str, *, embedded: bool = False
     ) -> None:
         self.client = client
         self.collection = collection
@@ -128,12 +127,20 @@ class Store:
         # what kb.collection has already checked, so a search does not ask again
         self.checked_model: tuple[str, int] | None = None
         self.has_keyword = False
+        self.cluster: dict[str, int] = {}  # shard_number etc. for a new collection (kb.backend)
 
     @classmethod
     def open(
-        cls, collection: str, *, url: str = "", path: str | Path = "", api_key: str = ""
+        cls,
+        collection: str,
+        *,
+        url: str = "",
+        path: str | Path = "",
+        api_key: str = "",
+        engine: Literal["edge", "local"] = "edge",
     ) -> Store:
-        """Embedded storage in folder `path` if given, else the server at `url`.
+        """Embedded storage in folder `path` if given (Qdrant's engine in-process, kb.edge; or
+        with engine="local" qdrant-client's local mode), else the server at `url`.
 
         Raises StoreUnavailable when the server does not answer or the folder is in use.
         """
@@ -144,6 +151,20 @@ class Store:
                 f"{location} is in use by another process (the MCP server or another "
                 "ingest?); stop it first, or run Qdrant as a server and set QDRANT_URL"
             )
+            if engine == "edge":
+                from kb import edge, migrate_local  # only embedded storage loads the engine
+
+                client: Any = edge.EdgeClient(folder)
+                try:
+                    client.lock(collection)
+                except edge.CollectionBusy:
+                    client.close()
+                    raise busy from None
+                store = cls(_OneAtATime(client), collection, location, embedded=True)
+                migrate_local.migrate_if_needed(store, folder)
+                return store
+            from qdrant_client import QdrantClient  # loaded only for local mode or a server
+
             # checked first: a refused QdrantClient(path=...) leaks its lock file handle
             if _folder_locked(folder):
                 raise busy
@@ -153,7 +174,9 @@ class Store:
                 if "already accessed" not in str(exc):
                     raise
                 raise busy from None
-            return cls(cast(QdrantClient, _OneAtATime(client)), collection, location, embedded=True)
+            return cls(_OneAtATime(client), collection, location, embedded=True)
+        from qdrant_client import QdrantClient
+
         location = f"Qdrant at {url} (QDRANT_URL)"
         with warnings.catch_warnings():
             # The stack's Qdrant is on loopback or the compose network, where plain HTTP is the
@@ -172,6 +195,15 @@ class Store:
     def close(self) -> None:
         self.client.close()
 
+    def optimize(self) -> bool:
+        """Build the vector indexes of embedded storage on Qdrant's engine (kb.edge): blocks for
+        seconds to a minute, so an ingest run calls it, never a search. False: nothing to do."""
+        optimize = getattr(self.client, "optimize", None)
+        if optimize is None:
+            return False  # a server optimizes by itself; local mode has no indexes
+        with self.calls():
+            return bool(optimize(self.collection))
+
     def __enter__(self) -> Store:
         return self
 
@@ -183,11 +215,11 @@ class Store:
         """Qdrant's exceptions as StoreErrors that say where and what to do."""
         try:
             yield
-        except ResponseHandlingException as exc:
+        except exceptions.ResponseHandlingException as exc:
             raise StoreUnavailable(
                 f"{self.location} is unreachable ({exc.source}); is it running?"
             ) from None
-        except UnexpectedResponse as exc:
+        except exceptions.UnexpectedResponse as exc:
             if exc.status_code in KEY_REFUSED:
                 raise StoreError(f"{self.location} {KEY_REFUSED[exc.status_code]}") from None
             detail = exc.content.decode("utf-8", "replace")[:300]

@@ -11,6 +11,7 @@ script. Searching and the store live in `kb`; this file only wires them to the p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import dashboard
 import uvicorn
+from ingest_route import add_ingest_route
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -80,7 +82,7 @@ from surface import (
 )
 
 from kb import browse as kb_browse
-from kb import collection, lifecycle
+from kb import collection, handoff, lifecycle
 from kb import search as kb_search
 from kb import status as kb_status
 from kb.backend import Backend, embedder_message
@@ -345,12 +347,15 @@ def add_write_tools(server: MCPServer, backend: Backend) -> None:
         return NoteChange(source=source, outcome="restored" if done else "not_deleted")
 
 
-def build_app(backend: Backend) -> ASGIApp:
+def build_app(backend: Backend, ingest_key: str = "") -> ASGIApp:
     """The HTTP app: /mcp (stateless streamable HTTP, JSON responses), GET /health and the
-    dashboard's pages (dashboard.py), all behind the Guard."""
+    dashboard's pages (dashboard.py), all behind the Guard; with `ingest_key` (embedded
+    storage: kb.handoff) also POST /ingest."""
     settings = backend.settings
     security = transport_security(settings)
     server = build_server(backend)
+    if ingest_key:
+        add_ingest_route(server, backend, ingest_key)
 
     @server.custom_route(HEALTH_PATH, methods=["GET"])
     async def health(request: Request) -> Response:
@@ -417,17 +422,27 @@ def serve(args: argparse.Namespace, backend: Backend) -> int:
     if args.stdio:
         build_server(backend).run("stdio")
         return 0
+    # holding embedded storage: ingest.py runs its ingests here (kb.handoff)
+    announced = handoff.announce(settings) if settings.QDRANT_PATH else None
     try:
-        app = build_app(backend)
-    except ConfigError as exc:
-        return fail(str(exc), exc.exit_code)
-    log.info(
-        "serving http://%s:%d/mcp (token %s)",
-        settings.MCP_HOST,
-        settings.MCP_PORT,
-        "required" if settings.MCP_TOKEN else "off",
-    )
-    uvicorn.run(app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower())
+        try:
+            app = build_app(backend, announced.key if announced else "")
+        except ConfigError as exc:
+            return fail(str(exc), exc.exit_code)
+        log.info(
+            "serving http://%s:%d/mcp (token %s)",
+            settings.MCP_HOST,
+            settings.MCP_PORT,
+            "required" if settings.MCP_TOKEN else "off",
+        )
+        # Ctrl-C: uvicorn shuts down, then raises the signal again
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.run(
+                app, host=settings.MCP_HOST, port=settings.MCP_PORT, log_level=level.lower()
+            )
+    finally:
+        if announced:
+            handoff.withdraw(settings, announced)
     return 0
 
 

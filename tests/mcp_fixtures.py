@@ -246,12 +246,13 @@ class InProcessServer:
 
 
 @contextmanager
-def serve_in_process(settings: Settings) -> Iterator[InProcessServer]:
-    """build_app(settings) under a real uvicorn on 127.0.0.1:MCP_PORT, in a thread."""
+def serve_in_process(settings: Settings, ingest_key: str = "") -> Iterator[InProcessServer]:
+    """build_app(settings) under a real uvicorn on 127.0.0.1:MCP_PORT, in a thread (with
+    `ingest_key`, POST /ingest too)."""
     module = server_module()
     backend = module.Backend(settings)
     config = uvicorn.Config(
-        module.build_app(backend),
+        module.build_app(backend, ingest_key),
         host="127.0.0.1",
         port=settings.MCP_PORT,
         log_level="warning",

@@ -19,7 +19,8 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 GPU_COMPOSE_FILE = REPO_ROOT / "docker-compose.gpu.yml"
-COMPOSE_FILES = (COMPOSE_FILE, GPU_COMPOSE_FILE)
+CLUSTER_COMPOSE_FILE = REPO_ROOT / "docker-compose.cluster.yml"
+COMPOSE_FILES = (COMPOSE_FILE, GPU_COMPOSE_FILE, CLUSTER_COMPOSE_FILE)
 EMBEDDER_DOCKERFILE = REPO_ROOT / "embedder" / "Dockerfile"
 MCP_DOCKERFILE = REPO_ROOT / "mcp" / "Dockerfile"
 DOCKERFILES = (EMBEDDER_DOCKERFILE, MCP_DOCKERFILE)

@@ -249,3 +249,19 @@ def test_a_missing_vector_is_an_error(scripted: Scripted) -> None:
     client = EmbedClient(scripted.url)
     with client, pytest.raises(EmbedError, match="returned 1 vectors for 2 inputs"):
         client.embed_documents(["a", "b"])
+
+
+def test_a_query_repeated_within_a_minute_skips_the_embedder(
+    embedder_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with EmbedClient(embedder_url) as client:
+        first = client.embed_query("how do I make kimchi?")
+        calls = client.calls
+        assert client.embed_query("how do I make kimchi?") == first
+        assert client.calls == calls  # from memory
+        client.embed_query("another question")
+        assert client.calls == calls + 1
+        # once the entry is older than QUERY_CACHE_S the embedder is asked again
+        monkeypatch.setattr("kb.embedding.QUERY_CACHE_S", 0.0)
+        assert client.embed_query("how do I make kimchi?") == pytest.approx(first, abs=1e-5)
+        assert client.calls == calls + 2

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from stack_files import (
+    CLUSTER_COMPOSE_FILE,
     COMPOSE_FILE,
     COMPOSE_FILES,
     DOCKERFILES,
@@ -389,3 +390,21 @@ def test_the_embedder_context_holds_its_modules_only() -> None:
         assert not dockerignore_excludes(ignore, module.name), module.name
     for path in [".env", "__pycache__/model.cpython-311.pyc", "models/x.safetensors", ".cache/x"]:
         assert dockerignore_excludes(ignore, path), path
+
+
+def test_cluster_override_runs_three_qdrant_nodes_and_embedder_replicas_behind_one_url() -> None:
+    cluster = services(CLUSTER_COMPOSE_FILE)
+    nodes = ["qdrant", "qdrant-2", "qdrant-3"]
+    assert all(cluster[n]["environment"]["QDRANT__CLUSTER__ENABLED"] == "true" for n in nodes)
+    assert cluster["qdrant"]["command"][-2:] == ["--uri", "http://qdrant:6335"]
+    for node in nodes[1:]:
+        assert cluster[node]["command"][-2:] == ["--bootstrap", "http://qdrant:6335"]
+        assert cluster[node]["image"] == services()["qdrant"]["image"]  # one version
+        assert (
+            cluster[node]["volumes"][0].split(":")[0]
+            in load_compose(CLUSTER_COMPOSE_FILE)["volumes"]
+        )
+    assert cluster["embedder-replica"]["deploy"]["replicas"] >= 2
+    assert cluster["mcp"]["environment"]["EMBED_URL"] == "http://embedder-lb:8080"
+    balancer = load_compose(CLUSTER_COMPOSE_FILE)["configs"]["embedder-lb"]["content"]
+    assert "server embedder:8080;" in balancer and "server embedder-replica:8080;" in balancer

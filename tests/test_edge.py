@@ -1,0 +1,85 @@
+"""Embedded storage on Qdrant's engine in-process (kb.edge): a folder of qdrant-client's local
+mode is carried over once without embedding, one shard per collection, and data survives."""
+
+import logging
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import KIMCHI, SHOCK, make_settings, stored_vectors, write
+
+from kb import collection
+from kb.backend import embed_client, open_store
+from kb.edge import EDGE_DIR
+from kb.ingest import run
+from kb.lifecycle import soft_delete
+from kb.schema import point_id
+from kb.search import search
+from kb.store import Point
+
+
+def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing(
+    tmp_path: Path, embedder_url: str, caplog: pytest.LogCaptureFixture
+):
+    local = make_settings(tmp_path, embedder_url, QDRANT_ENGINE="local")
+    write(local.NOTES_DIR / "kimchi.md", KIMCHI)
+    write(local.NOTES_DIR / "shock.md", SHOCK)
+    with open_store(local) as store, embed_client(local) as client:
+        run(local, client, store)
+        assert soft_delete(store, "shock.md")  # a soft delete must survive the move
+        before = {pid: p for pid, p in store.payloads()}
+        vectors = stored_vectors(store, list(before))
+        made_by = collection.info(store)
+
+    # the same folder, opened by the engine, with an embedder that does not answer
+    edge = make_settings(tmp_path)
+    caplog.set_level(logging.WARNING, logger="kb.migrate_local")
+    with open_store(edge) as store:
+        assert {pid: p for pid, p in store.payloads()} == before
+        moved = stored_vectors(store, list(before))
+        assert all(moved[pid] == pytest.approx(vectors[pid], abs=1e-6) for pid in before)
+        assert collection.info(store) == made_by
+        with embed_client(edge) as client:
+            summary = run(edge, client, store)  # nothing to embed: the embedder is never asked
+            assert client.calls == 0
+        assert not summary.failed
+        # searchable as before: keyword search needs no embedder; the soft delete holds
+        assert [h.source for h in search(store, client, "kimchi", 5, mode="keyword")] == [
+            "kimchi.md"
+        ]
+        assert search(store, client, "supersonic shock", 5, mode="keyword") == []
+    told = [r for r in caplog.records if "copied collection 'notes'" in r.getMessage()]
+    assert len(told) == 1 and "no embedding" in told[0].getMessage()
+    assert (tmp_path / "qdrant" / EDGE_DIR / "notes" / "shard").is_dir()
+
+    caplog.clear()
+    with open_store(edge) as store:  # told once: the engine holds it now
+        assert len(store.payloads()) == len(before)
+    assert not [r for r in caplog.records if "copied collection" in r.getMessage()]
+
+
+def test_each_collection_is_its_own_shard_and_both_open_in_one_process(tmp_path: Path):
+    settings = make_settings(tmp_path)
+    point = Point(point_id("a.md", 0), [1.0, 0.0, 0.0], {"source": "a.md", "chunk_index": 0})
+    with open_store(settings) as notes, open_store(settings, "code") as code:
+        collection.create(notes, "m", 3)
+        collection.create(code, "m", 3)
+        code.replace([point], ["a.md"])
+        assert notes.payloads() == [] and len(code.payloads()) == 1
+    with open_store(settings, "code") as code:  # persisted across a close
+        assert [p["source"] for _, p in code.payloads()] == ["a.md"]
+        assert code.query(1, dense=[1.0, 0.0, 0.0])[0].source == "a.md"
+    assert sorted(p.name for p in (tmp_path / "qdrant" / EDGE_DIR).iterdir() if p.is_dir()) == [
+        "code",
+        "notes",
+    ]
+
+
+def test_search_on_the_engine_answers_with_the_ingested_notes(tmp_path: Path, embedder_url: str):
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
+    write(settings.NOTES_DIR / "shock.md", SHOCK)
+    with open_store(settings) as store, embed_client(settings) as client:
+        run(settings, client, store)
+        assert store.optimize() in (True, False)  # blocking, but callable any time
+        hits = search(store, client, "supersonic pressure jump", 2)
+    assert hits[0].source == "shock.md"
