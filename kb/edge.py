@@ -269,6 +269,7 @@ class EdgeClient:
         offset: Any = None,
         with_payload: Any = True,
         with_vectors: Any = False,
+        order_by: models.OrderBy | None = None,
         **_: Any,
     ) -> tuple[list[Any], Any]:
         request = qe.ScrollRequest(
@@ -277,6 +278,7 @@ class EdgeClient:
             filter=_filter(scroll_filter),
             with_payload=with_payload,
             with_vector=with_vectors,
+            order_by=_order_by(order_by),
         )
         with self._mutex:
             records, next_offset = self._shard(name).scroll(request)
@@ -379,6 +381,14 @@ def _selector(selector: Any) -> tuple[qe.Filter | None, list[Any]]:
     if isinstance(selector, models.PointIdsList):
         selector = selector.points
     return None, [_id(i) for i in selector]
+
+
+def _order_by(order: models.OrderBy | None) -> qe.OrderBy | None:
+    """Scroll ordered by a payload field with a range index (kb.browse)."""
+    if order is None:
+        return None
+    descending = order.direction == models.Direction.DESC
+    return qe.OrderBy(order.key, direction=qe.Direction.Desc if descending else qe.Direction.Asc)
 
 
 def _filter(flt: models.Filter | None) -> qe.Filter | None:

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kb.errors import ConfigError
+from kb.handoff import INGEST_PATH
 from kb.settings import Settings
 
 HEALTH_PATH = "/health"
@@ -63,8 +64,12 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 def is_web(path: str) -> bool:
-    """A dashboard path: not the MCP endpoint, not the health check."""
-    return path != HEALTH_PATH and path != MCP_PATH and not path.startswith(MCP_PATH + "/")
+    """A dashboard path: not the MCP endpoint, not the health check, not ingest.py's handoff
+    (POST /ingest needs its own key header, which no cross-site page can send: a custom header
+    needs a CORS preflight this server never grants)."""
+    if path in (HEALTH_PATH, MCP_PATH, INGEST_PATH):
+        return False
+    return not path.startswith(MCP_PATH + "/")
 
 
 class Guard:

@@ -76,7 +76,8 @@ def test_make_local_serves_ingest_search_and_stops_everything_on_ctrl_c(
         ingest = run_script("ingest.py", env=env, cwd=tmp_path, timeout=240)
         assert ingest.returncode == 0, ingest.stderr
         assert "held by the MCP server" in ingest.stderr
-        assert "ingested 2 notes" in ingest.stdout and "failed 0" in ingest.stdout
+        # the server's watcher (MCP_WATCH) may have synced them first: then nothing is left to do
+        assert "failed 0" in ingest.stdout, ingest.stdout
         assert (settings.NOTES_DIR / "ingested" / "kimchi.md").is_file()
 
         check = run_script("mcp/check.py", env=env, cwd=tmp_path, timeout=120)
