@@ -58,6 +58,33 @@ class Settings(BaseSettings):
     EMBED_RETRIES: int = Field(
         5, ge=0, description="Retries on connection errors, 429 and 503 (bounded backoff)."
     )
+    # --- second stage: the embedder's cross-encoder (docs/reranking.md) ----------------
+    RERANK_CANDIDATES: int = Field(
+        30,
+        ge=1,
+        le=100,
+        description="First-stage results the reranker reads per search (cost grows with it: "
+        "bench/rerank.py). Searches rerank by default when the embedder serves a reranker.",
+    )
+    RERANK_MAX_CHARS: int = Field(
+        1200,
+        ge=100,
+        description="Characters of each passage (title and headings first) sent to the reranker.",
+    )
+    RERANK_WEIGHT: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="1 = order by the reranker alone; below 1, blend its rank with the first "
+        "stage's by weighted reciprocal rank (0 = first stage alone). bench/retrieval.py "
+        "--rerank measures it.",
+    )
+    RERANK_TIMEOUT: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a search waits for the reranker before it keeps the first-stage "
+        "order (with a note in the result).",
+    )
     EMBED_API_KEY: str = Field(
         "",
         description="Key the embedder requires (the embedder's own EMBED_API_KEY), sent as "

@@ -51,6 +51,7 @@ from surface import (
     PathFilter,
     PerNote,
     Query,
+    Rerank,
     SearchMode,
     SearchResults,
     Source,
@@ -60,6 +61,7 @@ from surface import (
 )
 
 from kb import collection, lifecycle
+from kb import rerank as kb_rerank
 from kb import search as kb_search
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
@@ -103,16 +105,17 @@ def filters(**arguments: Any) -> kb_search.Filters:
         raise ToolError(f"validation error for search_notes: {message}") from None
 
 
-def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search.Hit]:
-    """kb's search; no hits at all from an empty collection is an error the user can fix."""
+def find(backend: Backend, query: str, k: int, **options: Any) -> kb_rerank.Reranked:
+    """kb's search and rerank stage; no hits at all from an empty collection is an error the
+    user can fix."""
     store = backend.store()
-    hits = kb_search.search(store, backend.client, query, k, **options)
-    if not hits and collection.require(store).points == 0:
+    found = kb_rerank.search(store, backend.client, backend.settings, query, k, **options)
+    if not found.hits and collection.require(store).points == 0:
         raise ToolError(
             f"collection '{store.collection}' has no notes yet: put notes in the notes folder "
             "and run ingest.py first"
         )
-    return hits
+    return found
 
 
 def build_server(backend: Backend) -> MCPServer:
@@ -137,6 +140,7 @@ def build_server(backend: Backend) -> MCPServer:
         ingested_to: IngestedTo = None,
         path: PathFilter = None,
         per_note: PerNote = 1,
+        rerank: Rerank = None,
     ) -> SearchResults:
         k = max(1, min(TOOL_MAX_K, k))
         per_note = max(0, min(TOOL_MAX_K, per_note))
@@ -150,20 +154,31 @@ def build_server(backend: Backend) -> MCPServer:
             path_prefix=path,
         )
         started = time.perf_counter()
-        hits = await off_loop(
-            lambda: find(backend, query, k, mode=mode, filters=where, per_note=per_note or None)
+        found = await off_loop(
+            lambda: find(
+                backend,
+                query,
+                k,
+                mode=mode,
+                filters=where,
+                per_note=per_note or None,
+                rerank_hits=rerank,
+            )
         )
+        hits = found.hits
         # Counts and timings only: queries and note text never reach the log at INFO.
         log.info(
-            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d %.0f ms",
+            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d reranked=%s %.0f ms",
             k,
             mode,
             len(where.tags_any) + len(where.tags_all),
             per_note,
             len(hits),
+            found.reranked,
             (time.perf_counter() - started) * 1000,
         )
-        return SearchResults(results=[Hit.model_validate(h, from_attributes=True) for h in hits])
+        results = [Hit.model_validate(h, from_attributes=True) for h in hits]
+        return SearchResults(results=results, note=found.note)
 
     @server.tool(description=LIST_TAGS, annotations=read_only)
     async def list_tags() -> TagList:

@@ -16,7 +16,7 @@ from stack_files import embedder_settings_class
 from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
 # The MCP tests' fixtures (ingested notes, server processes), available to every test module.
-pytest_plugins = ["ingest_fixtures", "mcp_fixtures"]
+pytest_plugins = ["ingest_fixtures", "mcp_fixtures", "rerank_fixtures"]
 
 QWEN_QUERY_PROMPT = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
