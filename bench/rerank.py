@@ -12,8 +12,9 @@ service's own code (embedder/rerank.py's Reranker and embedder/batching.py's Eng
 process: tokenizing, length-sorted micro-batches under EMBED_BATCH_TOKENS, the forward passes),
 in the precision EMBED_DTYPE=auto picks here. Requests run interleaved across models and repeat;
 p50/p95 per cell. A model whose single 10-passage run already exceeds the time budget gets its
-larger sizes estimated linearly from that run (marked `~`), so `--quick` stays short even where
-a large model takes tens of seconds.
+larger sizes estimated linearly from that run (marked `~`); `--quick` also builds the deep
+models with 2 layers and scales their times to full depth (marked `*`), so it stays short even
+where a large model takes minutes.
 
     uv run bench/rerank.py [--quick] [--json] [--repeats N]
 
@@ -44,6 +45,7 @@ from batching import Engine  # noqa: E402
 from config import EmbedderSettings  # noqa: E402
 from hardware import cpu_has_native_bf16, resolve_device, resolve_dtype  # noqa: E402
 
+QUICK_LAYERS = 2
 TARGET_S = 1.0  # the default must add at most this (p50, 30 passages, this machine)
 SIZES = (10, 30, 50)
 QUERY_TOKENS, PASSAGE_TOKENS = 12, 300
@@ -184,8 +186,9 @@ class Qwen3YesNo:
         return (logits[:, 0] - logits[:, 1]).float().reshape(-1, 1).numpy()
 
 
-def load(name: str, dtype: str, folder: Path, settings: EmbedderSettings) -> Any:
+def load(name: str, dtype: str, folder: Path, settings: EmbedderSettings, layers: int) -> Any:
     family, shape = MODELS[name]
+    shape = shape | {"num_hidden_layers": layers}
     if family == "qwen3":
         return Qwen3YesNo(shape, dtype, settings.EMBED_THREADS)
     from rerank import Reranker
@@ -217,16 +220,27 @@ def measure(
     repeats: int,
     budget_s: float,
     log: Callable[[str], None],
+    max_layers: int | None = None,
 ) -> dict[str, dict[int, dict[str, Any]]]:
-    """Latency samples per (model, precision) and size, one model in memory at a time."""
+    """Latency samples per (model, precision) and size, one model in memory at a time.
+
+    `max_layers`: build deeper models with only that many layers and scale their times by
+    full depth / built depth (every layer costs the same; `--quick`), marked as scaled."""
     settings = EmbedderSettings(_env_file=None, EMBED_MODEL="-")
     rng = random.Random(14)
     results: dict[str, dict[int, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, dtype in variants:
             started = time.perf_counter()
-            model = load(name, dtype, Path(tmp) / name.replace("/", "--"), settings)
-            log(f"  built {name} {dtype} ({time.perf_counter() - started:.0f} s)")
+            full = MODELS[name][1]["num_hidden_layers"]
+            layers = min(full, max_layers or full)
+            folder = Path(tmp) / f"{name.replace('/', '--')}-{layers}"
+            model = load(name, dtype, folder, settings, layers)
+            scale = full / layers
+            log(
+                f"  built {name} {dtype}, {layers} of {full} layers "
+                f"({time.perf_counter() - started:.0f} s)"
+            )
             engine = Engine(
                 model,
                 batch_tokens=settings.EMBED_BATCH_TOKENS,
@@ -245,8 +259,9 @@ def measure(
                         estimate = statistics.median(samples[SIZES[0]]) * n / SIZES[0]
                         if spent + estimate > budget_s * 1.5:
                             continue
-                    samples[n].append(timed(engine, make_pairs(n, rng)))
-                    spent += samples[n][-1]
+                    took = timed(engine, make_pairs(n, rng))
+                    samples[n].append(took * scale)
+                    spent += took
             engine.stop()
             del engine, model
             gc.collect()
@@ -258,6 +273,7 @@ def measure(
                 if got:
                     p95 = float(np.percentile(got, 95)) if len(got) > 1 else got[0]
                     cell = {"p50": statistics.median(got), "p95": p95, "runs": len(got)}
+                    cell["scaled_from_layers"] = layers if scale != 1 else None
                 else:  # linear in passages: every passage is one more pair of equal length
                     cell = {"p50": statistics.median(base) * n / SIZES[0], "runs": 0}
                 results[name][n] = cell
@@ -271,12 +287,18 @@ def label(name: str, dtype: str) -> str:
 def cell(value: dict[str, Any]) -> str:
     if not value["runs"]:
         return f"~{value['p50'] * 1000:,.0f} (est.)"
-    return f"{value['p50'] * 1000:,.0f} / {value['p95'] * 1000:,.0f}"
+    mark = "*" if value.get("scaled_from_layers") else ""
+    return f"{mark}{value['p50'] * 1000:,.0f} / {value['p95'] * 1000:,.0f}"
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer repeats, ~2-3 minutes")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"fewer repeats; models deeper than {QUICK_LAYERS} layers built with {QUICK_LAYERS} "
+        "and their times scaled to full depth (~3 minutes)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON object as the last line")
     p.add_argument("--repeats", type=int, default=None, help="runs per size (default 5; quick 3)")
     p.add_argument(
@@ -298,11 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     budget = 20.0 if args.quick else 240.0
     settings = EmbedderSettings(_env_file=None, EMBED_MODEL="-")
     dtype = resolve_dtype(settings.EMBED_DTYPE, resolve_device("cpu"))
-    # The small model in both precisions (on CPU it ran faster in fp32); large ones in auto's.
-    variants = [
-        (n, d) for n in chosen for d in (("fp32", dtype) if MODELS[n][0] == "bert" else (dtype,))
-    ]
-    variants = list(dict.fromkeys(variants))
+    # Every model in fp32 and in the precision auto picks here (when that differs).
+    variants = list(dict.fromkeys((n, d) for n in chosen for d in ("fp32", dtype)))
     names = [label(n, d) for n, d in variants]
     print(
         f"CPU: {cpu_class()}; precision {dtype} (EMBED_DTYPE=auto); EMBED_BATCH_TOKENS="
@@ -310,13 +329,21 @@ def main(argv: list[str] | None = None) -> int:
         f"per pair; up to {repeats} runs per cell, {budget:.0f} s per model",
         flush=True,
     )
-    results = measure(variants, repeats, budget, lambda line: print(line, flush=True))
+    results = measure(
+        variants,
+        repeats,
+        budget,
+        lambda line: print(line, flush=True),
+        max_layers=QUICK_LAYERS if args.quick else None,
+    )
     headers = ["model", *(f"{n} passages p50 / p95 ms" for n in SIZES)]
     width = max(len(n) for n in names)
     print(f"{headers[0]:{width}s}  " + "  ".join(f"{h:>26s}" for h in headers[1:]))
     for name in names:
         row = "  ".join(f"{cell(results[name][n]):>26s}" for n in SIZES)
         print(f"{name:{width}s}  {row}")
+    if args.quick:
+        print(f"* built with {QUICK_LAYERS} layers, time scaled to the full depth (--quick)")
     # The default: the fastest measured at 30 passages (the target says whether it is enough).
     measured = [n for n in names if results[n][30]["runs"]]
     default = min(measured, key=lambda n: results[n][30]["p50"]) if measured else None

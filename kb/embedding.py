@@ -145,6 +145,13 @@ class EmbedClient:
             raise EmbedError("query is empty", code="empty_input")
         return self._embed([text], "query")[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors for several phrasings of one search, in one request."""
+        for index, text in enumerate(texts):
+            if not isinstance(text, str) or not text:
+                raise EmbedError(f"queries[{index}] is empty", code="empty_input")
+        return self._embed(list(texts), "query") if texts else []
+
     def _batches(self, texts: Sequence[str]) -> Iterator[list[str]]:
         budget = self.batch_size * self.max_chars
         batch: list[str] = []

@@ -35,6 +35,7 @@ from surface import (
     SEARCH_NOTES,
     TOOL_MAX_K,
     AllTags,
+    Alternates,
     Confirm,
     Count,
     DateFrom,
@@ -141,8 +142,13 @@ def build_server(backend: Backend) -> MCPServer:
         path: PathFilter = None,
         per_note: PerNote = 1,
         rerank: Rerank = None,
+        alternates: Alternates = None,
     ) -> SearchResults:
         k = max(1, min(TOOL_MAX_K, k))
+        try:
+            kb_search.alternate_modes(alternates or (), mode)
+        except ValueError as exc:
+            raise ToolError(f"validation error for search_notes: {exc}") from None
         per_note = max(0, min(TOOL_MAX_K, per_note))
         where = filters(
             tags_any=tags or (),
@@ -163,6 +169,7 @@ def build_server(backend: Backend) -> MCPServer:
                 filters=where,
                 per_note=per_note or None,
                 rerank_hits=rerank,
+                alternates=alternates or (),
             )
         )
         hits = found.hits
