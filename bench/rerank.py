@@ -233,7 +233,8 @@ def measure(
         for name, dtype in variants:
             started = time.perf_counter()
             full = MODELS[name][1]["num_hidden_layers"]
-            layers = min(full, max_layers or full)
+            # the small model always at full depth: its figure picks the default
+            layers = full if full <= 6 or not max_layers else max_layers
             folder = Path(tmp) / f"{name.replace('/', '--')}-{layers}"
             model = load(name, dtype, folder, settings, layers)
             scale = full / layers

@@ -85,6 +85,15 @@ class Settings(BaseSettings):
         description="Seconds a search waits for the reranker before it keeps the first-stage "
         "order (with a note in the result).",
     )
+    # --- answer_question / query.py --answer without MCP sampling (kb.answer) -----------
+    LLM_URL: str = Field(
+        "",
+        description="OpenAI-compatible chat endpoint base that writes cited answers when the MCP "
+        "client cannot sample (e.g. http://localhost:11434/v1 for Ollama); empty: none.",
+    )
+    LLM_MODEL: str = Field("", description="Model name sent to LLM_URL (empty: none sent).")
+    LLM_API_KEY: str = Field("", description="Bearer key for LLM_URL, if it needs one.")
+    LLM_TIMEOUT: float = Field(120.0, gt=0, description="Seconds to wait for LLM_URL's answer.")
     EMBED_API_KEY: str = Field(
         "",
         description="Key the embedder requires (the embedder's own EMBED_API_KEY), sent as "

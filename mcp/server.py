@@ -1,4 +1,5 @@
-"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`; with
+"""MCP server: the user's notes as tools (`search_notes`, `answer_question`, `list_tags`,
+`list_deleted`; with
 MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants.
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 import anyio
 import uvicorn
+from answer_tool import add_answer_tool
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -206,6 +208,7 @@ def build_server(backend: Backend) -> MCPServer:
             notes=[DeletedNote.model_validate(n, from_attributes=True) for n in notes]
         )
 
+    add_answer_tool(server, backend, tool_errors)
     if backend.settings.MCP_WRITE_TOOLS:
         add_write_tools(server, backend)
     return server
