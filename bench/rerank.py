@@ -199,12 +199,12 @@ def load(name: str, dtype: str, folder: Path, settings: EmbedderSettings, layers
     return Reranker(settings.model_copy(update=update))
 
 
-def make_pairs(n: int, rng: random.Random) -> list[tuple[str, str]]:
+def make_pairs(n: int, rng: random.Random, tokens: int = PASSAGE_TOKENS) -> list[tuple[str, str]]:
     def words(count: int) -> str:
         return " ".join(f"w{rng.randrange(WORDS)}" for _ in range(count))
 
     query = words(QUERY_TOKENS)
-    return [(query, words(PASSAGE_TOKENS)) for _ in range(n)]
+    return [(query, words(tokens)) for _ in range(n)]
 
 
 def timed(engine: Engine, pairs: list[tuple[str, str]]) -> float:
@@ -221,6 +221,8 @@ def measure(
     budget_s: float,
     log: Callable[[str], None],
     max_layers: int | None = None,
+    sizes: Sequence[int] = SIZES,
+    tokens: int = PASSAGE_TOKENS,
 ) -> dict[str, dict[int, dict[str, Any]]]:
     """Latency samples per (model, precision) and size, one model in memory at a time.
 
@@ -250,33 +252,33 @@ def measure(
             )
             engine.start()
             timed(engine, make_pairs(2, rng))  # warm-up
-            samples: dict[int, list[float]] = {n: [] for n in SIZES}
+            samples: dict[int, list[float]] = {n: [] for n in sizes}
             spent = 0.0
             for _ in range(repeats):
-                for n in SIZES:
+                for n in sizes:
                     if samples[n] and spent > budget_s:
                         continue
-                    if not samples[n] and samples[SIZES[0]] and n != SIZES[0]:
-                        estimate = statistics.median(samples[SIZES[0]]) * n / SIZES[0]
+                    if not samples[n] and samples[sizes[0]] and n != sizes[0]:
+                        estimate = statistics.median(samples[sizes[0]]) * n / sizes[0]
                         if spent + estimate > budget_s * 1.5:
                             continue
-                    took = timed(engine, make_pairs(n, rng))
+                    took = timed(engine, make_pairs(n, rng, tokens))
                     samples[n].append(took * scale)
                     spent += took
             engine.stop()
             del engine, model
             gc.collect()
-            base = samples[SIZES[0]]
+            base = samples[sizes[0]]
             name = label(name, dtype)
             results[name] = {}
-            for n in SIZES:
+            for n in sizes:
                 got = samples[n]
                 if got:
                     p95 = float(np.percentile(got, 95)) if len(got) > 1 else got[0]
                     cell = {"p50": statistics.median(got), "p95": p95, "runs": len(got)}
                     cell["scaled_from_layers"] = layers if scale != 1 else None
                 else:  # linear in passages: every passage is one more pair of equal length
-                    cell = {"p50": statistics.median(base) * n / SIZES[0], "runs": 0}
+                    cell = {"p50": statistics.median(base) * n / sizes[0], "runs": 0}
                 results[name][n] = cell
     return results
 
@@ -305,6 +307,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--models", default=",".join(MODELS), help="comma-separated candidates to measure"
     )
+    p.add_argument(
+        "--passage-tokens", type=int, default=PASSAGE_TOKENS, help="tokens per passage (300)"
+    )
+    p.add_argument(
+        "--sizes", default=",".join(map(str, SIZES)), help="passages per request (10,30,50)"
+    )
     return p
 
 
@@ -318,6 +326,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     repeats = args.repeats or (3 if args.quick else 5)
+    try:
+        sizes = sorted({int(n) for n in args.sizes.split(",") if n.strip()})
+    except ValueError:
+        sizes = []
+    if 30 not in sizes or sizes[0] < 1 or args.passage_tokens < 1:
+        print("error: --sizes must include 30 (the target's size); sizes and "
+              "--passage-tokens must be positive", file=sys.stderr)  # fmt: skip
+        return 2
     budget = 20.0 if args.quick else 240.0
     settings = EmbedderSettings(_env_file=None, EMBED_MODEL="-")
     dtype = resolve_dtype(settings.EMBED_DTYPE, resolve_device("cpu"))
@@ -326,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [label(n, d) for n, d in variants]
     print(
         f"CPU: {cpu_class()}; precision {dtype} (EMBED_DTYPE=auto); EMBED_BATCH_TOKENS="
-        f"{settings.EMBED_BATCH_TOKENS}; query {QUERY_TOKENS} + passage {PASSAGE_TOKENS} tokens "
-        f"per pair; up to {repeats} runs per cell, {budget:.0f} s per model",
+        f"{settings.EMBED_BATCH_TOKENS}; query {QUERY_TOKENS} + passage {args.passage_tokens} "
+        f"tokens per pair; up to {repeats} runs per cell, {budget:.0f} s per model",
         flush=True,
     )
     results = measure(
@@ -336,12 +352,14 @@ def main(argv: list[str] | None = None) -> int:
         budget,
         lambda line: print(line, flush=True),
         max_layers=QUICK_LAYERS if args.quick else None,
+        sizes=sizes,
+        tokens=args.passage_tokens,
     )
-    headers = ["model", *(f"{n} passages p50 / p95 ms" for n in SIZES)]
+    headers = ["model", *(f"{n} passages p50 / p95 ms" for n in sizes)]
     width = max(len(n) for n in names)
     print(f"{headers[0]:{width}s}  " + "  ".join(f"{h:>26s}" for h in headers[1:]))
     for name in names:
-        row = "  ".join(f"{cell(results[name][n]):>26s}" for n in SIZES)
+        row = "  ".join(f"{cell(results[name][n]):>26s}" for n in sizes)
         print(f"{name:{width}s}  {row}")
     if args.quick:
         print(f"* built with {QUICK_LAYERS} layers, time scaled to the full depth (--quick)")
