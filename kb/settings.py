@@ -72,12 +72,13 @@ class Settings(BaseSettings):
         description="Characters of each passage (title and headings first) sent to the reranker.",
     )
     RERANK_WEIGHT: float = Field(
-        1.0,
+        0.5,
         ge=0.0,
         le=1.0,
-        description="1 = order by the reranker alone; below 1, blend its rank with the first "
-        "stage's by weighted reciprocal rank (0 = first stage alone). bench/retrieval.py "
-        "--rerank measures it.",
+        description="Blend of the reranker's rank with the first stage's (weighted reciprocal "
+        "rank): 1 = the reranker's order alone, 0 = the first stage's; 0.5 guards against a "
+        "reranker weaker than the embedder (docs/reranking.md). bench/retrieval.py --rerank "
+        "measures it.",
     )
     RERANK_TIMEOUT: float = Field(
         30.0,

@@ -31,7 +31,8 @@ class Hit(BaseModel):
     score: float = Field(
         description="Relevance within this search, higher is better; the scale depends on "
         "the mode: hybrid = cosine similarity plus a keyword bonus (-1..2), semantic = cosine "
-        "similarity (-1..1), keyword = BM25 (0 and up). Compare scores only within one search."
+        "similarity (-1..1), keyword = BM25 (0 and up); with `alternates`, a reciprocal-rank-"
+        "fusion score. Compare scores only within one search."
     )
     title: str | None = Field(description="Title of the note (first # heading, or file name).")
     heading_path: list[str] = Field(description="Headings above the passage, outermost first.")

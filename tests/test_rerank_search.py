@@ -39,7 +39,7 @@ def scores_from_the_service(url: str, query: str, hits: list[Hit], max_chars: in
 def test_reranked_results_are_the_candidates_best_by_the_rerankers_score(
     rerank_url: str, store_copy
 ) -> None:
-    settings = make_settings(rerank_url, store_copy(), RERANK_CANDIDATES=12)
+    settings = make_settings(rerank_url, store_copy(), RERANK_CANDIDATES=12, RERANK_WEIGHT=1.0)
     candidates = first_stage(settings, QUERY, 12)
     found = reranked(settings, QUERY, 5)
     assert found.reranked and found.note is None
@@ -53,6 +53,21 @@ def test_reranked_results_are_the_candidates_best_by_the_rerankers_score(
         assert hit.score == candidates[i].score  # the fused score stays beside it
     # The random head disagrees with the first stage somewhere: reranking changed the order.
     assert [h.source for h in found.hits] != [h.source for h in candidates[:5]]
+
+
+def test_the_default_blend_orders_by_weighted_reciprocal_rank_of_both_stages(
+    rerank_url: str, store_copy
+) -> None:
+    settings = make_settings(rerank_url, store_copy(), RERANK_CANDIDATES=12)
+    assert settings.RERANK_WEIGHT == 0.5
+    candidates = first_stage(settings, QUERY, 12)
+    expected = scores_from_the_service(rerank_url, QUERY, candidates, settings.RERANK_MAX_CHARS)
+    blended = kb_rerank.order(expected, 0.5)[:5]
+    found = reranked(settings, QUERY, 5)
+    assert [(h.source, h.chunk_index) for h in found.hits] == [
+        (candidates[i].source, candidates[i].chunk_index) for i in blended
+    ]
+    assert blended != kb_rerank.order(expected, 1.0)[:5]  # the blend is not the reranker alone
 
 
 def test_rerank_off_gives_the_first_stage_unchanged(rerank_url: str, store_copy) -> None:
@@ -106,7 +121,7 @@ def test_the_passage_sent_leads_with_title_and_headings_and_is_cut() -> None:
 def test_search_notes_carries_rerank_scores_and_can_turn_them_off(
     rerank_url: str, store_copy
 ) -> None:
-    settings = make_settings(rerank_url, store_copy(), MCP_PORT=free_port())
+    settings = make_settings(rerank_url, store_copy(), MCP_PORT=free_port(), RERANK_WEIGHT=1.0)
     with serve_in_process(settings) as server:
         on = call_tool(server.url, "search_notes", {"query": QUERY, "k": 4}).structured_content
         off = call_tool(
