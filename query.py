@@ -5,6 +5,7 @@
     uv run query.py "kb.store.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
     uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
+    uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
 
 Prints score, source file (with line range and heading path) and the start of each chunk;
 `--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
@@ -25,11 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kb import answer as kb_answer
+from kb import rerank as kb_rerank
 from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
 from kb.cli import fail, script
 from kb.errors import StoreUnavailable
-from kb.search import MAX_K, MODES, Filters, Hit, search
+from kb.search import MAX_K, MODES, Filters, Hit
 from kb.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -150,6 +153,17 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
         metavar="N",
         help="at most N chunks per note (1: every result a different note; 0: no limit)",
     )
+    parser.add_argument(
+        "--no-rerank",
+        action="store_true",
+        help="first-stage order only (skip the embedder's reranker: faster)",
+    )
+    parser.add_argument(
+        "--answer",
+        action="store_true",
+        help="write a short answer citing [source:lines] from the best passages, with the "
+        "model at LLM_URL",
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     args = parser.parse_args(argv)
     if not args.query.strip():
@@ -192,6 +206,7 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
         "path": args.path,
         "per_note": args.per_note,
         **{name: getattr(args, name) for name in VIDEO_FILTERS if getattr(args, name)},
+        **({"rerank": False} if args.no_rerank else {}),
     }
     if args.k > SERVER_MAX_K:
         print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
@@ -200,21 +215,51 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
     return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, arguments)
 
 
+def print_answer(settings: Settings, args: argparse.Namespace, hits: list[Hit]) -> int:
+    """The cited answer LLM_URL writes from `hits` (citations only ever name these hits)."""
+    raw = "Nothing in the notes matches this question."
+    if hits:
+        raw = kb_answer.chat(
+            settings.LLM_URL,
+            args.query,
+            hits,
+            model=settings.LLM_MODEL,
+            api_key=settings.LLM_API_KEY,
+            timeout=settings.LLM_TIMEOUT,
+        )
+    cited = kb_answer.cite(raw, hits)
+    labels = [kb_answer.label(h) for h in cited.cited]
+    if args.json:
+        body = {"answer": cited.text, "citations": labels, "dropped_citations": cited.dropped}
+        print(json.dumps(body, ensure_ascii=False))
+        return 0
+    print(cited.text)
+    if labels:
+        print("\nsources: " + ", ".join(labels))
+    if cited.dropped:
+        print("dropped citations (not among the retrieved passages): " + ", ".join(cited.dropped))
+    return 0
+
+
 @script
 def main(argv: Sequence[str] | None = None) -> int:
     args, filters = parse_args(argv)
     settings = get_settings()
+    if args.answer and not settings.LLM_URL:
+        return fail(f"--answer: {kb_answer.NO_MODEL}", 2)
     try:
         with open_store(settings) as store, embed_client(settings) as client:
-            hits = search(
+            hits = kb_rerank.search(
                 store,
                 client,
+                settings,
                 args.query,
-                k=args.k,
+                args.k,
+                rerank_hits=False if args.no_rerank else None,
                 mode=args.mode,
                 filters=filters,
                 per_note=args.per_note or None,
-            )
+            ).hits
     except StoreUnavailable:
         if not settings.QDRANT_PATH:
             raise
@@ -226,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except remote.RemoteError as failure:
             return fail(held_message(settings, failure))
 
+    if args.answer:
+        return print_answer(settings, args, hits)
     if args.json:
         print(json.dumps({"results": [hit.to_dict() for hit in hits]}, ensure_ascii=False))
     elif not hits:

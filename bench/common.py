@@ -161,6 +161,8 @@ def embedder() -> Iterator[str]:
         "EMBED_PORT": str(port),
         "EMBED_DTYPE": "fp32",  # the exact reference precision the published numbers used
         "LOG_LEVEL": "WARNING",
+        # a reranker only when asked for (bench/retrieval.py --rerank): a folder, never fetched
+        "RERANK_MODEL": os.environ.get("RERANK_MODEL", ""),
     }
     with tempfile.TemporaryDirectory(prefix="kb-bench-embedder-") as tmp:
         log = Path(tmp) / "embedder.log"

@@ -3,6 +3,7 @@
     uv run bench/retrieval.py [DOCS_DIR QUERIES_JSONL] [--json]
     uv run bench/retrieval.py        # Cranfield: bench/datasets/cranfield/{docs,queries.jsonl}
     uv run bench/retrieval.py bench/notes_corpus/notes bench/notes_corpus/queries.jsonl
+    RERANK_MODEL=/path/to/cross-encoder uv run bench/retrieval.py --rerank [--rerank-weights 1,0.5]
 
 DOCS_DIR is copied to a temp folder (ingest moves notes; DOCS_DIR is never touched), ingested by
 kb.ingest.run into embedded Qdrant in that temp folder, and every query is run through
@@ -21,6 +22,12 @@ MRR@10 (1/rank of the first judged file), nDCG@10 with linear gains (gain = grad
 log2(rank + 1), ideal DCG from the judged grades) — the convention of the Cranfield README's
 reference numbers. With --json the last line is `{"<mode>": {"all": {"r@5", "r@10", "mrr@10",
 "ndcg@10"}, "<kind>": {...}}}`.
+
+`--rerank` adds rows for hybrid search reranked by the embedder's cross-encoder (kb.rerank):
+its best RERANK_CANDIDATES passages reordered, for each weight of `--rerank-weights` (1 = the
+reranker's order alone, below 1 blended with the first stage's rank; one reranker call per query
+serves every weight). It needs a reranker: the one at EMBED_URL, or RERANK_MODEL (a folder
+holding a cross-encoder) for the embedder started here.
 """
 
 from __future__ import annotations
@@ -48,11 +55,13 @@ from common import (
     require_folder,
 )
 
+from kb import rerank as kb_rerank
 from kb.backend import embed_client, open_store
 from kb.embedding import EmbedClient
 from kb.ingest import run
 from kb.notes import NOTE_SUFFIXES
 from kb.search import Mode, search
+from kb.settings import Settings
 from kb.store import Store
 
 MODES: tuple[Mode, ...] = ("keyword", "semantic", "hybrid")
@@ -166,6 +175,39 @@ def ranker(store: Store, client: EmbedClient, mode: Mode) -> Callable[[str], lis
     return rank
 
 
+def reranked(
+    store: Store,
+    client: EmbedClient,
+    settings: Settings,
+    queries: list[Query],
+    weights: list[float],
+) -> dict[str, list[list[str]]]:
+    """Per weight, each query's top K sources after reranking the hybrid top candidates."""
+    out: dict[str, list[list[str]]] = {rerank_mode(w): [] for w in weights}
+    for q in queries:
+        hits = search(store, client, q.text, settings.RERANK_CANDIDATES, mode="hybrid", per_note=1)
+        documents = [kb_rerank.passage(h, settings.RERANK_MAX_CHARS) for h in hits]
+        scores = client.rerank(q.text, documents, settings.RERANK_TIMEOUT) if hits else []
+        for w in weights:
+            ordered = [hits[i].source for i in kb_rerank.order(scores, w)]
+            out[rerank_mode(w)].append(list(dict.fromkeys(s for s in ordered if s))[:K])
+    return out
+
+
+def rerank_mode(weight: float) -> str:
+    return f"hybrid+rerank w={weight:g}"
+
+
+def require_reranker(client: EmbedClient) -> str:
+    status = client.health().get("rerank") or {}
+    if status.get("status") != "ok":
+        raise BenchError(
+            f"--rerank: the embedder at {client.url} serves no reranker ({status or 'off'}); "
+            "set RERANK_MODEL to a cross-encoder folder, or EMBED_URL to an embedder with one"
+        )
+    return str(status["model"])
+
+
 # --- the run -----------------------------------------------------------------------------
 
 
@@ -179,13 +221,17 @@ class Result:
     ingest_s: float
 
 
-def evaluate(docs_dir: Path, queries: list[Query], embed_url: str) -> Result:
+def evaluate(
+    docs_dir: Path, queries: list[Query], embed_url: str, weights: Sequence[float] = ()
+) -> Result:
     with tempfile.TemporaryDirectory(prefix="kb-bench-retrieval-") as tmp:
         notes_dir = Path(tmp) / "notes"
         copied = copy_notes(docs_dir, notes_dir)
         print(f"copied {copied} files from {docs_dir}; ingesting", file=sys.stderr)
         settings = bench_settings(notes_dir, Path(tmp) / "qdrant", embed_url)
         with open_store(settings) as store, embed_client(settings) as client:
+            if weights:
+                print(f"reranker: {require_reranker(client)}", file=sys.stderr)
             started = time.perf_counter()
             summary = run(settings, client, store)
             ingest_s = time.perf_counter() - started
@@ -205,6 +251,16 @@ def evaluate(docs_dir: Path, queries: list[Query], embed_url: str) -> Result:
                 per_query[mode] = [score(rank(q.text), q.relevant) for q in queries]
                 ms[mode] = 1000 * (time.perf_counter() - started) / len(queries)
                 print(f"{mode}: {len(queries)} queries, {ms[mode]:.0f} ms each", file=sys.stderr)
+            if weights:
+                started = time.perf_counter()
+                ranked = reranked(store, client, settings, queries, list(weights))
+                each = 1000 * (time.perf_counter() - started) / len(queries)
+                for mode, ranks in ranked.items():
+                    per_query[mode] = [
+                        score(r, q.relevant) for r, q in zip(ranks, queries, strict=True)
+                    ]
+                    ms[mode] = each
+                print(f"rerank: {len(queries)} queries, {each:.0f} ms each", file=sys.stderr)
 
     groups: dict[str, list[int]] = {"all": list(range(len(queries)))}
     for i, q in enumerate(queries):
@@ -261,6 +317,16 @@ def parser() -> argparse.ArgumentParser:
         default=CRANFIELD / "queries.jsonl",
         help="judged queries (default: the Cranfield queries)",
     )
+    parser.add_argument(
+        "--rerank",
+        action="store_true",
+        help="also hybrid + the embedder's reranker (RERANK_MODEL or EMBED_URL's)",
+    )
+    parser.add_argument(
+        "--rerank-weights",
+        default="1,0.5",
+        help="comma-separated RERANK_WEIGHT values to compare with --rerank (default 1,0.5)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     return parser
 
@@ -272,8 +338,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_folder(args.docs_dir, "DOCS_DIR")
         require_file(args.queries, "QUERIES_JSONL")
         queries = load_queries(args.queries, args.docs_dir)
+        weights: list[float] = []
+        if args.rerank:
+            try:
+                weights = [float(w) for w in args.rerank_weights.split(",") if w.strip()]
+            except ValueError:
+                raise BenchError(f"--rerank-weights {args.rerank_weights!r}: numbers") from None
+            if not weights or not all(0 <= w <= 1 for w in weights):
+                raise BenchError(f"--rerank-weights {args.rerank_weights!r}: each within 0..1")
         with embedder() as url:
-            result = evaluate(args.docs_dir.resolve(), queries, url)
+            result = evaluate(args.docs_dir.resolve(), queries, url, weights)
     except STOPS as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1

@@ -24,7 +24,8 @@
 # url = "https://download.pytorch.org/whl/cpu"
 # explicit = true
 # ///
-"""HTTP surface of the embedding service: OpenAI-style `POST /v1/embeddings` and `GET /health`.
+"""HTTP surface of the embedding service: OpenAI-style `POST /v1/embeddings`, `GET /health`,
+and `POST /v1/rerank` when RERANK_MODEL is set (rerank_api.py).
 
 Run as `python embedder/app.py` (or `uv run embedder/app.py`), the same path as the container's
 CMD. The model loads in a background thread after the port opens, so `/health` answers 503
@@ -58,6 +59,7 @@ from errors import (
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from rerank_api import RerankService, install_rerank, load_reranker
 
 log = logging.getLogger("embedder")
 
@@ -201,14 +203,22 @@ def create_app(
     loader: Callable[[EmbedderSettings], Encoder] = load_encoder,
 ) -> FastAPI:
     settings = settings or EmbedderSettings()
+    reranking = RerankService(settings, load_reranker)
+
+    def load_models(service: Service) -> None:
+        service.load()
+        reranking.load()  # after the embedder: search needs that one first
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = Service(settings, loader)
         app.state.service = service
-        threading.Thread(target=service.load, name="model-loader", daemon=True).start()
+        threading.Thread(
+            target=load_models, args=(service,), name="model-loader", daemon=True
+        ).start()
         yield
         service.close()
+        reranking.close()
 
     app = FastAPI(title="embedder", lifespan=lifespan)
     install_error_handlers(app)
@@ -227,6 +237,7 @@ def create_app(
             "max_input_tokens": service.encoder.max_input_tokens,
             "dtype": service.encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
             "device": str(service.encoder.device),
+            "rerank": reranking.health(),  # null: RERANK_MODEL is empty
         }
 
     @app.get("/v1/models")
@@ -285,6 +296,7 @@ def create_app(
             }
         )
 
+    install_rerank(app, settings, reranking)
     return app
 
 

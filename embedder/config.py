@@ -109,4 +109,28 @@ class EmbedderSettings(BaseSettings):
         description="If set, POST /v1/embeddings and GET /v1/models need 'Authorization: Bearer "
         "<key>' (OpenAI clients send their api_key so); /health stays open. Empty: no key.",
     )
+    RERANK_MODEL: str = Field(
+        "cross-encoder/ms-marco-MiniLM-L6-v2",
+        description="Cross-encoder served at POST /v1/rerank: a local folder, or a hub id already "
+        "in the Hugging Face cache (the Docker image bakes it in at build time, like EMBED_MODEL). "
+        "Empty: no reranker; search then ranks by the first stage alone.",
+    )
+    RERANK_MAX_TOKENS: int = Field(
+        512,
+        ge=16,
+        description="Tokens per (query, passage) pair read by the reranker (longer pairs are cut; "
+        "also capped by the model's own limit).",
+    )
+    RERANK_DTYPE: Literal["auto", "fp32", "bf16"] = Field(
+        "fp32",
+        description="Precision of the reranker: fp32 (default: on CPU a small cross-encoder runs "
+        "faster in fp32 than in bf16, bench/rerank.py), bf16, or auto as EMBED_DTYPE (bf16 on a "
+        "GPU; the GPU override sets it).",
+    )
+    RERANK_MAX_DOCUMENTS: int = Field(
+        1000,
+        ge=1,
+        description="Most documents in one /v1/rerank request, Cohere's own limit (more -> 413 "
+        "too_many_documents).",
+    )
     LOG_LEVEL: str = Field("INFO", description="Python logging level.")

@@ -162,6 +162,13 @@ class EmbedClient:
             self._queries.popitem(last=False)
         return list(vector)
 
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Query vectors for several phrasings of one search, in one request."""
+        for index, text in enumerate(texts):
+            if not isinstance(text, str) or not text:
+                raise EmbedError(f"queries[{index}] is empty", code="empty_input")
+        return self._embed(list(texts), "query") if texts else []
+
     def _batches(self, texts: Sequence[str]) -> Iterator[list[str]]:
         budget = self.batch_size * self.max_chars
         batch: list[str] = []
@@ -226,6 +233,26 @@ class EmbedClient:
                 raise error
             time.sleep(min(delay, BACKOFF_MAX_S))
             attempt += 1
+
+    # --- reranking -------------------------------------------------------------------
+    def rerank(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
+        """POST /v1/rerank once: the relevance of each document, in input order. No retry: a
+        reranker that is loading or busy is skipped by the caller, not waited for. EmbedError
+        (`code` rerank_disabled when the embedder serves none)."""
+        payload = {"query": query, "documents": list(documents)}
+        try:
+            response = self._http.post("/v1/rerank", json=payload, timeout=timeout)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code != 200:
+            raise self._http_error(response)
+        scores = [0.0] * len(documents)
+        try:
+            for item in response.json()["results"]:
+                scores[int(item["index"])] = float(item["relevance_score"])
+        except (ValueError, KeyError, TypeError, IndexError):
+            raise EmbedError(f"embedder at {self.url} sent a malformed rerank answer") from None
+        return scores
 
     # --- errors ----------------------------------------------------------------------
     def _unreachable(self, exc: httpx.TransportError) -> EmbedError:

@@ -138,6 +138,32 @@ def sparse_vector(vector: KeywordVector) -> models.SparseVector:
     return models.SparseVector(indices=vector.indices, values=vector.values)
 
 
+# One phrasing of a search: its dense vector, its keyword vector, or both (kb.search).
+Phrasing = tuple[Sequence[float] | None, KeywordVector | None]
+
+
+def _searchable(phrasing: Phrasing) -> bool:
+    dense, keyword = phrasing
+    return dense is not None or (keyword is not None and bool(keyword.indices))
+
+
+def phrasing_prefetch(
+    phrasing: Phrasing, where: models.Filter | None, depth: int
+) -> models.Prefetch:
+    """One phrasing as a prefetch: dense, keyword, or both fused by `fusion` one level down."""
+    dense, keyword = phrasing
+    if dense is not None and keyword is not None and keyword.indices:
+        inner = [
+            models.Prefetch(query=query, using=using, filter=where, limit=depth)
+            for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
+        ]
+        return models.Prefetch(prefetch=inner, query=fusion(len(keyword.indices)), limit=depth)
+    if dense is not None:
+        return models.Prefetch(query=list(dense), using=DENSE, filter=where, limit=depth)
+    assert keyword is not None
+    return models.Prefetch(query=sparse_vector(keyword), using=KEYWORD, filter=where, limit=depth)
+
+
 def request(
     limit: int,
     *,
@@ -145,9 +171,22 @@ def request(
     keyword: KeywordVector | None,
     where: models.Filter | None,
     per_note: int | None,
+    alternates: Sequence[Phrasing] = (),
 ) -> dict[str, Any]:
     """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
-    keyword query, or both (hybrid: filtered prefetches fused by `fusion`)."""
+    keyword query, or both (hybrid: filtered prefetches fused by `fusion`).
+
+    `alternates`: more phrasings of the same search (kb.search). Each becomes a prefetch of its
+    own and reciprocal rank fusion merges their rankings: their scores live on different scales
+    (a keyword-only phrasing scores BM25, a hybrid one cosine plus a bonus), their ranks do not.
+    """
+    phrasings = [p for p in ((dense, keyword), *alternates) if _searchable(p)]
+    if len(phrasings) > 1:
+        depth = _depth(limit, per_note)
+        prefetch = [phrasing_prefetch(p, where, depth) for p in phrasings]
+        return {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
+    if phrasings:
+        dense, keyword = phrasings[0]
     if dense is not None and keyword is not None and keyword.indices:
         depth = _depth(limit, per_note)
         prefetch = [

@@ -207,6 +207,7 @@ class Hit:
     categories: list[str] = field(default_factory=list)
     language: str | None = None
     thumbnail: str | None = None
+    rerank_score: float | None = None  # the reranker's relevance (0..1) when it ran (kb.rerank)
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -261,5 +262,7 @@ class Hit:
 
 
 HIT_FIELDS = frozenset(f.name for f in fields(Hit))
-RESULT_ONLY_FIELDS = frozenset({"score", "hidden_chars_removed"})  # made by a search, not stored
+RESULT_ONLY_FIELDS = frozenset(
+    {"score", "hidden_chars_removed", "rerank_score"}
+)  # made by a search, not stored
 assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

@@ -41,12 +41,43 @@ if TYPE_CHECKING:
 
     from kb.embedding import EmbedClient
 
-__all__ = ["MAX_K", "MODES", "Filters", "Hit", "Mode", "TagUsage", "search", "tag_usage"]
+__all__ = [
+    "MAX_ALTERNATES",
+    "MAX_K",
+    "MODES",
+    "Filters",
+    "Hit",
+    "Mode",
+    "TagUsage",
+    "alternate_modes",
+    "search",
+    "tag_usage",
+]
 
 MAX_K = 100
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES: tuple[str, ...] = get_args(Mode)
 KINDS = (NOTE, VIDEO)
+MAX_ALTERNATES = 5
+# An alternate phrasing starting with one of these is searched in that mode alone.
+ALTERNATE_PREFIXES: dict[str, Mode] = {"keyword:": "keyword", "semantic:": "semantic"}
+
+
+def alternate_modes(alternates: Sequence[str], mode: Mode) -> list[tuple[str, Mode]]:
+    """(text, mode) of each alternate phrasing: `keyword: ...` and `semantic: ...` pick a mode,
+    any other follows the search's `mode`. ValueError naming `alternates[i]` when one is empty."""
+    if len(alternates) > MAX_ALTERNATES:
+        raise ValueError(f"alternates: at most {MAX_ALTERNATES} phrasings, got {len(alternates)}")
+    out: list[tuple[str, Mode]] = []
+    for index, raw in enumerate(alternates):
+        text, own = raw.strip(), mode
+        for prefix, prefixed in ALTERNATE_PREFIXES.items():
+            if text.lower().startswith(prefix):
+                text, own = text[len(prefix) :].strip(), prefixed
+        if not text:
+            raise ValueError(f"alternates[{index}] is empty")
+        out.append((text, own))
+    return out
 
 
 def _when(name: str, value: str | date | None, *, end: bool) -> tuple[datetime | None, bool]:
@@ -196,8 +227,14 @@ def search(
     mode: Mode = "hybrid",
     filters: Filters | None = None,
     per_note: int | None = 1,
+    alternates: Sequence[str] = (),
 ) -> list[Hit]:
     """The `k` best chunks for `query`, at most `per_note` from each note (None or 0: no limit).
+
+    `alternates`: more phrasings of the same need (keywords, a paraphrase, a hypothetical
+    answer), each searched like the query (or in the mode its `keyword:` / `semantic:` prefix
+    names) and fused with it by reciprocal rank in the same store call; scores are then RRF
+    scores. All query vectors come from one embedder request.
 
     `tags` (kept for older callers) is the same as `filters.tags_any`; both together mean any
     of either. Raises ValueError for an empty query, k outside 1..MAX_K, an unknown mode or a
@@ -215,15 +252,34 @@ def search(
     filters = filters or Filters()
     if tags:
         filters = replace(filters, tags_any=(*filters.tags_any, *normalise_tags(tags)))
-    dense = None
-    if mode != "keyword":  # keyword search needs no embedder: it works while that one is down
+    phrasings = [(query, mode), *alternate_modes(alternates, mode)]
+    dense_texts = [text for text, own in phrasings if own != "keyword"]
+    vectors: list[list[float]] = []
+    if dense_texts:  # keyword search needs no embedder: it works while that one is down
         collection.check_model(store, client.model, client.dimensions)
-        dense = client.embed_query(query)
-    keyword = None
-    if mode != "semantic":
+        vectors = (
+            [client.embed_query(query)] if len(dense_texts) == 1 and not alternates
+            else client.embed_queries(dense_texts)
+        )  # fmt: skip
+    if any(own != "semantic" for _, own in phrasings):
         collection.require_keyword(store)
-        keyword = query_vector(query)
-    return store.query(k, dense=dense, keyword=keyword, where=filters.where(), per_note=per_note)
+    found = iter(vectors)
+    searched = [
+        (
+            next(found) if own != "keyword" else None,
+            query_vector(text) if own != "semantic" else None,
+        )
+        for text, own in phrasings
+    ]
+    (dense, keyword), others = searched[0], searched[1:]
+    return store.query(
+        k,
+        dense=dense,
+        keyword=keyword,
+        where=filters.where(),
+        per_note=per_note,
+        alternates=others,
+    )
 
 
 class TagUsage(NamedTuple):

@@ -58,6 +58,43 @@ class Settings(BaseSettings):
     EMBED_RETRIES: int = Field(
         5, ge=0, description="Retries on connection errors, 429 and 503 (bounded backoff)."
     )
+    # --- second stage: the embedder's cross-encoder (docs/reranking.md) ----------------
+    RERANK_CANDIDATES: int = Field(
+        30,
+        ge=1,
+        le=100,
+        description="First-stage results the reranker reads per search (cost grows with it: "
+        "bench/rerank.py). Searches rerank by default when the embedder serves a reranker.",
+    )
+    RERANK_MAX_CHARS: int = Field(
+        1200,
+        ge=100,
+        description="Characters of each passage (title and headings first) sent to the reranker.",
+    )
+    RERANK_WEIGHT: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Blend of the reranker's rank with the first stage's (weighted reciprocal "
+        "rank): 1 = the reranker's order alone, 0 = the first stage's; 0.5 guards against a "
+        "reranker weaker than the embedder (docs/reranking.md). bench/retrieval.py --rerank "
+        "measures it.",
+    )
+    RERANK_TIMEOUT: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a search waits for the reranker before it keeps the first-stage "
+        "order (with a note in the result).",
+    )
+    # --- answer_question / query.py --answer without MCP sampling (kb.answer) -----------
+    LLM_URL: str = Field(
+        "",
+        description="OpenAI-compatible chat endpoint base that writes cited answers when the MCP "
+        "client cannot sample (e.g. http://localhost:11434/v1 for Ollama); empty: none.",
+    )
+    LLM_MODEL: str = Field("", description="Model name sent to LLM_URL (empty: none sent).")
+    LLM_API_KEY: str = Field("", description="Bearer key for LLM_URL, if it needs one.")
+    LLM_TIMEOUT: float = Field(120.0, gt=0, description="Seconds to wait for LLM_URL's answer.")
     EMBED_API_KEY: str = Field(
         "",
         description="Key the embedder requires (the embedder's own EMBED_API_KEY), sent as "

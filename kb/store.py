@@ -29,7 +29,14 @@ from typing import Any, Literal
 from kb.errors import StoreError, StoreUnavailable
 from kb.keywords import KeywordVector
 from kb.qdrant_models import exceptions, models
-from kb.qdrant_query import PREFETCH_FACTOR, origin_filter, request, sparse_vector, visible
+from kb.qdrant_query import (
+    PREFETCH_FACTOR,
+    Phrasing,
+    origin_filter,
+    request,
+    sparse_vector,
+    visible,
+)
 from kb.schema import (
     CHUNK_INDEX,
     DELETED_AT,
@@ -374,10 +381,12 @@ class Store:
         keyword: KeywordVector | None = None,
         where: models.Filter | None = None,
         per_note: int | None = None,
+        alternates: Sequence[Phrasing] = (),
     ) -> list[Hit]:
         """The best `limit` points for a dense vector, a keyword vector, or both (hybrid), in
         one Query API call; `where` (kb.qdrant_query.payload_filter) applies inside each
-        prefetch, so fusion only ever sees matching points.
+        prefetch, so fusion only ever sees matching points. `alternates`: more phrasings, fused
+        with this one by reciprocal rank in the same call (kb.qdrant_query.request).
 
         With `per_note`, at most that many points per note (grouped by `source` in the same
         call): `limit` distinct notes when per_note is 1. Scores: cosine similarity (dense
@@ -387,12 +396,21 @@ class Store:
         """
         if dense is None and keyword is None:
             raise ValueError("query needs a dense vector, a keyword vector, or both")
-        if keyword is not None and not keyword.indices and dense is None:
+        if keyword is not None and not keyword.indices and dense is None and not alternates:
             return []  # nothing to look for: e.g. a query made only of stopwords
         where = visible(where)
         if per_note and self.embedded:
-            return self._collapsed(limit, per_note, dense=dense, keyword=keyword, where=where)
-        search = request(limit, dense=dense, keyword=keyword, where=where, per_note=per_note)
+            return self._collapsed(
+                limit, per_note, dense=dense, keyword=keyword, where=where, alternates=alternates
+            )
+        search = request(
+            limit,
+            dense=dense,
+            keyword=keyword,
+            where=where,
+            per_note=per_note,
+            alternates=alternates,
+        )
         with self.calls():
             if not per_note:
                 response = self.client.query_points(
@@ -413,7 +431,14 @@ class Store:
         return [Hit.from_payload(p.score, p.payload or {}) for p in points[:limit]]
 
     def _collapsed(
-        self, limit: int, per_note: int, *, dense: Any, keyword: Any, where: Any
+        self,
+        limit: int,
+        per_note: int,
+        *,
+        dense: Any,
+        keyword: Any,
+        where: Any,
+        alternates: Sequence[Phrasing] = (),
     ) -> list[Hit]:
         """What `query_points_groups` returns, for embedded Qdrant: the best chunks, at most
         `per_note` of each note, from one ranked query deep enough to hold them.
@@ -424,7 +449,14 @@ class Store:
         """
         fetch = PREFETCH_FACTOR * limit * per_note
         while True:
-            search = request(fetch, dense=dense, keyword=keyword, where=where, per_note=None)
+            search = request(
+                fetch,
+                dense=dense,
+                keyword=keyword,
+                where=where,
+                per_note=None,
+                alternates=alternates,
+            )
             with self.calls():
                 points = self.client.query_points(
                     self.collection, limit=fetch, with_payload=True, **search

@@ -1,6 +1,6 @@
-"""MCP server: the user's notes as tools (`search_notes`, `browse_notes`, `list_tags`,
-`list_deleted`, `status`; with MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI
-assistants, and the dashboard's web pages beside them (dashboard.py).
+"""MCP server: the user's notes as tools (`search_notes`, `answer_question`, `browse_notes`,
+`list_tags`, `list_deleted`, `status`; with MCP_WRITE_TOOLS also `delete_note`, `restore_note`)
+for AI assistants, and the dashboard's web pages beside them (dashboard.py).
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import dashboard
 import uvicorn
+from answer_tool import add_answer_tool
 from ingest_route import add_ingest_route
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -42,6 +43,7 @@ from surface import (
     STATUS,
     TOOL_MAX_K,
     AllTags,
+    Alternates,
     BrowseResults,
     Category,
     Channel,
@@ -70,6 +72,7 @@ from surface import (
     PathFilter,
     PerNote,
     Query,
+    Rerank,
     SearchMode,
     SearchResults,
     Source,
@@ -83,6 +86,7 @@ from surface import (
 
 from kb import browse as kb_browse
 from kb import collection, handoff, lifecycle
+from kb import rerank as kb_rerank
 from kb import search as kb_search
 from kb import status as kb_status
 from kb.backend import Backend, embedder_message
@@ -129,16 +133,17 @@ def filters(tool: str = "search_notes", **arguments: Any) -> kb_search.Filters:
         raise ToolError(f"validation error for {tool}: {message}") from None
 
 
-def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search.Hit]:
-    """kb's search; no hits at all from an empty collection is an error the user can fix."""
+def find(backend: Backend, query: str, k: int, **options: Any) -> kb_rerank.Reranked:
+    """kb's search and rerank stage; no hits at all from an empty collection is an error the
+    user can fix."""
     store = backend.store()
-    hits = kb_search.search(store, backend.client, query, k, **options)
-    if not hits and collection.require(store).points == 0:
+    found = kb_rerank.search(store, backend.client, backend.settings, query, k, **options)
+    if not found.hits and collection.require(store).points == 0:
         raise ToolError(
             f"collection '{store.collection}' has no notes yet: put notes in the notes folder "
             "and run ingest.py first"
         )
-    return hits
+    return found
 
 
 def open_or_none(backend: Backend) -> Store | None:
@@ -179,8 +184,14 @@ def build_server(backend: Backend) -> MCPServer:
         uploaded_to: UploadedTo = None,
         language: Language = None,
         category: Category = None,
+        rerank: Rerank = None,
+        alternates: Alternates = None,
     ) -> SearchResults:
         k = max(1, min(TOOL_MAX_K, k))
+        try:
+            kb_search.alternate_modes(alternates or (), mode)
+        except ValueError as exc:
+            raise ToolError(f"validation error for search_notes: {exc}") from None
         per_note = max(0, min(TOOL_MAX_K, per_note))
         where = filters(
             tags_any=tags or (),
@@ -200,20 +211,32 @@ def build_server(backend: Backend) -> MCPServer:
             category=category,
         )
         started = time.perf_counter()
-        hits = await off_loop(
-            lambda: find(backend, query, k, mode=mode, filters=where, per_note=per_note or None)
+        found = await off_loop(
+            lambda: find(
+                backend,
+                query,
+                k,
+                mode=mode,
+                filters=where,
+                per_note=per_note or None,
+                rerank_hits=rerank,
+                alternates=alternates or (),
+            )
         )
+        hits = found.hits
         # Counts and timings only: queries and note text never reach the log at INFO.
         log.info(
-            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d %.0f ms",
+            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d reranked=%s %.0f ms",
             k,
             mode,
             len(where.tags_any) + len(where.tags_all),
             per_note,
             len(hits),
+            found.reranked,
             (time.perf_counter() - started) * 1000,
         )
-        return SearchResults(results=[Hit.model_validate(h, from_attributes=True) for h in hits])
+        results = [Hit.model_validate(h, from_attributes=True) for h in hits]
+        return SearchResults(results=results, note=found.note)
 
     @server.tool(description=BROWSE_NOTES, annotations=read_only)
     async def browse_notes(
@@ -295,6 +318,7 @@ def build_server(backend: Backend) -> MCPServer:
         log.info("status sources=%d notes=%d", len(report.sources), report.notes)
         return StatusReport.model_validate(asdict(report))
 
+    add_answer_tool(server, backend, tool_errors)
     if backend.settings.MCP_WRITE_TOOLS:
         add_write_tools(server, backend)
     return server

@@ -15,8 +15,14 @@ from stack_files import embedder_settings_class
 
 from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
-# Shared fixtures (ingested notes, servers, the browser, YouTube replays), for every module.
-pytest_plugins = ["ingest_fixtures", "mcp_fixtures", "dashboard_fixtures", "youtube_fixtures"]
+# Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker).
+pytest_plugins = [
+    "ingest_fixtures",
+    "mcp_fixtures",
+    "dashboard_fixtures",
+    "youtube_fixtures",
+    "rerank_fixtures",
+]
 
 QWEN_QUERY_PROMPT = (
     "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"

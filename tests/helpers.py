@@ -194,6 +194,7 @@ class EmbedderProcess(ServiceProcess):
             "EMBED_DTYPE": "fp32",
             "EMBED_THREADS": "2",
             "LOG_LEVEL": "INFO",
+            "RERANK_MODEL": "",  # no reranker unless a test asks for one
             **env,
         }
         super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)

@@ -49,6 +49,7 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "max_input_tokens": 256,  # MiniLM's sentence-transformers max_seq_length
         "dtype": "fp32",  # the test server sets EMBED_DTYPE=fp32
         "device": "cpu",
+        "rerank": None,  # no RERANK_MODEL
     }
 
 

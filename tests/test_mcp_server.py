@@ -79,7 +79,14 @@ def test_tools_list_matches_the_snapshot(server: ServerProcess) -> None:
 def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess) -> None:
     tools = {tool["name"]: tool for tool in list_tools(server.url)}
     # no MCP_WRITE_TOOLS
-    assert set(tools) == {"search_notes", "browse_notes", "list_tags", "list_deleted", "status"}
+    assert set(tools) == {
+        "search_notes",
+        "browse_notes",
+        "answer_question",
+        "list_tags",
+        "list_deleted",
+        "status",
+    }
     for tool in tools.values():
         assert tool["annotations"]["readOnlyHint"] is True
         assert "outputSchema" in tool
@@ -407,5 +414,12 @@ def test_stdio_mode_serves_the_same_tools(
         return names, found.structured_content["results"]
 
     names, hits = anyio.run(run)
-    assert names == {"search_notes", "browse_notes", "list_tags", "list_deleted", "status"}
+    assert names == {
+        "search_notes",
+        "browse_notes",
+        "answer_question",
+        "list_tags",
+        "list_deleted",
+        "status",
+    }
     assert hits[0]["source"] == "garden/tomatoes.md"

@@ -66,6 +66,7 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
     assert set(tools) == {
         "search_notes",
         "browse_notes",
+        "answer_question",
         "list_tags",
         "list_deleted",
         "status",

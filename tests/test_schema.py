@@ -62,7 +62,8 @@ def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
     stored = record(date_ingested="2024-03-02T10:00:00+00:00", note_hash="h").payload()
     hit = Hit.from_payload(0.5, stored)
     expected = {k: v for k, v in stored.items() if k in HIT_FIELDS}
-    assert hit.to_dict() == expected | {"score": 0.5, "hidden_chars_removed": 0}
+    made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None}
+    assert hit.to_dict() == expected | made_by_search
 
 
 def test_a_hit_of_a_point_from_an_older_version_has_empty_fields_not_errors():

@@ -1,0 +1,150 @@
+"""POST /v1/rerank over real HTTP: a real embedder process serving MiniLM and a tiny
+cross-encoder (MiniLM's body, a random one-logit head), checked against transformers itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from test_embedder_api import assert_error
+
+QUERY = "how do shock waves form over a wing"
+DOCS = [
+    "Shock waves form when the flow over a wing becomes supersonic.",
+    "Knead the dough, let it rise, then bake the bread in a hot oven.",
+    "The cat sat on the warm windowsill all afternoon.",
+    "Boundary layer separation behind a shock raises drag. " * 3,
+    "Tomatoes need full sun and regular water.",
+    "x",
+]
+
+
+def rerank(url: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{url}/v1/rerank", json=body, timeout=60.0)
+
+
+def direct_scores(folder: Path, query: str, docs: list[str]) -> np.ndarray:
+    """The model's own relevance for each document: transformers, no service in between."""
+    import torch
+    from helpers import torch_threads_kept
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    with torch_threads_kept():
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        batch = tokenizer(
+            [query] * len(docs), docs, padding=True, truncation=True, max_length=512,
+            return_tensors="pt",
+        )  # fmt: skip
+        with torch.inference_mode():
+            logits = model(**batch).logits[:, 0].double().numpy()
+    return 1 / (1 + np.exp(-logits))
+
+
+def test_results_follow_the_models_own_scores_best_first(
+    rerank_url: str, tiny_reranker_path: Path
+) -> None:
+    body = rerank(rerank_url, {"query": QUERY, "documents": DOCS, "model": "any"}).json()
+    expected = direct_scores(tiny_reranker_path, QUERY, DOCS)
+    indices = [r["index"] for r in body["results"]]
+    assert indices == list(np.argsort(-expected, kind="stable"))
+    got = np.array([r["relevance_score"] for r in body["results"]])
+    np.testing.assert_allclose(got, expected[indices], atol=1e-5)
+    assert len(set(np.round(got, 4))) > 3  # the random head still separates the passages
+    assert body["model"] == str(tiny_reranker_path)
+    assert body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"] > len(DOCS)
+    assert all("document" not in r for r in body["results"])
+
+
+def test_batched_scores_equal_one_by_one_scores(rerank_url: str) -> None:
+    # 256 padded tokens per wave: these split into several micro-batches of mixed lengths.
+    docs = [*DOCS, "pressure " * 200, "heat transfer in a boundary layer", *DOCS[:3]]
+    together = rerank(rerank_url, {"query": QUERY, "documents": docs}).json()["results"]
+    by_index = {r["index"]: r["relevance_score"] for r in together}
+    for i, doc in enumerate(docs):
+        alone = rerank(rerank_url, {"query": QUERY, "documents": [doc]}).json()["results"]
+        assert alone[0]["index"] == 0
+        assert alone[0]["relevance_score"] == pytest.approx(by_index[i], abs=1e-5)
+
+
+def test_top_n_keeps_the_best_and_return_documents_echoes_their_text(rerank_url: str) -> None:
+    full = rerank(rerank_url, {"query": QUERY, "documents": DOCS}).json()["results"]
+    body = rerank(
+        rerank_url,
+        {"query": QUERY, "documents": DOCS, "top_n": 2, "return_documents": True},
+    ).json()
+    assert [r["index"] for r in body["results"]] == [r["index"] for r in full[:2]]
+    assert [r["document"] for r in body["results"]] == [
+        {"text": DOCS[r["index"]]} for r in full[:2]
+    ]
+
+
+def test_a_passage_past_the_token_limit_is_cut_not_refused(rerank_url: str) -> None:
+    body = rerank(rerank_url, {"query": QUERY, "documents": ["wing " * 3000]}).json()
+    # RERANK_MAX_TOKENS (512) and MiniLM's 512 positions: the pair is cut to 512 tokens.
+    assert body["usage"]["total_tokens"] == 512
+    assert 0.0 < body["results"][0]["relevance_score"] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "param"),
+    [
+        ({"query": "", "documents": ["a"]}, 422, "empty_input", "query"),
+        ({"query": "q", "documents": []}, 422, "empty_input", "documents"),
+        ({"query": "q", "documents": ["a", ""]}, 422, "empty_input", "documents[1]"),
+        ({"query": "q", "documents": ["a"] * 41}, 413, "too_many_documents", "documents"),
+        ({"query": "q", "documents": "a"}, 422, "invalid_request", "documents"),
+        ({"query": "q", "documents": ["a"], "top_n": 0}, 422, "invalid_request", "top_n"),
+        ({"documents": ["a"]}, 422, "invalid_request", "query"),
+    ],
+    ids=["empty-query", "no-documents", "empty-document", "too-many", "not-a-list", "top-n-0",
+         "no-query"],
+)  # fmt: skip
+def test_bad_requests_get_the_error_envelope(
+    rerank_url: str, body: dict, status: int, code: str, param: str
+) -> None:
+    error = assert_error(rerank(rerank_url, body), status, code)
+    assert error["param"] == param
+
+
+def test_health_lists_the_reranker(rerank_url: str, tiny_reranker_path: Path) -> None:
+    rerank_health = httpx.get(f"{rerank_url}/health").json()["rerank"]
+    assert rerank_health == {
+        "model": str(tiny_reranker_path),
+        "status": "ok",
+        "max_input_tokens": 512,
+    }
+
+
+def test_without_rerank_model_health_says_null_and_the_route_says_how_to_enable_it(
+    embedder_url: str,
+) -> None:
+    assert httpx.get(f"{embedder_url}/health").json()["rerank"] is None
+    error = assert_error(rerank(embedder_url, {"query": "q", "documents": ["a"]}), 404,
+                         "rerank_disabled")  # fmt: skip
+    assert "RERANK_MODEL" in error["message"]
+
+
+def test_a_model_that_is_no_cross_encoder_is_refused_and_embeddings_keep_working(
+    start_embedder, tiny_qwen3_path: Path
+) -> None:
+    # The tiny Qwen3 (a bare Qwen3Model, no classification head) as both models: loads fast.
+    model = str(tiny_qwen3_path)
+    server = start_embedder({"EMBED_MODEL": model, "RERANK_MODEL": model})
+
+    def settled() -> dict:
+        return httpx.get(f"{server.url}/health").json()["rerank"]
+
+    from helpers import wait_until
+
+    wait_until(lambda: settled()["status"] != "loading", 60.0, "reranker load settled")
+    health = settled()
+    assert health["status"] == "failed"
+    assert "RERANK_MODEL" in health["error"] and "sequence-classification" in health["error"]
+    error = assert_error(rerank(server.url, {"query": "q", "documents": ["a"]}), 500,
+                         "model_load_failed")  # fmt: skip
+    assert "sequence-classification" in error["message"]
+    ok = httpx.post(f"{server.url}/v1/embeddings", json={"input": ["still here"]}, timeout=60)
+    assert ok.status_code == 200

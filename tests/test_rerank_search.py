@@ -1,0 +1,146 @@
+"""The rerank stage of search (kb.rerank) over real ingested notes, the real embedder serving
+MiniLM and the tiny cross-encoder, and search_notes through the real MCP SDK client."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import httpx
+from helpers import free_port
+from mcp_fixtures import call_tool, make_settings, serve_in_process
+
+from kb import rerank as kb_rerank
+from kb import search as kb_search
+from kb.backend import embed_client, open_store
+from kb.schema import Hit
+
+QUERY = "how do I ferment cabbage"
+
+
+def first_stage(settings, query: str, k: int, **options) -> list[Hit]:
+    with open_store(settings) as store, embed_client(settings) as client:
+        return kb_search.search(store, client, query, k, **options)
+
+
+def reranked(settings, query: str, k: int, **options) -> kb_rerank.Reranked:
+    with open_store(settings) as store, embed_client(settings) as client:
+        return kb_rerank.search(store, client, settings, query, k, **options)
+
+
+def scores_from_the_service(url: str, query: str, hits: list[Hit], max_chars: int) -> list[float]:
+    documents = [kb_rerank.passage(h, max_chars) for h in hits]
+    body = httpx.post(f"{url}/v1/rerank", json={"query": query, "documents": documents}).json()
+    scores = [0.0] * len(hits)
+    for item in body["results"]:
+        scores[item["index"]] = item["relevance_score"]
+    return scores
+
+
+def test_reranked_results_are_the_candidates_best_by_the_rerankers_score(
+    rerank_url: str, store_copy
+) -> None:
+    settings = make_settings(rerank_url, store_copy(), RERANK_CANDIDATES=12, RERANK_WEIGHT=1.0)
+    candidates = first_stage(settings, QUERY, 12)
+    found = reranked(settings, QUERY, 5)
+    assert found.reranked and found.note is None
+    expected = scores_from_the_service(rerank_url, QUERY, candidates, settings.RERANK_MAX_CHARS)
+    best = sorted(range(len(candidates)), key=lambda i: -expected[i])[:5]
+    assert [(h.source, h.chunk_index) for h in found.hits] == [
+        (candidates[i].source, candidates[i].chunk_index) for i in best
+    ]
+    for hit, i in zip(found.hits, best, strict=True):
+        assert hit.rerank_score is not None and abs(hit.rerank_score - expected[i]) < 1e-6
+        assert hit.score == candidates[i].score  # the fused score stays beside it
+    # The random head disagrees with the first stage somewhere: reranking changed the order.
+    assert [h.source for h in found.hits] != [h.source for h in candidates[:5]]
+
+
+def test_the_default_blend_orders_by_weighted_reciprocal_rank_of_both_stages(
+    rerank_url: str, store_copy
+) -> None:
+    settings = make_settings(rerank_url, store_copy(), RERANK_CANDIDATES=12)
+    assert settings.RERANK_WEIGHT == 0.5
+    candidates = first_stage(settings, QUERY, 12)
+    expected = scores_from_the_service(rerank_url, QUERY, candidates, settings.RERANK_MAX_CHARS)
+    blended = kb_rerank.order(expected, 0.5)[:5]
+    found = reranked(settings, QUERY, 5)
+    assert [(h.source, h.chunk_index) for h in found.hits] == [
+        (candidates[i].source, candidates[i].chunk_index) for i in blended
+    ]
+    assert blended != kb_rerank.order(expected, 1.0)[:5]  # the blend is not the reranker alone
+
+
+def test_rerank_off_gives_the_first_stage_unchanged(rerank_url: str, store_copy) -> None:
+    settings = make_settings(rerank_url, store_copy())
+    found = reranked(settings, QUERY, 5, rerank_hits=False)
+    assert not found.reranked and found.note is None
+    assert found.hits == first_stage(settings, QUERY, 5)
+    assert all(h.rerank_score is None for h in found.hits)
+
+
+def test_an_embedder_without_reranker_keeps_the_first_stage_and_says_so_when_asked(
+    embedder_url: str, store_copy
+) -> None:
+    settings = make_settings(embedder_url, store_copy())
+    expected = first_stage(settings, QUERY, 5)
+    by_default = reranked(settings, QUERY, 5)
+    assert by_default.hits == expected and by_default.note is None  # the configured state
+    asked = reranked(settings, QUERY, 5, rerank_hits=True)
+    assert asked.hits == expected and not asked.reranked
+    assert asked.note and "RERANK_MODEL" in asked.note
+
+
+def test_a_reranker_that_is_down_degrades_to_the_first_stage_with_a_note(
+    embedder_url: str, store_copy
+) -> None:
+    folder = store_copy()
+    expected = first_stage(make_settings(embedder_url, folder), "kimchi", 5, mode="keyword")
+    # Keyword search needs no embedder: the first stage still runs while the embedder is down.
+    down = make_settings("http://127.0.0.1:9", folder)
+    found = reranked(down, "kimchi", 5, mode="keyword")
+    assert found.hits == expected and not found.reranked
+    assert found.note and "unreachable" in found.note and "first-stage order" in found.note
+
+
+def test_blend_weight_zero_keeps_first_stage_order_and_one_follows_the_reranker() -> None:
+    scores = [0.1, 0.9, 0.5, 0.7]
+    assert kb_rerank.order(scores, 1.0) == [1, 3, 2, 0]
+    assert kb_rerank.order(scores, 0.0) == [0, 1, 2, 3]
+    halfway = kb_rerank.order(scores, 0.5)
+    assert halfway[0] == 1  # second in both rankings' sum beats first-by-one-only
+    assert sorted(halfway) == [0, 1, 2, 3]
+
+
+def test_the_passage_sent_leads_with_title_and_headings_and_is_cut() -> None:
+    hit = Hit(text="body " * 100, source="a.md", score=1.0, title="Kimchi", heading_path=["Salt"])
+    text = kb_rerank.passage(hit, 40)
+    assert text.startswith("Kimchi > Salt\nbody") and len(text) == 40
+    assert kb_rerank.passage(replace(hit, title=None, heading_path=[]), 9) == "body body"
+
+
+def test_search_notes_carries_rerank_scores_and_can_turn_them_off(
+    rerank_url: str, store_copy
+) -> None:
+    settings = make_settings(rerank_url, store_copy(), MCP_PORT=free_port(), RERANK_WEIGHT=1.0)
+    with serve_in_process(settings) as server:
+        on = call_tool(server.url, "search_notes", {"query": QUERY, "k": 4}).structured_content
+        off = call_tool(
+            server.url, "search_notes", {"query": QUERY, "k": 4, "rerank": False}
+        ).structured_content
+    assert on["note"] is None and off["note"] is None
+    scores = [r["rerank_score"] for r in on["results"]]
+    assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)
+    assert [r["rerank_score"] for r in off["results"]] == [None] * 4
+    first = first_stage(settings, QUERY, 4)
+    assert [r["source"] for r in off["results"]] == [h.source for h in first]
+
+
+def test_search_notes_reports_a_missing_reranker_in_a_note_not_an_error(
+    embedder_url: str, store_copy
+) -> None:
+    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port())
+    with serve_in_process(settings) as server:
+        result = call_tool(server.url, "search_notes", {"query": QUERY, "rerank": True})
+    assert not result.is_error
+    content = result.structured_content
+    assert content["results"] and "RERANK_MODEL" in content["note"]
