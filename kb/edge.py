@@ -338,6 +338,8 @@ class EdgeClient:
 
 # --- translation of qdrant-client models ----------------------------------------------------
 
+RRF_K = 2  # a Qdrant server's reciprocal rank fusion constant, so both engines rank alike
+
 
 def _distance(distance: models.Distance) -> qe.Distance:
     return {
@@ -456,6 +458,10 @@ def _query(query: Any, using: str | None) -> Any:
         return None
     if isinstance(query, models.FormulaQuery):
         return qe.Formula(_expression(query.formula))
+    if isinstance(query, models.FusionQuery):  # alternates: phrasings merged by rank (kb.search)
+        if query.fusion == models.Fusion.RRF:
+            return qe.Fusion.Rrf(k=RRF_K)
+        return qe.Fusion.Dbsf()
     if isinstance(query, models.SparseVector):
         return qe.Query.Nearest(_vector(query), using=using)
     if isinstance(query, models.NearestQuery):
@@ -464,9 +470,12 @@ def _query(query: Any, using: str | None) -> Any:
 
 
 def _prefetch(prefetch: models.Prefetch) -> qe.Prefetch:
+    nested = prefetch.prefetch
+    inner = nested if isinstance(nested, list) else [nested] if nested is not None else []
     return qe.Prefetch(
         limit=prefetch.limit or 10,
         query=_query(prefetch.query, prefetch.using),
+        prefetches=[_prefetch(p) for p in inner] or None,
         filter=_filter(prefetch.filter),
     )
 
