@@ -64,6 +64,9 @@ def format_hit(rank: int, hit: Hit) -> str:
     if hit.line_start is not None:
         where += f":{hit.line_start}-{hit.line_end}"
     section = f"  ({PATH_SEPARATOR.join(hit.heading_path)})" if hit.heading_path else ""
+    shown = ("", PATH_SEPARATOR.join(hit.heading_path))  # a heading path is printed below
+    if hit.locator not in shown and not hit.locator.startswith("L "):  # lines: printed above
+        where += f"  {hit.locator}"  # p. 3, row 17, cell 4 [code], Methods, ¶ 4
     tags = f"  [{', '.join(hit.tags)}]" if hit.tags else ""
     text = " ".join(hit.text.split())
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"

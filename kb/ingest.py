@@ -358,7 +358,11 @@ def run(
     if not allow_deletes:
         _check_folders(folders, store, settings.NOTE_FOLDERS_MAX_DELETE)
     sources: list[Source] = [
-        InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders]),
+        InboxSource(
+            settings.NOTES_DIR,
+            reserved=[f.name for f in folders],
+            suffixes=settings.index_extensions,
+        ),
         *folders,
     ]
     total = Summary(rebuilt=rebuild)

@@ -60,6 +60,8 @@ class Prepared:
                 line_start=c.line_start,
                 line_end=c.line_end,
                 origin=self.origin,
+                locator=c.locator,
+                domain=note.domain,
             )
             for c in self.chunks
         ]
@@ -130,6 +132,8 @@ def prepare(
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
             continue
+        if note.notice:
+            summary.notices.append(Failure(item.shown, note.notice))
         read.notes.append(Prepared(item, note, chunks, source.origin))
     for failure in failed:
         summary.failed.append(failure)

@@ -61,6 +61,9 @@ class ChunkRecord:
     deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
     deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder), "user"
     restored_at: str | None = None  # UTC, ISO 8601: restored by hand then (kb.lifecycle)
+    # where in the item a reader finds the chunk: heading path, "p. 2", "row 17", "L 12-40"
+    locator: str = ""
+    domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.formats)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,6 +153,8 @@ class Hit:
     title: str | None = None
     heading_path: list[str] = field(default_factory=list)
     hidden_chars_removed: int = 0  # invisible characters taken out of the strings above
+    locator: str = ""  # "p. 2", "row 17", "L 12-40", a heading path (kb.formats)
+    domain: str = "prose"  # prose or code
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -186,7 +191,9 @@ class Hit:
             char_end=opt("char_end", int),
             title=shown(opt("title", str)),
             heading_path=[shown(h) for h in strings("heading_path")],
-            hidden_chars_removed=removed,
+            locator=shown(opt("locator", str) or ""),
+            domain=opt("domain", str) or "prose",
+            hidden_chars_removed=removed,  # last: after every shown() above
         )
 
     def to_dict(self) -> dict[str, Any]:

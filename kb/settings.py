@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kb import formats
 from kb.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +81,12 @@ class Settings(BaseSettings):
         5_000_000,
         ge=1,
         description="Notes larger than this (bytes) are reported and left in place, not ingested.",
+    )
+
+    INDEX_EXTENSIONS: str = Field(
+        formats.DEFAULT_EXTENSIONS,
+        description="Comma-separated file suffixes that are indexed (docs/formats.md lists "
+        "each kind and its locator); secrets (.env, *.pem, *.key ...) never are.",
     )
 
     NOTE_FOLDERS: str = Field(
@@ -165,6 +172,21 @@ class Settings(BaseSettings):
         self.STATE_DIR = from_root(self.STATE_DIR)
         if self.QDRANT_PATH:
             self.QDRANT_PATH = str(from_root(Path(self.QDRANT_PATH)))
+        return self
+
+    @property
+    def index_extensions(self) -> tuple[str, ...]:
+        """INDEX_EXTENSIONS as lowercase suffixes."""
+        return tuple(e.strip().lower() for e in self.INDEX_EXTENSIONS.split(",") if e.strip())
+
+    @model_validator(mode="after")
+    def _known_extensions(self) -> Settings:
+        for suffix in self.index_extensions:
+            if suffix not in formats.KNOWN or formats.is_secret(f"x{suffix}"):
+                raise ValueError(
+                    f"INDEX_EXTENSIONS: {suffix!r} is not a file kind that can be indexed "
+                    f"(known: {' '.join(formats.KNOWN)})"
+                )
         return self
 
     @property

@@ -44,6 +44,14 @@ class Hit(BaseModel):
     line_end: int | None = Field(description="Last line of the passage in the file.")
     char_start: int | None = Field(description="Offset of its first character in the file.")
     char_end: int | None = Field(description="Offset just past its last character in the file.")
+    locator: str = Field(
+        "",
+        description="Where the passage is in its file, to cite: a heading path, 'p. 3' (PDF), "
+        "'¶ 4' (Word), 'row 17' (CSV), 'cell 4 [code]' (notebook), a config key, or 'L 12-40'.",
+    )
+    domain: str = Field(
+        "prose", description="'prose' (notes, documents, tables, config) or 'code'."
+    )
     hidden_chars_removed: int = Field(
         description="Invisible characters (zero-width, bidirectional controls, Unicode tags) "
         "removed from this result's text, title, topic and headings. Above 0, the note hid "
