@@ -36,9 +36,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from kb import collection, sync
+from kb.backend import embed_client
 from kb.embed_cache import EmbedCache
 from kb.embedding import EmbedClient
 from kb.errors import EmbedError, IngestError, ModelMismatch, StoreError
+from kb.formats import CODE, PROSE
 from kb.keywords import document_vector
 from kb.notes import normalise_tags
 from kb.prepare import Prepared, Read, prepare
@@ -46,6 +48,7 @@ from kb.progress import Progress, Summary
 from kb.schema import FILE_DELETED, INBOX
 from kb.settings import Settings
 from kb.sources.base import Failure, Source
+from kb.sources.domain import DomainSource, Listed
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.state import State
@@ -344,13 +347,16 @@ def run(
     client: EmbedClient,
     store: Store,
     *,
-    rebuild: bool = False,
+    rebuild: bool | str = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     allow_deletes: bool = False,
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
-    NOTE_FOLDERS folder, as the settings say: what ingest.py runs. ConfigError for a bad
+    NOTE_FOLDERS folder, as the settings say: what ingest.py runs. Prose goes to `store`
+    (COLLECTION), code and notebooks to CODE_COLLECTION beside it, embedded with
+    CODE_EMBED_MODEL (kb.sources.domain); `rebuild` True rebuilds both, a collection's name
+    that one only. ConfigError for a bad
     NOTE_FOLDERS and IngestError for a folder losing too many notes, before anything changes."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
@@ -365,32 +371,48 @@ def run(
         ),
         *folders,
     ]
-    total = Summary(rebuilt=rebuild)
-    for source in sources:
-        try:
-            total.add(
-                ingest(
-                    source,
-                    client,
-                    store,
-                    State(settings.STATE_DIR),
-                    rebuild=rebuild,
-                    max_bytes=settings.NOTE_MAX_BYTES,
-                    group_chunks=settings.EMBED_BATCH_SIZE,
-                    cache=settings.EMBED_CACHE,
-                    progress=progress,
-                    stop=stop,
-                    max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
-                    allow_deletes=allow_deletes,
-                    private_tags=normalise_tags(settings.PRIVATE_TAGS),
-                )
-            )
-        except IngestError as exc:
-            if exc.summary is not None:
-                total.add(exc.summary)
-            exc.summary = total
-            raise
+    total = Summary(rebuilt=bool(rebuild))
+    code_store = store.beside(settings.CODE_COLLECTION)
+    with embed_client(settings, code=True) as code_client:
+        for source in sources:
+            listed = Listed(source)
+            for view, target, embedder in (
+                (DomainSource(listed, PROSE), store, client),
+                (DomainSource(listed, CODE), code_store, code_client),
+            ):
+                if view.domain == CODE and not _has_code(view, code_store, bool(rebuild)):
+                    continue  # no code anywhere: no code collection, no code model needed
+                try:
+                    total.add(
+                        ingest(
+                            view,
+                            embedder,
+                            target,
+                            State(settings.STATE_DIR),
+                            rebuild=rebuild is True or rebuild == target.collection,
+                            max_bytes=settings.NOTE_MAX_BYTES,
+                            group_chunks=settings.EMBED_BATCH_SIZE,
+                            cache=settings.EMBED_CACHE,
+                            progress=progress,
+                            stop=stop,
+                            max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
+                            allow_deletes=allow_deletes,
+                            private_tags=normalise_tags(settings.PRIVATE_TAGS),
+                        )
+                    )
+                except IngestError as exc:
+                    if exc.summary is not None:
+                        total.add(exc.summary)
+                    exc.summary = total
+                    raise
     return total
+
+
+def _has_code(view: DomainSource, code_store: Store, rebuild: bool) -> bool:
+    """Whether the code pass has anything to do: code items listed, or a code collection that
+    may hold this source's code from before (then its sync must see the files gone)."""
+    listed = view.has_items(everything=view.complete or rebuild)
+    return listed or collection.info(code_store) is not None
 
 
 def _check_folders(folders: Sequence[FolderSource], store: Store, share: float) -> None:

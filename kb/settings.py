@@ -72,6 +72,16 @@ class Settings(BaseSettings):
     )
     QDRANT_API_KEY: str = Field("", description="API key for a secured Qdrant server/cluster.")
     COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")
+    CODE_COLLECTION: str = Field(
+        "code",
+        min_length=1,
+        description="Collection of code and notebooks (kb.formats), searched beside COLLECTION.",
+    )
+    CODE_EMBED_MODEL: str = Field(
+        "",
+        description="Model the code collection is embedded with (the embedder must serve it: "
+        "its EMBED_CODE_MODEL); empty: the embedder's EMBED_MODEL.",
+    )
 
     # --- notes -----------------------------------------------------------------------
     NOTES_DIR: Path = Field(
@@ -178,6 +188,15 @@ class Settings(BaseSettings):
     def index_extensions(self) -> tuple[str, ...]:
         """INDEX_EXTENSIONS as lowercase suffixes."""
         return tuple(e.strip().lower() for e in self.INDEX_EXTENSIONS.split(",") if e.strip())
+
+    @model_validator(mode="after")
+    def _two_collections(self) -> Settings:
+        if self.CODE_COLLECTION == self.COLLECTION:
+            raise ValueError(
+                f"CODE_COLLECTION: {self.CODE_COLLECTION!r} is COLLECTION too; code and notes "
+                "need collections of their own"
+            )
+        return self
 
     @model_validator(mode="after")
     def _known_extensions(self) -> Settings:

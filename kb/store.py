@@ -93,6 +93,7 @@ class Store:
         # what kb.collection has already checked, so a search does not ask again
         self.checked_model: tuple[str, int] | None = None
         self.has_keyword = False
+        self.owns_client = True  # False for a store made by `beside`
 
     @classmethod
     def open(
@@ -131,7 +132,15 @@ class Store:
         return store
 
     def close(self) -> None:
-        self.client.close()
+        if self.owns_client:
+            self.client.close()
+
+    def beside(self, collection: str) -> Store:
+        """Another collection of the same Qdrant, on this store's client (embedded Qdrant opens
+        its folder once per process); closing it leaves this store open."""
+        other = Store(self.client, collection, self.location, embedded=self.embedded)
+        other.owns_client = False
+        return other
 
     def __enter__(self) -> Store:
         return self

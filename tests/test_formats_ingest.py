@@ -16,6 +16,7 @@ from format_files import (
     write_bytes,
 )
 
+from kb.fusion import search_all
 from kb.ingest import run
 from kb.progress import format_summary
 from kb.search import search
@@ -69,5 +70,12 @@ def test_files_of_every_kind_are_found_with_their_locator_and_bad_ones_are_named
     [para] = search(store, client, "feeding the sourdough starter with rye", k=1)
     assert para.source == "kitchen.docx" and DOCX_PHRASE in para.text
     assert para.locator.startswith("Kitchen handbook")
-    [cell] = search(store, client, "rain groupby month sum", k=1, mode="keyword")
+    # code and notebooks are in the code collection, found through domain code or all
+    code = (store.beside(settings.CODE_COLLECTION), client)
+    assert search(store, client, "rain groupby month sum", k=5, mode="keyword") == []
+    [cell] = search_all((store, client), code, "rain groupby month sum", 1, domain="code",
+                        mode="keyword")  # fmt: skip
     assert (cell.source, cell.locator, cell.domain) == ("rain.ipynb", "cell 3 [code]", "code")
+    mixed = search_all((store, client), code, "monthly rainfall totals", 4, domain="all")
+    assert {h.domain for h in mixed} == {"prose", "code"}  # fused by rank: neither buries
+    assert "rain.ipynb" in [h.source for h in mixed[:2]]

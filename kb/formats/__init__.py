@@ -19,7 +19,7 @@ from typing import Any
 from kb.formats import code
 from kb.formats.base import CODE, PROSE, Block, FormatError, Parsed
 
-__all__ = ["CODE", "PROSE", "Block", "FormatError", "Parsed", "is_secret", "parse"]
+__all__ = ["CODE", "PROSE", "Block", "FormatError", "Parsed", "domain_of", "is_secret", "parse"]
 
 TEXT_NOTES = (".md", ".txt")  # read by kb.notes, with frontmatter
 
@@ -68,6 +68,12 @@ def is_secret(name: str) -> bool:
 def suffix_of(name: str) -> str:
     dot = name.rfind(".")
     return name[dot:].lower() if dot > 0 else ""
+
+
+def domain_of(name: str) -> str:
+    """The collection a file's chunks go to: code (code, notebooks) or prose (the rest)."""
+    suffix = suffix_of(name)
+    return CODE if suffix in CODE_SUFFIXES or suffix in (".py", ".ipynb") else PROSE
 
 
 def parse(name: str, data: bytes, max_chars: int) -> Parsed:
