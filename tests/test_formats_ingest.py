@@ -3,6 +3,7 @@ their locator; bad files are named in the summary and the run goes on."""
 
 from __future__ import annotations
 
+import pytest
 from format_files import (
     CSV_PHRASE,
     DOCX_PHRASE,
@@ -16,6 +17,8 @@ from format_files import (
     write_bytes,
 )
 
+from kb import collection
+from kb.errors import IngestError
 from kb.fusion import search_all
 from kb.ingest import run
 from kb.progress import format_summary
@@ -79,3 +82,22 @@ def test_files_of_every_kind_are_found_with_their_locator_and_bad_ones_are_named
     mixed = search_all((store, client), code, "monthly rainfall totals", 4, domain="all")
     assert {h.domain for h in mixed} == {"prose", "code"}  # fused by rank: neither buries
     assert "rain.ipynb" in [h.source for h in mixed[:2]]
+
+
+def test_a_code_collection_of_another_model_is_refused_and_rebuilt_alone(settings, client, store):
+    write_bytes(settings.NOTES_DIR / "notes.md", "# Trips\n\nA walk along the cliffs at dusk.\n")
+    write_bytes(settings.NOTES_DIR / "inv.py", "def restock(item):\n    return item * 3\n")
+    code_store = store.beside(settings.CODE_COLLECTION)
+    collection.create(code_store, "some-code-model", client.dimensions)
+    with pytest.raises(IngestError) as refused:
+        run(settings, client, store)
+    message = str(refused.value)
+    assert "collection 'code'" in message and "some-code-model" in message
+    assert "re-embed that collection only with `uv run ingest.py --rebuild code`" in message
+    notes_before = {pid: p["note_hash"] for pid, p in store.payloads()}
+    assert len(notes_before) == 1  # the prose pass ran first, untouched by the code failure
+    summary = run(settings, client, store, rebuild="code")
+    assert summary.added == ["inv.py"]
+    assert collection.info(code_store).model == client.model
+    assert {pid: p["note_hash"] for pid, p in store.payloads()} == notes_before
+    assert collection.info(store).model == client.model
