@@ -4,6 +4,8 @@
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
     uv run query.py "kb.store.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
+    uv run query.py "where is the ingest lock taken" --domain code
+    uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
 
 Prints score, source file (with line range and heading path) and the start of each chunk;
 `--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
@@ -28,7 +30,9 @@ from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
 from kb.cli import fail, script
 from kb.errors import StoreUnavailable
-from kb.search import MAX_K, MODES, Filters, Hit, search
+from kb.fusion import DOMAINS, search_all
+from kb.reading import read_item
+from kb.search import MAX_K, MODES, Filters, Hit
 from kb.settings import Settings, get_settings
 
 PREVIEW_CHARS = 200
@@ -81,7 +85,7 @@ def _listed(values: list[str]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]:
     parser = argparse.ArgumentParser(description="Search your ingested notes.")
-    parser.add_argument("query", help="what to look for, in your own words")
+    parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
     parser.add_argument("-k", type=int, default=5, help=f"number of results, 1-{MAX_K} (5)")
     parser.add_argument(
         "--mode",
@@ -120,8 +124,23 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
         metavar="N",
         help="at most N chunks per note (1: every result a different note; 0: no limit)",
     )
+    parser.add_argument(
+        "--domain",
+        choices=DOMAINS,
+        default="all",
+        help="all: notes and code together (default); prose: no code; code: code and notebooks",
+    )
+    parser.add_argument(
+        "--show",
+        metavar="SOURCE[:LINE]",
+        help="print an indexed note's lines from LINE (default 1) instead of searching",
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     args = parser.parse_args(argv)
+    if args.show is not None:
+        if args.query:
+            parser.error("--show reads a note: give no query with it")
+        return args, Filters()
     if not args.query.strip():
         parser.error("the query is empty")
     if not 1 <= args.k <= MAX_K:
@@ -160,6 +179,7 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
         "ingested_to": args.ingested_to,
         "path": args.path,
         "per_note": args.per_note,
+        "domain": args.domain,
     }
     if args.k > SERVER_MAX_K:
         print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
@@ -170,13 +190,20 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
 def main(argv: Sequence[str] | None = None) -> int:
     args, filters = parse_args(argv)
     settings = get_settings()
+    if args.show is not None:
+        return show(settings, args.show)
     try:
-        with open_store(settings) as store, embed_client(settings) as client:
-            hits = search(
-                store,
-                client,
+        with (
+            open_store(settings) as store,
+            embed_client(settings) as client,
+            embed_client(settings, code=True) as code_client,
+        ):
+            hits = search_all(
+                (store, client),
+                (store.beside(settings.CODE_COLLECTION), code_client),
                 args.query,
                 k=args.k,
+                domain=args.domain,
                 mode=args.mode,
                 filters=filters,
                 per_note=args.per_note or None,
@@ -196,6 +223,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no results")
     else:
         print("\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1)))
+    return 0
+
+
+def show(settings: Settings, target: str) -> int:
+    """`--show SOURCE[:LINE]`: the note's numbered lines, as the MCP tool read_note gives them."""
+    source, sep, line = target.rpartition(":")
+    if not sep or not line.isdigit():
+        source, line = target, "1"
+    with open_store(settings) as store:
+        stores = [store, store.beside(settings.CODE_COLLECTION)]
+        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+    print(passage.text)
+    more = passage.end_line < passage.total_lines
+    tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""
+    shown = f"lines {passage.start_line}-{passage.end_line} of {passage.total_lines}"
+    print(f"({source}: {shown}{tail})", file=sys.stderr)
     return 0
 
 

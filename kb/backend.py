@@ -56,6 +56,7 @@ class Backend:
         self.client = embed_client(settings)
         self.code_client = embed_client(settings, code=True)
         self._store: Store | None = None
+        self._code_store: Store | None = None
         self._lock = threading.Lock()
 
     def store(self) -> Store:
@@ -66,13 +67,17 @@ class Backend:
 
     def code_store(self) -> Store:
         """The code collection (CODE_COLLECTION), on the notes store's client."""
-        return self.store().beside(self.settings.CODE_COLLECTION)
+        store = self.store()
+        with self._lock:
+            if self._code_store is None or self._code_store.client is not store.client:
+                self._code_store = store.beside(self.settings.CODE_COLLECTION)
+            return self._code_store
 
     def close(self) -> None:
         with self._lock:
             if self._store is not None:
                 self._store.close()
-                self._store = None
+                self._store = self._code_store = None
         self.client.close()
         self.code_client.close()
 

@@ -31,6 +31,7 @@ from surface import (
     DELETE_NOTE,
     LIST_DELETED,
     LIST_TAGS,
+    READ_NOTE,
     RESTORE_NOTE,
     SEARCH_NOTES,
     TOOL_MAX_K,
@@ -47,19 +48,23 @@ from surface import (
     Hit,
     IngestedFrom,
     IngestedTo,
+    LineCount,
     NoteChange,
+    NoteText,
     PathFilter,
     PerNote,
     Query,
+    SearchDomain,
     SearchMode,
     SearchResults,
     Source,
+    StartLine,
     TagCount,
     TagList,
     Tags,
 )
 
-from kb import collection, lifecycle
+from kb import collection, fusion, lifecycle, reading
 from kb import search as kb_search
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
@@ -104,9 +109,11 @@ def filters(**arguments: Any) -> kb_search.Filters:
 
 
 def find(backend: Backend, query: str, k: int, **options: Any) -> list[kb_search.Hit]:
-    """kb's search; no hits at all from an empty collection is an error the user can fix."""
+    """kb's search (both collections unless `domain` narrows it); no hits at all from an empty
+    collection is an error the user can fix."""
     store = backend.store()
-    hits = kb_search.search(store, backend.client, query, k, **options)
+    prose, code = (store, backend.client), (backend.code_store(), backend.code_client)
+    hits = fusion.search_all(prose, code, query, k, **options)
     if not hits and collection.require(store).points == 0:
         raise ToolError(
             f"collection '{store.collection}' has no notes yet: put notes in the notes folder "
@@ -137,6 +144,7 @@ def build_server(backend: Backend) -> MCPServer:
         ingested_to: IngestedTo = None,
         path: PathFilter = None,
         per_note: PerNote = 1,
+        domain: SearchDomain = "all",
     ) -> SearchResults:
         k = max(1, min(TOOL_MAX_K, k))
         per_note = max(0, min(TOOL_MAX_K, per_note))
@@ -151,19 +159,39 @@ def build_server(backend: Backend) -> MCPServer:
         )
         started = time.perf_counter()
         hits = await off_loop(
-            lambda: find(backend, query, k, mode=mode, filters=where, per_note=per_note or None)
-        )
+            lambda: find(
+                backend, query, k, mode=mode, filters=where, per_note=per_note or None,
+                domain=domain,
+            )
+        )  # fmt: skip
         # Counts and timings only: queries and note text never reach the log at INFO.
         log.info(
-            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d %.0f ms",
+            "search_notes k=%d mode=%s domain=%s tags=%d per_note=%d hits=%d %.0f ms",
             k,
             mode,
+            domain,
             len(where.tags_any) + len(where.tags_all),
             per_note,
             len(hits),
             (time.perf_counter() - started) * 1000,
         )
         return SearchResults(results=[Hit.model_validate(h, from_attributes=True) for h in hits])
+
+    @server.tool(description=READ_NOTE, annotations=read_only)
+    async def read_note(
+        source: Source, start_line: StartLine = 1, lines: LineCount = 200
+    ) -> NoteText:
+        if start_line < 1:
+            raise ToolError("validation error for read_note: start_line must be 1 or more")
+        count = max(1, min(reading.MAX_LINES, lines))
+
+        def read() -> reading.Passage:
+            stores = [backend.store(), backend.code_store()]
+            return reading.read_item(backend.settings, stores, source, start_line, count)
+
+        passage = await off_loop(read)
+        log.info("read_note lines=%d truncated=%s", passage.end_line, passage.truncated)
+        return NoteText.model_validate(passage, from_attributes=True)
 
     @server.tool(description=LIST_TAGS, annotations=read_only)
     async def list_tags() -> TagList:

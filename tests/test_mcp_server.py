@@ -78,7 +78,8 @@ def test_tools_list_matches_the_snapshot(server: ServerProcess) -> None:
 
 def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess) -> None:
     tools = {tool["name"]: tool for tool in list_tools(server.url)}
-    assert set(tools) == {"search_notes", "list_tags", "list_deleted"}  # no MCP_WRITE_TOOLS
+    # no MCP_WRITE_TOOLS
+    assert set(tools) == {"search_notes", "read_note", "list_tags", "list_deleted"}
     for tool in tools.values():
         assert tool["annotations"]["readOnlyHint"] is True
         assert "outputSchema" in tool
@@ -406,5 +407,5 @@ def test_stdio_mode_serves_the_same_tools(
         return names, found.structured_content["results"]
 
     names, hits = anyio.run(run)
-    assert names == {"search_notes", "list_tags", "list_deleted"}
+    assert names == {"search_notes", "read_note", "list_tags", "list_deleted"}
     assert hits[0]["source"] == "garden/tomatoes.md"

@@ -65,6 +65,7 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
     tools = {tool["name"]: tool for tool in list_tools(writer.url)}
     assert set(tools) == {
         "search_notes",
+        "read_note",
         "list_tags",
         "list_deleted",
         "delete_note",

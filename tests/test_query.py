@@ -202,6 +202,8 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "title": None,
         "heading_path": [],
         "hidden_chars_removed": 0,
+        "locator": "",  # points written before locators: none, and prose
+        "domain": "prose",
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector
