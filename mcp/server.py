@@ -1,5 +1,5 @@
-"""MCP server: the user's notes as tools (`search_notes`, `list_tags`, `list_deleted`; with
-MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants.
+"""MCP server: the user's notes as tools (`search_notes`, `read_note`, `list_tags`,
+`list_deleted`; with MCP_WRITE_TOOLS also `delete_note`, `restore_note`) for AI assistants.
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
