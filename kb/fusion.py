@@ -8,6 +8,7 @@ the merged list unchanged.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -25,17 +26,29 @@ DOMAINS: tuple[str, ...] = get_args(Domain)
 RRF_K = 60  # the usual constant: rank 1 scores 1/61, rank 10 1/70 (Cormack et al., 2009)
 
 
+def _standing(hits: Sequence[Hit]) -> list[float]:
+    """How far each hit stands above its own list (z-score of its score within the list): a
+    list whose top hit stands out is sure of it, a flat list is not. Scores are compared only
+    within one list, where they come from one model."""
+    scores = [h.score for h in hits]
+    mean = statistics.fmean(scores) if scores else 0.0
+    spread = statistics.pstdev(scores) if len(scores) > 1 else 0.0
+    return [(s - mean) / spread if spread > 0 else 0.0 for s in scores]
+
+
 def fuse(ranked: Sequence[Sequence[Hit]], k: int, constant: int = RRF_K) -> list[Hit]:
     """The `k` best hits of several best-first lists by reciprocal rank fusion: each hit scores
-    the sum of 1 / (constant + rank) over the lists it is in; `score` becomes that sum."""
-    fused: dict[tuple[str, str | None, int | None], tuple[float, Hit]] = {}
+    the sum of 1 / (constant + rank) over the lists it is in; `score` becomes that sum. Equal
+    sums (the first hits of two lists) go in the order of how far each stands above its own list
+    (`_standing`), so a question about code puts the code first and one about notes the notes."""
+    fused: dict[tuple[str, str | None, int | None], tuple[float, float, Hit]] = {}
     for hits in ranked:
-        for rank, hit in enumerate(hits, 1):
+        for rank, (hit, standing) in enumerate(zip(hits, _standing(hits), strict=True), 1):
             key = (hit.domain, hit.source, hit.chunk_index)
-            score, first = fused.get(key, (0.0, hit))
-            fused[key] = (score + 1.0 / (constant + rank), first)
-    best = sorted(fused.values(), key=lambda pair: -pair[0])[:k]
-    return [replace(hit, score=round(score, 6)) for score, hit in best]
+            score, best, first = fused.get(key, (0.0, standing, hit))
+            fused[key] = (score + 1.0 / (constant + rank), max(best, standing), first)
+    ordered = sorted(fused.values(), key=lambda item: (-round(item[0], 9), -item[1]))[:k]
+    return [replace(hit, score=round(score, 6)) for score, _, hit in ordered]
 
 
 def search_all(
