@@ -10,7 +10,7 @@ import pytest
 from format_files import PDF_PHRASE, three_page_pdf, write_bytes
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env
-from mcp_fixtures import call_tool, error_text, serve_in_process
+from mcp_fixtures import call_tool, error_text, results, serve_in_process
 
 from kb import lifecycle
 from kb.backend import embed_client, open_store
@@ -106,6 +106,15 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
         )
         refused = call_tool(app.url, "read_note", {"source": "../secret.txt"})
         assert "no indexed note is named" in error_text(refused)
+        # search_notes narrows to a domain, and every result says its own
+        found = call_tool(app.url, "search_notes", {"query": "def tool", "domain": "code"})
+        assert [(h["source"], h["domain"], h["locator"]) for h in results(found)] == [
+            ("tool.py", "code", "L 1-2")
+        ]
+        prose = results(
+            call_tool(app.url, "search_notes", {"query": "def tool", "domain": "prose"})
+        )
+        assert prose and all(h["domain"] == "prose" for h in prose)
     env = script_env(indexed, NOTE_FOLDERS=indexed.NOTE_FOLDERS)
     shown = run_script("query.py", "--show", "long.md:7", env=env, cwd=Path(os.sep))
     assert shown.returncode == 0, shown.stderr
