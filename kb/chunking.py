@@ -149,10 +149,15 @@ def headings(text: str, start: int = 0, end: int | None = None) -> list[Heading]
     return [h for h in found if h.title]
 
 
+def _has_headings(note: Note) -> bool:
+    """Notes (.md, .txt) and documents read as Markdown (docx, html): `#` lines are headings."""
+    return note.kind == "prose" and not note.blocks
+
+
 def note_title(note: Note) -> str:
     """The note's first level-1 heading, else its file name in words (`kimchi-recipe.md` ->
     `kimchi recipe`)."""
-    if not note.markdown or note.blocks:  # code, tables ...: `#` lines are no headings
+    if not _has_headings(note):  # code, tables, PDF ...: `#` lines are no headings
         return PurePosixPath(note.source).name
     for heading in headings(note.text, note.body_start):
         if heading.level == 1:
@@ -341,7 +346,7 @@ def context_lines(chunk: Chunk, note: Note, title: str | None = None) -> list[st
     if not chunk.heading_levels or chunk.heading_levels[0] != 1:
         # not under a `#` heading of its own: the note's title says what it belongs to
         path.insert(0, note_title(note) if title is None else title)
-    shown = {h.title for h in headings(chunk.text)} if note.markdown and not note.blocks else set()
+    shown = {h.title for h in headings(chunk.text)} if _has_headings(note) else set()
     while path and path[-1] in shown:
         path.pop()  # the chunk starts with these headings already
     lines = [PATH_SEPARATOR.join(path)] if path else []

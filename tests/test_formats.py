@@ -22,7 +22,7 @@ from format_files import (
 )
 from ingest_fixtures import make_settings
 
-from kb.chunking import Chunk, chunk_note
+from kb.chunking import Chunk, chunk_note, note_title
 from kb.errors import ConfigError
 from kb.notes import NoteError, read_note
 from kb.settings import describe_invalid
@@ -203,3 +203,12 @@ def test_index_extensions_refuses_secrets_and_unknown_kinds(tmp_path: Path, valu
         make_settings(tmp_path, INDEX_EXTENSIONS=value)
     assert "INDEX_EXTENSIONS" in describe_invalid(refused.value)
     assert not isinstance(refused.value, ConfigError)  # a ValidationError, named by get_settings
+
+
+def test_notes_keep_their_titles_and_other_kinds_are_titled_by_file_name(tmp_path: Path):
+    txt = read_note(write_bytes(tmp_path / "walk-notes.txt", "Cliffs at dusk.\n"),
+                    "walk-notes.txt", max_bytes=10**7)  # fmt: skip
+    assert note_title(txt) == "walk notes"  # as before other kinds existed
+    code = read_note(write_bytes(tmp_path / "inv.py", "# Not a heading\nx = 1\n"), "inv.py",
+                     max_bytes=10**7)  # fmt: skip
+    assert note_title(code) == "inv.py"
