@@ -38,8 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Ingest notes from NOTES_DIR into Qdrant.")
     parser.add_argument(
         "--rebuild",
-        action="store_true",
-        help="re-index every note, ingested/ included: in place, or re-created for a new model",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="COLLECTION",
+        help="re-index every note, ingested/ included: in place, or re-created for a new "
+        "model; with a collection's name (COLLECTION or CODE_COLLECTION) that one only",
     )
     parser.add_argument(
         "--allow-deletes",
@@ -84,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--watch runs on its own")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
+    if args.rebuild not in (True, False, settings.COLLECTION, settings.CODE_COLLECTION):
+        parser.error(
+            f"--rebuild {args.rebuild}: not a collection of this index (COLLECTION "
+            f"{settings.COLLECTION} or CODE_COLLECTION {settings.CODE_COLLECTION})"
+        )
     if maintaining:
         return maintain(args, settings)
     if args.watch:

@@ -148,6 +148,7 @@ def main() -> int:
         notes.mkdir()
         # never the user's notes, state or (embedded: held by the MCP server?) storage folder
         own: dict[str, Path | str] = {"NOTES_DIR": notes, "STATE_DIR": Path(tmp) / "state"}
+        own["CODE_COLLECTION"] = f"{name}_code"  # never the user's code collection either
         if settings.QDRANT_PATH:
             own["QDRANT_PATH"] = str(Path(tmp) / "qdrant")
         settings = settings.model_copy(update=own)

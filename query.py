@@ -6,6 +6,8 @@
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
     uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
+    uv run query.py "where is the ingest lock taken" --domain code
+    uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
 
 Prints score, source file (with line range and heading path) and the start of each chunk;
 `--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
@@ -32,6 +34,8 @@ from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
 from kb.cli import fail, script
 from kb.errors import StoreUnavailable
+from kb.fusion import DOMAINS
+from kb.reading import read_item
 from kb.search import MAX_K, MODES, Filters, Hit
 from kb.settings import Settings, get_settings
 
@@ -91,6 +95,9 @@ def format_hit(rank: int, hit: Hit) -> str:
     elif hit.line_start is not None:
         where += f":{hit.line_start}-{hit.line_end}"
     section = f"  ({PATH_SEPARATOR.join(hit.heading_path)})" if hit.heading_path else ""
+    shown = ("", PATH_SEPARATOR.join(hit.heading_path))  # a heading path is printed below
+    if hit.locator not in shown and not hit.locator.startswith("L "):  # lines: printed above
+        where += f"  {hit.locator}"  # p. 3, row 17, cell 4 [code], Methods, ¶ 4
     tags = f"  [{', '.join(hit.tags)}]" if hit.tags else ""
     text = " ".join(hit.text.split())
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
@@ -105,7 +112,7 @@ def _listed(values: list[str]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]:
     parser = argparse.ArgumentParser(description="Search your ingested notes.")
-    parser.add_argument("query", help="what to look for, in your own words")
+    parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
     parser.add_argument("-k", type=int, default=5, help=f"number of results, 1-{MAX_K} (5)")
     parser.add_argument(
         "--mode",
@@ -164,8 +171,23 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
         help="write a short answer citing [source:lines] from the best passages, with the "
         "model at LLM_URL",
     )
+    parser.add_argument(
+        "--domain",
+        choices=DOMAINS,
+        default="all",
+        help="all: notes and code together (default); prose: no code; code: code and notebooks",
+    )
+    parser.add_argument(
+        "--show",
+        metavar="SOURCE[:LINE]",
+        help="print an indexed note's lines from LINE (default 1) instead of searching",
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     args = parser.parse_args(argv)
+    if args.show is not None:
+        if args.query:
+            parser.error("--show reads a note: give no query with it")
+        return args, Filters()
     if not args.query.strip():
         parser.error("the query is empty")
     if not 1 <= args.k <= MAX_K:
@@ -207,6 +229,7 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
         "per_note": args.per_note,
         **{name: getattr(args, name) for name in VIDEO_FILTERS if getattr(args, name)},
         **({"rerank": False} if args.no_rerank else {}),
+        "domain": args.domain,
     }
     if args.k > SERVER_MAX_K:
         print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
@@ -247,8 +270,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = get_settings()
     if args.answer and not settings.LLM_URL:
         return fail(f"--answer: {kb_answer.NO_MODEL}", 2)
+    if args.show is not None:
+        return show(settings, args.show)
     try:
-        with open_store(settings) as store, embed_client(settings) as client:
+        with (
+            open_store(settings) as store,
+            embed_client(settings) as client,
+            embed_client(settings, code=True) as code_client,
+        ):
             hits = kb_rerank.search(
                 store,
                 client,
@@ -256,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.query,
                 args.k,
                 rerank_hits=False if args.no_rerank else None,
+                code=(store.beside(settings.CODE_COLLECTION), code_client),
+                domain=args.domain,
                 mode=args.mode,
                 filters=filters,
                 per_note=args.per_note or None,
@@ -279,6 +310,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no results")
     else:
         print("\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1)))
+    return 0
+
+
+def show(settings: Settings, target: str) -> int:
+    """`--show SOURCE[:LINE]`: the note's numbered lines, as the MCP tool read_note gives them."""
+    source, sep, line = target.rpartition(":")
+    if not sep or not line.isdigit():
+        source, line = target, "1"
+    with open_store(settings) as store:
+        stores = [store, store.beside(settings.CODE_COLLECTION)]
+        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+    print(passage.text)
+    more = passage.end_line < passage.total_lines
+    tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""
+    shown = f"lines {passage.start_line}-{passage.end_line} of {passage.total_lines}"
+    print(f"({source}: {shown}{tail})", file=sys.stderr)
     return 0
 
 

@@ -4,12 +4,22 @@
     uv run bench/retrieval.py        # Cranfield: bench/datasets/cranfield/{docs,queries.jsonl}
     uv run bench/retrieval.py bench/notes_corpus/notes bench/notes_corpus/queries.jsonl
     RERANK_MODEL=/path/to/cross-encoder uv run bench/retrieval.py --rerank [--rerank-weights 1,0.5]
+    uv run bench/retrieval.py kb bench/datasets/code/queries.jsonl \
+        --also bench/notes_corpus/notes --domain code --domain all
+    uv run bench/retrieval.py bench/notes_corpus/notes bench/notes_corpus/queries.jsonl \
+        --also kb --domain prose --domain all
 
 DOCS_DIR is copied to a temp folder (ingest moves notes; DOCS_DIR is never touched), ingested by
 kb.ingest.run into embedded Qdrant in that temp folder, and every query is run through
 kb.search.search in each mode with k=10 and one result per note: a file is scored by its best
 chunk. The embedder is the one at EMBED_URL when that environment variable is set, else a MiniLM
 embedder started for the run.
+
+Documents may be of every indexed kind (kb.formats: PDF, Word, CSV, config, notebooks, code);
+code and notebooks go to the code collection. `--also DIR` ingests another folder beside DOCS_DIR
+(under `_also/`, never judged), and `--domain` (repeatable: prose, code, all; default all) runs
+every query through kb.fusion.search_all in each domain: does code indexed beside the notes bury
+them, and do code questions find their file when searched with the notes?
 
 Queries file: one JSON object a line, `{"id", "query", "relevant": {"path": grade, ...}}` plus an
 optional `"kind"` (per-kind rows are printed). Grades are positive numbers (higher = more
@@ -58,13 +68,15 @@ from common import (
 from kb import rerank as kb_rerank
 from kb.backend import embed_client, open_store
 from kb.embedding import EmbedClient
+from kb.formats import KNOWN, is_secret
+from kb.fusion import DOMAINS, Domain, search_all
 from kb.ingest import run
-from kb.notes import NOTE_SUFFIXES
 from kb.search import Mode, search
 from kb.settings import Settings
 from kb.store import Store
 
 MODES: tuple[Mode, ...] = ("keyword", "semantic", "hybrid")
+ALSO = "_also"  # where --also's folder is copied in the notes folder
 K = 10
 CUTOFFS = (5, 10)
 METRICS = ("r@5", "r@10", "mrr@10", "ndcg@10")
@@ -82,7 +94,7 @@ class Query:
 
 
 def _is_note(path: Path) -> bool:
-    return path.name.lower().endswith(NOTE_SUFFIXES)
+    return path.name.lower().endswith(KNOWN) and not is_secret(path.name)
 
 
 def _source_of(rel: str, docs_dir: Path, queries_dir: Path) -> str | None:
@@ -132,7 +144,7 @@ def load_queries(path: Path, docs_dir: Path) -> list[Query]:
             source = _source_of(rel, docs_dir, queries_dir)
             if source is None:
                 raise BenchError(
-                    f"{where}: relevant file {rel!r} is not a note (.md/.txt) in {docs_dir}, "
+                    f"{where}: relevant file {rel!r} is not an indexed file in {docs_dir}, "
                     f"read relative to it or to {queries_dir}"
                 )
             judged[source] = float(grade)
@@ -165,11 +177,17 @@ def average(rows: Sequence[dict[str, float]]) -> dict[str, float]:
 # --- search ------------------------------------------------------------------------------
 
 
-def ranker(store: Store, client: EmbedClient, mode: Mode) -> Callable[[str], list[str]]:
-    """query -> the top K distinct sources in `mode`, each file ranked by its best chunk."""
+def ranker(
+    prose: tuple[Store, EmbedClient],
+    code: tuple[Store, EmbedClient],
+    mode: Mode,
+    domain: Domain = "all",
+) -> Callable[[str], list[str]]:
+    """query -> the top K distinct sources in `mode` and `domain`, each file ranked by its best
+    chunk."""
 
     def rank(text: str) -> list[str]:
-        hits = search(store, client, text, K, mode=mode, per_note=1)
+        hits = search_all(prose, code, text, K, domain=domain, mode=mode, per_note=1)
         return list(dict.fromkeys(h.source for h in hits if h.source is not None))
 
     return rank
@@ -222,14 +240,26 @@ class Result:
 
 
 def evaluate(
-    docs_dir: Path, queries: list[Query], embed_url: str, weights: Sequence[float] = ()
+    docs_dir: Path,
+    queries: list[Query],
+    embed_url: str,
+    also: Path | None = None,
+    domains: Sequence[Domain] = ("all",),
+    weights: Sequence[float] = (),
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="kb-bench-retrieval-") as tmp:
         notes_dir = Path(tmp) / "notes"
         copied = copy_notes(docs_dir, notes_dir)
+        if also is not None:
+            copied += copy_notes(also, notes_dir / ALSO)
         print(f"copied {copied} files from {docs_dir}; ingesting", file=sys.stderr)
         settings = bench_settings(notes_dir, Path(tmp) / "qdrant", embed_url)
-        with open_store(settings) as store, embed_client(settings) as client:
+        with (
+            open_store(settings) as store,
+            embed_client(settings) as client,
+            embed_client(settings, code=True) as code_client,
+        ):
+            prose, code = (store, client), (store.beside(settings.CODE_COLLECTION), code_client)
             if weights:
                 print(f"reranker: {require_reranker(client)}", file=sys.stderr)
             started = time.perf_counter()
@@ -245,12 +275,15 @@ def evaluate(
             )
             per_query: dict[str, list[dict[str, float]]] = {}
             ms: dict[str, float] = {}
-            for mode in MODES:
-                rank = ranker(store, client, mode)
-                started = time.perf_counter()
-                per_query[mode] = [score(rank(q.text), q.relevant) for q in queries]
-                ms[mode] = 1000 * (time.perf_counter() - started) / len(queries)
-                print(f"{mode}: {len(queries)} queries, {ms[mode]:.0f} ms each", file=sys.stderr)
+            for domain in domains:
+                for mode in MODES:
+                    rank = ranker(prose, code, mode, domain)
+                    label = mode if tuple(domains) == ("all",) else f"{mode} domain={domain}"
+                    started = time.perf_counter()
+                    per_query[label] = [score(rank(q.text), q.relevant) for q in queries]
+                    ms[label] = 1000 * (time.perf_counter() - started) / len(queries)
+                    print(f"{label}: {len(queries)} queries, {ms[label]:.0f} ms each",
+                          file=sys.stderr)  # fmt: skip
             if weights:
                 started = time.perf_counter()
                 ranked = reranked(store, client, settings, queries, list(weights))
@@ -327,6 +360,18 @@ def parser() -> argparse.ArgumentParser:
         default="1,0.5",
         help="comma-separated RERANK_WEIGHT values to compare with --rerank (default 1,0.5)",
     )
+    parser.add_argument(
+        "--also",
+        type=Path,
+        metavar="DIR",
+        help="another folder ingested beside DOCS_DIR (never judged): e.g. code beside notes",
+    )
+    parser.add_argument(
+        "--domain",
+        action="append",
+        choices=DOMAINS,
+        help="search this domain (repeatable; default all): prose, code or both fused",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     return parser
 
@@ -346,8 +391,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BenchError(f"--rerank-weights {args.rerank_weights!r}: numbers") from None
             if not weights or not all(0 <= w <= 1 for w in weights):
                 raise BenchError(f"--rerank-weights {args.rerank_weights!r}: each within 0..1")
+        if args.also is not None:
+            require_folder(args.also, "--also")
         with embedder() as url:
-            result = evaluate(args.docs_dir.resolve(), queries, url, weights)
+            result = evaluate(args.docs_dir.resolve(), queries, url, args.also,
+                              args.domain or ("all",), weights)  # fmt: skip
     except STOPS as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1

@@ -76,7 +76,11 @@ class EmbeddingRequest(BaseModel):
     input_type: Literal["document", "query"] | None = Field(
         None, description="`query` adds the model's query instruction (Qwen3); default document."
     )
-    model: str | None = Field(None, description="Accepted and ignored: one model is served.")
+    model: str | None = Field(
+        None,
+        description="The served model to use (EMBED_MODEL or EMBED_CODE_MODEL); any name means "
+        "EMBED_MODEL while it is the only one served.",
+    )
     encoding_format: Literal["float", "base64"] | None = Field(None, description="Default float.")
     dimensions: int | None = Field(None, ge=1, description="Matryoshka truncation (Qwen3).")
 
@@ -198,6 +202,27 @@ def _encode_vector(vector: np.ndarray, fmt: str) -> list[float] | str:
     return vector.tolist()
 
 
+def served_models(settings: EmbedderSettings) -> list[str]:
+    """EMBED_MODEL, then EMBED_CODE_MODEL when it names another model (one load per model)."""
+    code = settings.EMBED_CODE_MODEL
+    return [settings.EMBED_MODEL] + ([code] if code and code != settings.EMBED_MODEL else [])
+
+
+def pick(services: dict[str, Service], model: str | None) -> Service:
+    """The service a request's `model` names; with one model served, any name means it."""
+    if model in services:
+        return services[model]
+    if len(services) == 1 or model is None:
+        return next(iter(services.values()))
+    raise APIError(
+        404,
+        f"model {model} is not served here; served: {', '.join(services)}",
+        type="invalid_request_error",
+        code="model_not_found",
+        param="model",
+    )
+
+
 def create_app(
     settings: EmbedderSettings | None = None,
     loader: Callable[[EmbedderSettings], Encoder] = load_encoder,
@@ -205,19 +230,24 @@ def create_app(
     settings = settings or EmbedderSettings()
     reranking = RerankService(settings, load_reranker)
 
-    def load_models(service: Service) -> None:
-        service.load()
-        reranking.load()  # after the embedder: search needs that one first
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service = Service(settings, loader)
-        app.state.service = service
-        threading.Thread(
-            target=load_models, args=(service,), name="model-loader", daemon=True
-        ).start()
+        services = {
+            name: Service(settings.model_copy(update={"EMBED_MODEL": name}), loader)
+            for name in served_models(settings)
+        }
+        app.state.services = services
+        app.state.service = services[settings.EMBED_MODEL]  # the default model
+
+        def load_all() -> None:  # one after the other: two loads would compete for memory
+            for one in services.values():
+                one.load()
+            reranking.load()  # after the embedders: search needs those first
+
+        threading.Thread(target=load_all, name="model-loader", daemon=True).start()
         yield
-        service.close()
+        for one in services.values():
+            one.close()
         reranking.close()
 
     app = FastAPI(title="embedder", lifespan=lifespan)
@@ -228,27 +258,34 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        service: Service = app.state.service
-        service.require_ready()
-        return {
-            "status": "ok",
-            "model": settings.EMBED_MODEL,
-            "dimensions": service.encoder.dimensions,
-            "max_input_tokens": service.encoder.max_input_tokens,
-            "dtype": service.encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
-            "device": str(service.encoder.device),
-            "rerank": reranking.health(),  # null: RERANK_MODEL is empty
-        }
+        services: dict[str, Service] = app.state.services
+        for one in services.values():
+            one.require_ready()
+
+        def described(name: str, one: Service) -> dict[str, Any]:
+            return {
+                "model": name,
+                "dimensions": one.encoder.dimensions,
+                "max_input_tokens": one.encoder.max_input_tokens,
+                "dtype": one.encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
+                "device": str(one.encoder.device),
+            }
+
+        primary = described(settings.EMBED_MODEL, app.state.service)
+        # every model served, the default first (OpenAI clients pick one by `model`)
+        models = [described(name, one) for name, one in services.items()]
+        # rerank null: RERANK_MODEL is empty
+        return {"status": "ok", **primary, "models": models, "rerank": reranking.health()}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         # Some OpenAI-compatible tools list models before embedding.
-        model = {"id": settings.EMBED_MODEL, "object": "model", "owned_by": "local"}
-        return {"object": "list", "data": [model]}
+        data = [{"id": name, "object": "model", "owned_by": "local"} for name in app.state.services]
+        return {"object": "list", "data": data}
 
     @app.post("/v1/embeddings")
     async def embeddings(request: EmbeddingRequest) -> JSONResponse:
-        service: Service = app.state.service
+        service = pick(app.state.services, request.model)
         engine = service.require_ready()
         texts = _validate(request, settings, service.encoder)
         started = time.perf_counter()
@@ -291,7 +328,7 @@ def create_app(
             {
                 "object": "list",
                 "data": data,
-                "model": settings.EMBED_MODEL,
+                "model": service.settings.EMBED_MODEL,
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )

@@ -49,6 +49,12 @@ class EmbedderSettings(BaseSettings):
         description="Model to serve: a local folder, or a hub id already in the Hugging Face cache "
         "(resolved offline; never downloaded at run time).",
     )
+    EMBED_CODE_MODEL: str = Field(
+        "",
+        description="A second model served beside EMBED_MODEL, picked by a request's `model` "
+        "field (the host's CODE_EMBED_MODEL, for the code collection); empty or equal to "
+        "EMBED_MODEL: one model, loaded once.",
+    )
     EMBED_HOST: str = Field("127.0.0.1", description="Interface the embedder binds.")
     EMBED_PORT: int = Field(8080, ge=1, le=65535, description="Port the embedder listens on.")
     EMBED_MAX_TOKENS: int = Field(

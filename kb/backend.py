@@ -14,7 +14,8 @@ from kb.settings import Settings
 from kb.store import Store
 
 
-def embed_client(settings: Settings) -> EmbedClient:
+def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
+    """The embedder client; `code`: the one for the code collection (CODE_EMBED_MODEL)."""
     return EmbedClient(
         settings.EMBED_URL,
         batch_size=settings.EMBED_BATCH_SIZE,
@@ -22,6 +23,7 @@ def embed_client(settings: Settings) -> EmbedClient:
         timeout=settings.EMBED_TIMEOUT,
         retries=settings.EMBED_RETRIES,
         api_key=settings.EMBED_API_KEY,
+        request_model=settings.CODE_EMBED_MODEL if code else "",
     )
 
 
@@ -60,7 +62,9 @@ class Backend:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = embed_client(settings)
+        self.code_client = embed_client(settings, code=True)
         self._store: Store | None = None
+        self._code_store: Store | None = None
         self._lock = threading.Lock()
 
     def store(self) -> Store:
@@ -69,12 +73,21 @@ class Backend:
                 self._store = open_store(self.settings)
             return self._store
 
+    def code_store(self) -> Store:
+        """The code collection (CODE_COLLECTION), on the notes store's client."""
+        store = self.store()
+        with self._lock:
+            if self._code_store is None or self._code_store.client is not store.client:
+                self._code_store = store.beside(self.settings.CODE_COLLECTION)
+            return self._code_store
+
     def close(self) -> None:
         with self._lock:
             if self._store is not None:
                 self._store.close()
-                self._store = None
+                self._store = self._code_store = None
         self.client.close()
+        self.code_client.close()
 
     def health(self) -> dict[str, Any]:
         """Embedder and store state (blocking: run it in a worker thread)."""

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import PurePosixPath
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
+from kb.formats.base import Block, line_offsets
 from kb.notes import Note
 
 MAX_CHARS = 1500
@@ -49,6 +51,7 @@ class Chunk:
     # their levels (1 for `#`)
     heading_path: tuple[str, ...] = ()
     heading_levels: tuple[int, ...] = ()
+    locator: str = ""  # where a reader finds it: "p. 2", "row 17", "L 12-40" (see chunk_note)
 
 
 @dataclass(frozen=True)
@@ -146,9 +149,16 @@ def headings(text: str, start: int = 0, end: int | None = None) -> list[Heading]
     return [h for h in found if h.title]
 
 
+def _has_headings(note: Note) -> bool:
+    """Notes (.md, .txt) and documents read as Markdown (docx, html): `#` lines are headings."""
+    return note.kind == "prose" and not note.blocks
+
+
 def note_title(note: Note) -> str:
     """The note's first level-1 heading, else its file name in words (`kimchi-recipe.md` ->
     `kimchi recipe`)."""
+    if not _has_headings(note):  # code, tables, PDF ...: `#` lines are no headings
+        return PurePosixPath(note.source).name
     for heading in headings(note.text, note.body_start):
         if heading.level == 1:
             return heading.title
@@ -252,10 +262,80 @@ def chunk_markdown(text: str, *, start: int = 0, max_chars: int = MAX_CHARS) -> 
 
 
 def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
-    """A note's body (frontmatter excluded) as chunks; `.txt` notes are split as plain text."""
-    if note.source.lower().endswith(".txt"):
-        return chunk_text(note.text, start=note.body_start, markdown=False, max_chars=max_chars)
-    return chunk_markdown(note.text, start=note.body_start, max_chars=max_chars)
+    """A note's body (frontmatter excluded) as chunks, each with its locator: the blocks of
+    other file kinds (kb.formats) kept apart; code and config without blocks in line windows;
+    `.txt` notes split as plain text; Markdown along its headings."""
+    if note.blocks:
+        chunks = chunk_blocks(note.text, note.blocks, max_chars)
+    elif note.kind in ("code", "config"):
+        chunks = line_windows(note.text, 0, len(note.text), max_chars)
+    elif not note.markdown or note.source.lower().endswith(".txt"):
+        chunks = chunk_text(note.text, start=note.body_start, markdown=False, max_chars=max_chars)
+    else:
+        chunks = chunk_markdown(note.text, start=note.body_start, max_chars=max_chars)
+    return [
+        replace(c, index=i, locator=c.locator or _locator(c, note)) for i, c in enumerate(chunks)
+    ]
+
+
+def _locator(chunk: Chunk, note: Note) -> str:
+    """A docx paragraph (`Heading, ¶ 4`), a Markdown heading path, else the lines `L a-b`."""
+    section = PATH_SEPARATOR.join(chunk.heading_path)
+    if note.marks:
+        inside = [label for at, label in note.marks if chunk.char_start <= at < chunk.char_end]
+        before = [label for at, label in note.marks if at <= chunk.char_start]
+        label = (inside or before[-1:] or [""])[0]
+        return ", ".join(part for part in (section, label) if part)
+    if section and note.markdown and note.kind == "prose":
+        return section
+    return f"L {chunk.line_start}-{chunk.line_end}"
+
+
+WINDOW_OVERLAP = 3  # lines a window repeats from the one before: a statement cut is seen whole
+
+
+def line_windows(text: str, begin: int, end: int, max_chars: int) -> list[Chunk]:
+    """`text[begin:end]` as windows of whole lines up to `max_chars`, each repeating the last
+    WINDOW_OVERLAP lines of the one before; a single longer line is cut by the splitter."""
+    lines = _Lines(text)
+    starts = line_offsets(text, begin, end)
+    chunks: list[Chunk] = []
+    first = 0
+    while first < len(starts) - 1:
+        last = first + 1
+        while last < len(starts) - 1 and starts[last + 1] - starts[first] <= max_chars:
+            last += 1
+        b, e = _trim(text, starts[first], starts[last])
+        if e - b > max_chars:  # one very long line
+            for piece in chunk_text(text[:e], start=b, markdown=False, max_chars=max_chars):
+                chunks.append(piece)
+        elif b < e:
+            chunks.append(_make_chunk(len(chunks), text, b, e, lines, ()))
+        if last >= len(starts) - 1:
+            break
+        first = max(first + 1, last - WINDOW_OVERLAP)
+    return chunks
+
+
+def chunk_blocks(text: str, blocks: Sequence[Block], max_chars: int = MAX_CHARS) -> list[Chunk]:
+    """One chunk per block (a row, a cell, a page, a function); a block longer than `max_chars`
+    is cut (code along lines, prose by the splitter), its pieces keeping the block's locator."""
+    lines = _Lines(text)
+    chunks: list[Chunk] = []
+    for block in blocks:
+        b, e = _trim(text, block.start, block.end)
+        if b >= e:
+            continue
+        if e - b <= max_chars:
+            pieces = [_make_chunk(0, text, b, e, lines, ())]
+        elif block.code:
+            pieces = line_windows(text, b, e, max_chars)
+        else:
+            pieces = chunk_text(text[:e], start=b, markdown=False, max_chars=max_chars)
+        chunks += [
+            replace(p, heading_path=block.heading_path, locator=block.locator) for p in pieces
+        ]
+    return chunks
 
 
 def context_lines(chunk: Chunk, note: Note, title: str | None = None) -> list[str]:
@@ -266,7 +346,7 @@ def context_lines(chunk: Chunk, note: Note, title: str | None = None) -> list[st
     if not chunk.heading_levels or chunk.heading_levels[0] != 1:
         # not under a `#` heading of its own: the note's title says what it belongs to
         path.insert(0, note_title(note) if title is None else title)
-    shown = {h.title for h in headings(chunk.text)}
+    shown = {h.title for h in headings(chunk.text)} if _has_headings(note) else set()
     while path and path[-1] in shown:
         path.pop()  # the chunk starts with these headings already
     lines = [PATH_SEPARATOR.join(path)] if path else []

@@ -88,7 +88,8 @@ def check_model(store: Store, model: str, dimensions: int) -> None:
         made_by = f"{found.model or 'an unknown model'} ({found.dimensions}-d)"
         raise ModelMismatch(
             f"collection '{store.collection}' was built with {made_by} but the embedder "
-            f"serves {model} ({dimensions}-d); re-embed everything with {REBUILD_HINT}"
+            f"serves {model} ({dimensions}-d) for it; re-embed that collection only with "
+            f"`uv run ingest.py --rebuild {store.collection}`"
         )
     store.checked_model = (model, dimensions)
 

@@ -67,8 +67,12 @@ class EmbedClient:
         timeout: float = 120.0,
         retries: int = 5,
         api_key: str = "",
+        request_model: str = "",
     ) -> None:
         self.url = url.rstrip("/")
+        # the model asked for by name (`model` in each request, OpenAI's convention); empty:
+        # the embedder's default model (EMBED_MODEL)
+        self.request_model = request_model
         self.batch_size = batch_size
         self.max_chars = max_chars
         self.timeout = timeout
@@ -129,11 +133,27 @@ class EmbedClient:
 
     @property
     def model(self) -> str:
-        return str((self._health or self.health())["model"])
+        return str(self._served()["model"])
 
     @property
     def dimensions(self) -> int:
-        return int((self._health or self.health())["dimensions"])
+        return int(self._served()["dimensions"])
+
+    def _served(self) -> dict[str, Any]:
+        """/health's entry for the model this client asks for (the default model's fields, or
+        its `models` list's entry for `request_model`)."""
+        health = self._health or self.health()
+        if not self.request_model or self.request_model == health.get("model"):
+            return health
+        for entry in health.get("models") or []:
+            if entry.get("model") == self.request_model:
+                return entry
+        served = ", ".join(str(m.get("model")) for m in health.get("models") or [health])
+        raise EmbedError(
+            f"embedder at {self.url} does not serve {self.request_model} (CODE_EMBED_MODEL); "
+            f"it serves {served}: set its EMBED_CODE_MODEL to that model",
+            code="model_not_found",
+        )
 
     # --- embedding -------------------------------------------------------------------
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -183,7 +203,13 @@ class EmbedClient:
             yield batch
 
     def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
-        payload = {"input": texts, "input_type": input_type, "encoding_format": "base64"}
+        payload: dict[str, Any] = {
+            "input": texts,
+            "input_type": input_type,
+            "encoding_format": "base64",
+        }
+        if self.request_model:
+            payload["model"] = self.request_model
         body = self._post(payload)
         dims = self.dimensions  # after the POST: it has waited out a loading model
         data = sorted(body.get("data", []), key=lambda item: item["index"])

@@ -36,11 +36,14 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 
 from kb import collection, sync
+from kb.backend import embed_client
 from kb.embed_cache import EmbedCache
 from kb.embedding import EmbedClient
 from kb.errors import EmbedError, IngestError, ModelMismatch, StoreError
+from kb.formats import CODE, PROSE
 from kb.keywords import document_vector
 from kb.notes import normalise_tags
 from kb.prepare import Prepared, Read, prepare
@@ -48,6 +51,7 @@ from kb.progress import Progress, Summary
 from kb.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED
 from kb.settings import Settings
 from kb.sources.base import Failure, Source
+from kb.sources.domain import DomainSource, Listed
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.sources.youtube import PlaylistSource
@@ -352,7 +356,7 @@ def run(
     client: EmbedClient,
     store: Store,
     *,
-    rebuild: bool = False,
+    rebuild: bool | str = False,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     allow_deletes: bool = False,
@@ -361,14 +365,18 @@ def run(
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
     NOTE_FOLDERS folder, then every YOUTUBE_PLAYLISTS playlist (only those with `youtube_only`),
-    as the settings say: what ingest.py runs. ConfigError for a bad NOTE_FOLDERS or
-    YOUTUBE_PLAYLISTS and IngestError for a folder losing too many notes, before anything
-    changes. `only`: the origins to sync ("inbox", folder names; no playlist), all when None
-    (kb.watch)."""
+    as the settings say: what ingest.py runs. Prose goes to `store` (COLLECTION), code and
+    notebooks to CODE_COLLECTION beside it, embedded with CODE_EMBED_MODEL (kb.sources.domain);
+    `rebuild` True rebuilds both, a collection's name that one only. ConfigError for a bad
+    NOTE_FOLDERS or YOUTUBE_PLAYLISTS and IngestError for a folder losing too many notes, before
+    anything changes. `only`: the origins to sync ("inbox", folder names; no playlist), all when
+    None (kb.watch)."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
     folders = configured(settings)
-    inbox = InboxSource(settings.NOTES_DIR, reserved=[f.name for f in folders])
+    inbox = InboxSource(
+        settings.NOTES_DIR, reserved=[f.name for f in folders], suffixes=settings.index_extensions
+    )
     files: list[Source] = [] if youtube_only else [inbox, *folders]
     if only is not None:
         files = [s for s in files if s.origin in only]
@@ -377,17 +385,42 @@ def run(
         _check_folders(chosen, store, settings.NOTE_FOLDERS_MAX_DELETE)
     # a watcher's batch (`only`) never spends YouTube quota
     playlists = youtube_playlists(settings, State(settings.STATE_DIR)) if only is None else []
-    sources: list[Source] = [*files, *playlists]
+    total = Summary(rebuilt=bool(rebuild))
+    step = partial(_ingest_into, total, settings, progress=progress, stop=stop,
+                   allow_deletes=allow_deletes)  # fmt: skip
     try:
-        return _run_each(sources, settings, client, store, rebuild=rebuild, progress=progress,
-                         stop=stop, allow_deletes=allow_deletes)  # fmt: skip
+        code_store = store.beside(settings.CODE_COLLECTION)
+        with embed_client(settings, code=True) as code_client:
+            for source in files:
+                listed = Listed(source)
+                for view, target, embedder in (
+                    (DomainSource(listed, PROSE), store, client),
+                    (DomainSource(listed, CODE), code_store, code_client),
+                ):
+                    if view.domain == CODE and not _has_code(view, code_store, bool(rebuild)):
+                        continue  # no code anywhere: no code collection, no code model needed
+                    step(
+                        view,
+                        embedder,
+                        target,
+                        rebuild=rebuild is True or rebuild == target.collection,
+                    )
+        for playlist in playlists:  # videos are prose: the notes collection
+            step(playlist, client, store, rebuild=rebuild is True or rebuild == store.collection)
     finally:
         close_youtube(playlists)
+    return total
 
 
-def _run_each(
-    sources: Sequence[Source],
+def _rebuilds(rebuild: bool | str, store: Store) -> bool:
+    """--rebuild (True) rebuilds every collection; --rebuild NAME that one only."""
+    return rebuild is True or rebuild == store.collection
+
+
+def _ingest_into(
+    total: Summary,
     settings: Settings,
+    source: Source,
     client: EmbedClient,
     store: Store,
     *,
@@ -395,33 +428,39 @@ def _run_each(
     progress: Progress | None,
     stop: threading.Event | None,
     allow_deletes: bool,
-) -> Summary:
-    total = Summary(rebuilt=rebuild)
-    for source in sources:
-        try:
-            total.add(
-                ingest(
-                    source,
-                    client,
-                    store,
-                    State(settings.STATE_DIR),
-                    rebuild=rebuild,
-                    max_bytes=settings.NOTE_MAX_BYTES,
-                    group_chunks=settings.EMBED_BATCH_SIZE,
-                    cache=settings.EMBED_CACHE,
-                    progress=progress,
-                    stop=stop,
-                    max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
-                    allow_deletes=allow_deletes,
-                    private_tags=normalise_tags(settings.PRIVATE_TAGS),
-                )
+) -> None:
+    """One source (or one domain's view of it) into one collection, counted in `total`."""
+    try:
+        total.add(
+            ingest(
+                source,
+                client,
+                store,
+                State(settings.STATE_DIR),
+                rebuild=rebuild,
+                max_bytes=settings.NOTE_MAX_BYTES,
+                group_chunks=settings.EMBED_BATCH_SIZE,
+                cache=settings.EMBED_CACHE,
+                progress=progress,
+                stop=stop,
+                max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
+                allow_deletes=allow_deletes,
+                private_tags=normalise_tags(settings.PRIVATE_TAGS),
             )
-        except IngestError as exc:
-            if exc.summary is not None:
-                total.add(exc.summary)
-            exc.summary = total
-            raise
+        )
+    except IngestError as exc:
+        if exc.summary is not None:
+            total.add(exc.summary)
+        exc.summary = total
+        raise
     return total
+
+
+def _has_code(view: DomainSource, code_store: Store, rebuild: bool) -> bool:
+    """Whether the code pass has anything to do: code items listed, or a code collection that
+    may hold this source's code from before (then its sync must see the files gone)."""
+    listed = view.has_items(everything=view.complete or rebuild)
+    return listed or collection.info(code_store) is not None
 
 
 def _check_folders(folders: Sequence[FolderSource], store: Store, share: float) -> None:

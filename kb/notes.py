@@ -19,14 +19,17 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-NOTE_SUFFIXES = (".md", ".txt")
+from kb import formats
+from kb.formats.base import Block, FormatError, decode_text
+
+NOTE_SUFFIXES = formats.TEXT_NOTES  # Markdown and text: frontmatter, heading chunks
 
 # `---` alone on the first line opens the block; `---` or `...` alone on a line closes it.
 _OPEN = re.compile(r"---[ \t]*\r?\n")
@@ -63,6 +66,13 @@ class Note:
     private: bool = False  # `private: true`: never embedded or stored (kb.prepare)
     # payload fields a source sets beyond a file's (kb.sources.youtube: kind, channel, url ...)
     record: Mapping[str, Any] | None = None
+    # other file kinds (kb.formats): `text` is their readable text, cut into these blocks
+    kind: str = "prose"  # prose, table, config, notebook, code
+    domain: str = formats.PROSE  # the collection its chunks belong to: prose or code
+    blocks: tuple[Block, ...] = ()
+    marks: tuple[tuple[int, str], ...] = ()  # (offset, locator) such as a docx's `¶ N`
+    markdown: bool = True  # without blocks: cut along Markdown headings, else plain text
+    notice: str | None = None  # indexed in a lesser way (a .py that does not parse)
 
     @property
     def body(self) -> str:
@@ -175,18 +185,10 @@ def split_frontmatter(text: str, path: Path | str) -> tuple[dict[str, Any], int]
 
 def decode_note(data: bytes, path: Path | str) -> str:
     """File bytes -> text, or NoteError saying why they are not a text note."""
-    if not data.strip():
-        raise NoteError(path, "empty file")
-    nul = data.find(b"\x00")
-    if nul != -1:
-        raise NoteError(path, f"contains a NUL byte at offset {nul} (binary or UTF-16 file?)")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad = data[exc.start]
-        raise NoteError(
-            path, f"not UTF-8 text (byte 0x{bad:02x} at offset {exc.start}); save it as UTF-8"
-        ) from None
+        return decode_text(data)
+    except FormatError as exc:
+        raise NoteError(path, exc.reason) from None
 
 
 def parse_note(text: str, path: Path, source: str) -> Note:
@@ -219,11 +221,27 @@ def parse_note(text: str, path: Path, source: str) -> Note:
     )
 
 
-def read_note(path: Path, source: str, *, max_bytes: int) -> Note:
-    """Read and parse the regular file at `path` (the caller has ruled out links and folders)."""
+def read_note(path: Path, source: str, *, max_bytes: int, max_chars: int = 1500) -> Note:
+    """Read and parse the regular file at `path` (the caller has ruled out links and folders):
+    a `.md`/`.txt` note with its frontmatter, or another kind through its kb.formats reader
+    (`max_chars`: the chunk size its code readers cut to)."""
     size = path.stat().st_size
     if size > max_bytes:
         raise NoteError(
             path, f"too large ({size:,} bytes > NOTE_MAX_BYTES={max_bytes:,}); split it up"
         )
-    return parse_note(decode_note(path.read_bytes(), path), path, source)
+    if source.lower().endswith(NOTE_SUFFIXES):
+        note = parse_note(decode_note(path.read_bytes(), path), path, source)
+        return replace(note, markdown=source.lower().endswith(".md"))
+    try:
+        parsed = formats.parse(path.name, path.read_bytes(), max_chars)
+    except FormatError as exc:
+        raise NoteError(path, exc.reason) from None
+    if not parsed.text.strip():
+        raise NoteError(path, "no text to index")
+    return Note(
+        path=path, source=source, text=parsed.text, body_start=0, tags=(), topic=None,
+        document_date=None, kind=parsed.kind, domain=parsed.domain,
+        blocks=tuple(parsed.blocks), marks=tuple(parsed.marks), markdown=parsed.markdown,
+        notice=parsed.notice,
+    )  # fmt: skip

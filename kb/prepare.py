@@ -65,6 +65,8 @@ class Prepared:
                 line_start=c.line_start,
                 line_end=c.line_end,
                 origin=self.origin,
+                locator=c.locator,
+                domain=note.domain,
                 **(note.record or {}),
             )
             for c in self.chunks
@@ -137,6 +139,8 @@ def prepare(
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
             continue
+        if note.notice:
+            summary.notices.append(Failure(item.shown, note.notice))
         clean = redact_note(note, chunks, note_title(note))
         if clean.secrets:
             summary.redacted[item.source] = clean.secrets

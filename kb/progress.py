@@ -30,7 +30,9 @@ class Summary:
     unindexed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # full build: files gone, points deleted
     deleted: list[str] = field(default_factory=list)  # folder files gone: notes soft-deleted
-    ignored: list[str] = field(default_factory=list)  # files that are not .md/.txt
+    ignored: list[str] = field(default_factory=list)  # files of kinds not indexed
+    # indexed, but in a lesser way, with the reason (a .py that does not parse: line windows)
+    notices: list[Failure] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
     redacted: dict[str, int] = field(default_factory=dict)  # note -> secrets kept out of the index
     skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (path, gate): -v
@@ -47,7 +49,7 @@ class Summary:
     def add(self, other: Summary) -> None:
         """Count another source's run in this one (a run syncs the inbox and every folder)."""
         for name in ("added", "replaced", "unchanged", "restored", "private", "unindexed",
-                     "failed", "removed", "deleted", "ignored"):  # fmt: skip
+                     "failed", "removed", "deleted", "ignored", "notices"):  # fmt: skip
             getattr(self, name).extend(getattr(other, name))
         self.skipped_paths.extend(other.skipped_paths)
         for reason, count in other.skipped.items():
@@ -173,10 +175,14 @@ def format_summary(summary: Summary, *, verbose: bool = False) -> str:
         f"{summary.embedded_cached} chunk vectors reused; failed {len(summary.failed)}"
     ]
     lines += [f"  failed: {f.source}: {f.reason}" for f in summary.failed]
+    lines += [f"  note: {f.source}: {f.reason}" for f in summary.notices]
     if summary.ignored:
         few = summary.ignored if verbose else summary.ignored[:5]
         shown = ", ".join(few) + (", ..." if len(summary.ignored) > len(few) else "")
-        lines.append(f"  ignored {len(summary.ignored)} files that are not .md/.txt: {shown}")
+        lines.append(
+            f"  ignored {len(summary.ignored)} files of kinds not indexed "
+            f"(INDEX_EXTENSIONS): {shown}"
+        )
     if summary.skipped:
         counts = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.skipped.items()))
         lines.append(f"  skipped: {counts}")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kb import search as kb_search
 from kb.errors import EmbedError
+from kb.fusion import Domain, search_all
 from kb.schema import Hit
 
 if TYPE_CHECKING:
@@ -99,21 +100,30 @@ def search(
     k: int = 5,
     *,
     rerank_hits: bool | None = None,
+    code: tuple[Store, EmbedClient] | None = None,
+    domain: Domain = "all",
     **options: Any,
 ) -> Reranked:
-    """kb.search.search, then the rerank stage over its best RERANK_CANDIDATES (at least `k`).
+    """The first stage (kb.search.search over `store`; with `code`, kb.fusion.search_all over
+    both collections as `domain` says), then the rerank stage over its best RERANK_CANDIDATES
+    (at least `k`): the reranker puts prose and code on one scale.
 
     `rerank_hits`: None = when the embedder serves a reranker; False = first stage only;
     True = asked for (a note says so when it cannot run). `options` go to kb.search.search.
     """
+
+    def first(depth: int) -> list[Hit]:
+        if code is None:
+            return kb_search.search(store, client, query, depth, **options)
+        return search_all((store, client), code, query, depth, domain=domain, **options)
+
     if rerank_hits is False:
-        return Reranked(kb_search.search(store, client, query, k, **options))
+        return Reranked(first(k))
     depth = min(kb_search.MAX_K, max(k, settings.RERANK_CANDIDATES))
-    hits = kb_search.search(store, client, query, depth, **options)
     return rerank(
         client,
         query,
-        hits,
+        first(depth),
         k,
         weight=settings.RERANK_WEIGHT,
         max_chars=settings.RERANK_MAX_CHARS,

@@ -74,6 +74,9 @@ class ChunkRecord:
     categories: list[str] = field(default_factory=list)
     language: str | None = None
     thumbnail: str | None = None
+    # where in the item a reader finds the chunk: heading path, "p. 2", "row 17", "L 12-40"
+    locator: str = ""
+    domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.formats)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,7 +132,7 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
 # fields added after SCHEMA_VERSION 3: left out of a fingerprint while they hold their default,
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
-                    LANGUAGE, "thumbnail"})  # fmt: skip
+                    LANGUAGE, "thumbnail", "locator", "domain"})  # fmt: skip
 _DEFAULTS = {
     f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
     for f in fields(ChunkRecord)
@@ -208,6 +211,8 @@ class Hit:
     language: str | None = None
     thumbnail: str | None = None
     rerank_score: float | None = None  # the reranker's relevance (0..1) when it ran (kb.rerank)
+    locator: str = ""  # "p. 2", "row 17", "L 12-40", a heading path (kb.formats)
+    domain: str = "prose"  # prose or code
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -245,7 +250,8 @@ class Hit:
             char_end=opt("char_end", int),
             title=shown(opt("title", str)),
             heading_path=[shown(h) for h in strings("heading_path")],
-            hidden_chars_removed=removed,
+            locator=shown(opt("locator", str) or ""),
+            domain=opt("domain", str) or "prose",
             kind=opt(KIND, str) or NOTE,
             channel=channel,
             url=opt("url", str),
@@ -255,6 +261,7 @@ class Hit:
             categories=strings(CATEGORIES),
             language=opt(LANGUAGE, str),
             thumbnail=opt("thumbnail", str),
+            hidden_chars_removed=removed,  # last: after every shown() above
         )
 
     def to_dict(self) -> dict[str, Any]:

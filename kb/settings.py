@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kb import formats
 from kb.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +129,16 @@ class Settings(BaseSettings):
         ".env (docs/security.md); empty: none.",
     )
     COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")
+    CODE_COLLECTION: str = Field(
+        "code",
+        min_length=1,
+        description="Collection of code and notebooks (kb.formats), searched beside COLLECTION.",
+    )
+    CODE_EMBED_MODEL: str = Field(
+        "",
+        description="Model the code collection is embedded with (the embedder must serve it: "
+        "its EMBED_CODE_MODEL); empty: the embedder's EMBED_MODEL.",
+    )
 
     # --- notes -----------------------------------------------------------------------
     NOTES_DIR: Path = Field(
@@ -137,6 +148,12 @@ class Settings(BaseSettings):
         5_000_000,
         ge=1,
         description="Notes larger than this (bytes) are reported and left in place, not ingested.",
+    )
+
+    INDEX_EXTENSIONS: str = Field(
+        formats.DEFAULT_EXTENSIONS,
+        description="Comma-separated file suffixes that are indexed (docs/formats.md lists "
+        "each kind and its locator); secrets (.env, *.pem, *.key ...) never are.",
     )
 
     NOTE_FOLDERS: str = Field(
@@ -256,6 +273,30 @@ class Settings(BaseSettings):
         self.STATE_DIR = from_root(self.STATE_DIR)
         if self.QDRANT_PATH:
             self.QDRANT_PATH = str(from_root(Path(self.QDRANT_PATH)))
+        return self
+
+    @property
+    def index_extensions(self) -> tuple[str, ...]:
+        """INDEX_EXTENSIONS as lowercase suffixes."""
+        return tuple(e.strip().lower() for e in self.INDEX_EXTENSIONS.split(",") if e.strip())
+
+    @model_validator(mode="after")
+    def _two_collections(self) -> Settings:
+        if self.CODE_COLLECTION == self.COLLECTION:
+            raise ValueError(
+                f"CODE_COLLECTION: {self.CODE_COLLECTION!r} is COLLECTION too; code and notes "
+                "need collections of their own"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _known_extensions(self) -> Settings:
+        for suffix in self.index_extensions:
+            if suffix not in formats.KNOWN or formats.is_secret(f"x{suffix}"):
+                raise ValueError(
+                    f"INDEX_EXTENSIONS: {suffix!r} is not a file kind that can be indexed "
+                    f"(known: {' '.join(formats.KNOWN)})"
+                )
         return self
 
     @property

@@ -135,6 +135,7 @@ class Store:
         self.checked_model: tuple[str, int] | None = None
         self.has_keyword = False
         self.cluster: dict[str, int] = {}  # shard_number etc. for a new collection (kb.backend)
+        self.owns_client = True  # False for a store made by `beside`
 
     @classmethod
     def open(
@@ -200,7 +201,16 @@ class Store:
         return store
 
     def close(self) -> None:
-        self.client.close()
+        if self.owns_client:
+            self.client.close()
+
+    def beside(self, collection: str) -> Store:
+        """Another collection of the same Qdrant, on this store's client (embedded Qdrant opens
+        its folder once per process); closing it leaves this store open."""
+        other = Store(self.client, collection, self.location, embedded=self.embedded)
+        other.owns_client = False
+        other.cluster = self.cluster
+        return other
 
     def optimize(self) -> bool:
         """Build the vector indexes of embedded storage on Qdrant's engine (kb.edge): blocks for

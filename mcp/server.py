@@ -1,6 +1,6 @@
-"""MCP server: the user's notes as tools (`search_notes`, `answer_question`, `browse_notes`,
-`list_tags`, `list_deleted`, `status`; with MCP_WRITE_TOOLS also `delete_note`, `restore_note`)
-for AI assistants, and the dashboard's web pages beside them (dashboard.py).
+"""MCP server: the user's notes as tools (`search_notes`, `read_note`, `answer_question`,
+`browse_notes`, `list_tags`, `list_deleted`, `status`; with MCP_WRITE_TOOLS also `delete_note`,
+`restore_note`) for AI assistants, and the dashboard's web pages beside them (dashboard.py).
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
@@ -38,6 +38,7 @@ from surface import (
     DELETE_NOTE,
     LIST_DELETED,
     LIST_TAGS,
+    READ_NOTE,
     RESTORE_NOTE,
     SEARCH_NOTES,
     STATUS,
@@ -63,9 +64,11 @@ from surface import (
     Kind,
     Language,
     Limit,
+    LineCount,
     MaxDuration,
     MinDuration,
     NoteChange,
+    NoteText,
     Offset,
     Order,
     OrderBy,
@@ -73,9 +76,11 @@ from surface import (
     PerNote,
     Query,
     Rerank,
+    SearchDomain,
     SearchMode,
     SearchResults,
     Source,
+    StartLine,
     StatusReport,
     TagCount,
     TagList,
@@ -85,7 +90,7 @@ from surface import (
 )
 
 from kb import browse as kb_browse
-from kb import collection, handoff, lifecycle
+from kb import collection, handoff, lifecycle, reading
 from kb import rerank as kb_rerank
 from kb import search as kb_search
 from kb import status as kb_status
@@ -134,10 +139,13 @@ def filters(tool: str = "search_notes", **arguments: Any) -> kb_search.Filters:
 
 
 def find(backend: Backend, query: str, k: int, **options: Any) -> kb_rerank.Reranked:
-    """kb's search and rerank stage; no hits at all from an empty collection is an error the
-    user can fix."""
+    """kb's search (both collections unless `domain` narrows it) and rerank stage; no hits at
+    all from an empty collection is an error the user can fix."""
     store = backend.store()
-    found = kb_rerank.search(store, backend.client, backend.settings, query, k, **options)
+    code = (backend.code_store(), backend.code_client)
+    found = kb_rerank.search(
+        store, backend.client, backend.settings, query, k, code=code, **options
+    )
     if not found.hits and collection.require(store).points == 0:
         raise ToolError(
             f"collection '{store.collection}' has no notes yet: put notes in the notes folder "
@@ -186,6 +194,7 @@ def build_server(backend: Backend) -> MCPServer:
         category: Category = None,
         rerank: Rerank = None,
         alternates: Alternates = None,
+        domain: SearchDomain = "all",
     ) -> SearchResults:
         k = max(1, min(TOOL_MAX_K, k))
         try:
@@ -221,14 +230,16 @@ def build_server(backend: Backend) -> MCPServer:
                 per_note=per_note or None,
                 rerank_hits=rerank,
                 alternates=alternates or (),
+                domain=domain,
             )
         )
         hits = found.hits
         # Counts and timings only: queries and note text never reach the log at INFO.
         log.info(
-            "search_notes k=%d mode=%s tags=%d per_note=%d hits=%d reranked=%s %.0f ms",
+            "search_notes k=%d mode=%s domain=%s tags=%d per_note=%d hits=%d reranked=%s %.0f ms",
             k,
             mode,
+            domain,
             len(where.tags_any) + len(where.tags_all),
             per_note,
             len(hits),
@@ -292,6 +303,22 @@ def build_server(backend: Backend) -> MCPServer:
             total=page.total,
             results=[Hit.model_validate(h, from_attributes=True) for h in page.items],
         )
+
+    @server.tool(description=READ_NOTE, annotations=read_only)
+    async def read_note(
+        source: Source, start_line: StartLine = 1, lines: LineCount = 200
+    ) -> NoteText:
+        if start_line < 1:
+            raise ToolError("validation error for read_note: start_line must be 1 or more")
+        count = max(1, min(reading.MAX_LINES, lines))
+
+        def read() -> reading.Passage:
+            stores = [backend.store(), backend.code_store()]
+            return reading.read_item(backend.settings, stores, source, start_line, count)
+
+        passage = await off_loop(read)
+        log.info("read_note lines=%d truncated=%s", passage.end_line, passage.truncated)
+        return NoteText.model_validate(passage, from_attributes=True)
 
     @server.tool(description=LIST_TAGS, annotations=read_only)
     async def list_tags() -> TagList:

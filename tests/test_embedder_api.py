@@ -42,8 +42,7 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict:
 
 def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, minilm_path) -> None:
     body = httpx.get(f"{embedder_url}/health").json()
-    assert body == {
-        "status": "ok",
+    model = {
         "model": str(minilm_path),
         "dimensions": 384,
         "max_input_tokens": 256,  # MiniLM's sentence-transformers max_seq_length
@@ -51,6 +50,7 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "device": "cpu",
         "rerank": None,  # no RERANK_MODEL
     }
+    assert body == {"status": "ok", **model, "models": [model]}  # one model served
 
 
 def test_response_has_the_openai_shape_in_input_order(embedder_url: str) -> None:

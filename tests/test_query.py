@@ -213,6 +213,8 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "language": None,
         "thumbnail": None,
         "rerank_score": None,  # made by the rerank stage, which kb.search alone does not run
+        "locator": "",  # points written before locators: none, and prose
+        "domain": "prose",
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector

@@ -1,8 +1,8 @@
 """Finding note files under a folder: what the inbox and in-place folders list, through the same
 gates, cheapest first: hidden files and folders, editor swap and backup files, files git would
-not track (an in-place folder that is a git work tree), other file kinds (not .md/.txt), then
-links and anything that is not a regular file. The size cap and the binary and UTF-8 checks
-come when a note is read (kb.notes).
+not track (an in-place folder that is a git work tree), secrets and keys, other file kinds (not
+in INDEX_EXTENSIONS), then links and anything that is not a regular file. The size cap and the
+binary and UTF-8 checks come when a note is read (kb.notes, kb.formats).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from kb.notes import NOTE_SUFFIXES
+from kb.formats import DEFAULT_EXTENSIONS, is_secret
 from kb.sources.base import Failure
 
 # what editors leave beside a note while saving it: never a note
@@ -23,6 +23,8 @@ EDITOR_FILES = ("*.swp", "*~", ".#*", "*.save", "*.tmp", "*.part")
 HIDDEN = "hidden"
 EDITOR = "editor swap or backup file"
 UNTRACKED = "not tracked by git (.gitignore)"
+SECRET = "secret or key file (never indexed)"
+DEFAULT_SUFFIXES = tuple(DEFAULT_EXTENSIONS.split(","))
 GIT_TIMEOUT_S = 60
 
 
@@ -39,8 +41,8 @@ class Found:
         self.skipped_paths.append((rel, gate))
 
 
-def is_note_name(name: str) -> bool:
-    return name.lower().endswith(NOTE_SUFFIXES)
+def is_note_name(name: str, suffixes: tuple[str, ...] = DEFAULT_SUFFIXES) -> bool:
+    return name.lower().endswith(suffixes)
 
 
 def is_editor_file(name: str) -> bool:
@@ -65,13 +67,19 @@ def git_files(folder: Path) -> set[str] | None:
 
 
 def discover(
-    top: Path, notes_root: Path, *, leave_out: str | None = None, tracked: set[str] | None = None
+    top: Path,
+    notes_root: Path,
+    *,
+    leave_out: str | None = None,
+    tracked: set[str] | None = None,
+    suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
 ) -> Found:
     """Note files under `top` as (path, source) pairs, plus what was refused, ignored, skipped.
 
     Sources are POSIX paths relative to `top`. `leave_out`: a folder right under `top` not
     walked (the inbox's ingested/). `tracked`: only these files (relative to `top`) are listed
-    (git_files). Links are never followed: a note must be a regular file.
+    (git_files). `suffixes`: the file kinds listed (INDEX_EXTENSIONS); secrets and keys never
+    are. Links are never followed: a note must be a regular file.
     """
     found = Found()
     kept_dirs = None  # with `tracked`: the folders holding tracked files (others are not walked)
@@ -93,7 +101,7 @@ def discover(
             elif path.is_symlink():
                 found.failed.append(Failure(rel, "symlinked folder (not followed)"))
             else:
-                if is_note_name(name):
+                if is_note_name(name, suffixes):
                     found.failed.append(
                         Failure(rel, "a folder, not a note file (files inside it are read)")
                     )
@@ -108,7 +116,9 @@ def discover(
                 found.skip(rel, EDITOR)
             elif tracked is not None and rel not in tracked:
                 found.skip(rel, UNTRACKED)
-            elif not is_note_name(name):
+            elif is_secret(name):
+                found.skip(rel, SECRET)
+            elif not is_note_name(name, suffixes):
                 found.ignored.append(rel)
             else:
                 _check_file(path, rel, real_root, found)

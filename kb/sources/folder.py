@@ -20,7 +20,7 @@ from kb.notes import Note, read_note
 from kb.schema import INBOX
 from kb.settings import Settings, from_root
 from kb.sources.base import Failure, Item, Listing
-from kb.sources.files import discover, git_files
+from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files
 from kb.sources.inbox import INGESTED
 
 # names a folder may not take: another source's (the inbox's, its ingested/ folder)
@@ -34,6 +34,7 @@ class FolderSource:
     name: str
     root: Path
     git: bool = True  # list only what git would track when the folder is a git work tree
+    suffixes: tuple[str, ...] = DEFAULT_SUFFIXES  # the file kinds listed (INDEX_EXTENSIONS)
     complete = True
     # what the last listing named, read or not: a stored note still listed is never gone
     _listed: set[str] = field(default_factory=set, repr=False, compare=False)
@@ -44,7 +45,7 @@ class FolderSource:
 
     def listing(self, *, everything: bool) -> Listing:
         tracked = git_files(self.root) if self.git else None
-        found = discover(self.root, self.root, tracked=tracked)
+        found = discover(self.root, self.root, tracked=tracked, suffixes=self.suffixes)
         listing = Listing(
             [Item(f"{self.name}/{rel}", path, f"{self.name}/{rel}", pending=False)
              for path, rel in found.files],
@@ -116,7 +117,11 @@ def configured(settings: Settings) -> list[FolderSource]:
             raise ConfigError(f"{where}: {path} is not readable")
         if path.is_relative_to(inbox) or inbox.is_relative_to(path):
             raise ConfigError(f"{where}: {path} overlaps NOTES_DIR {inbox}; keep them apart")
-        folders.append(FolderSource(name, path, git=settings.NOTE_FOLDERS_GIT))
+        folders.append(
+            FolderSource(
+                name, path, git=settings.NOTE_FOLDERS_GIT, suffixes=settings.index_extensions
+            )
+        )
     return folders
 
 

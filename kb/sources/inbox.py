@@ -18,7 +18,7 @@ from pathlib import Path
 from kb.notes import Note, read_note
 from kb.schema import INBOX
 from kb.sources.base import Failure, Item, Listing
-from kb.sources.files import discover
+from kb.sources.files import DEFAULT_SUFFIXES, discover
 
 INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
@@ -30,20 +30,27 @@ class InboxSource:
     origin = INBOX
     complete = False  # a run lists only what waits in the inbox (everything: a full build)
 
-    def __init__(self, root: Path, *, reserved: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        reserved: Collection[str] = (),
+        suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
+    ) -> None:
         self.root = root
+        self.suffixes = suffixes  # the file kinds listed (INDEX_EXTENSIONS)
         self.reserved = frozenset(reserved)  # NOTE_FOLDERS names: no inbox note may start so
         self.ingested = root / INGESTED
         self._emptied: set[Path] = set()  # inbox folders notes were moved out of
 
     def listing(self, *, everything: bool) -> Listing:
-        found = discover(self.root, self.root, leave_out=INGESTED)
+        found = discover(self.root, self.root, leave_out=INGESTED, suffixes=self.suffixes)
         inbox, failed, ignored, skipped = found.files, found.failed, found.ignored, found.skipped
         skipped_paths = list(found.skipped_paths)
         items: list[Item] = []
         stored: list[tuple[Path, str]] = []
         if everything:
-            done = discover(self.ingested, self.root)
+            done = discover(self.ingested, self.root, suffixes=self.suffixes)
             stored = done.files
             failed += [Failure(f"{INGESTED}/{f.source}", f.reason) for f in done.failed]
             ignored += [f"{INGESTED}/{name}" for name in done.ignored]

@@ -1,0 +1,35 @@
+"""The code query set (bench/datasets/code) names real files of kb/ and line ranges inside them;
+the retrieval bench reads documents of every kind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import REPO_ROOT, import_from
+
+BENCH = REPO_ROOT / "bench"
+retrieval = import_from(BENCH, "retrieval")
+QUERIES = BENCH / "datasets" / "code" / "queries.jsonl"
+
+
+def test_the_code_query_set_has_twenty_questions_each_judged_by_a_file_and_lines():
+    queries = retrieval.load_queries(QUERIES, REPO_ROOT / "kb")
+    assert len(queries) >= 20
+    for line in QUERIES.read_text().splitlines():
+        entry = json.loads(line)
+        path, _, span = entry["lines"].partition(":")
+        assert list(entry["relevant"]) == [path]
+        first, last = map(int, span.split("-"))
+        length = len((REPO_ROOT / "kb" / path).read_text().splitlines())
+        assert 1 <= first <= last <= length, entry["id"]
+
+
+def test_documents_of_every_indexed_kind_can_be_judged(tmp_path: Path):
+    for name in ("a.pdf", "b.csv", "c.ipynb", "d.go"):
+        (tmp_path / name).write_text("x")
+    queries = tmp_path / "q.jsonl"
+    relevant = {"a.pdf": 1, "b.csv": 1, "c.ipynb": 1, "d.go": 1}
+    queries.write_text(json.dumps({"id": "q", "query": "x", "relevant": relevant}) + "\n")
+    (query,) = retrieval.load_queries(queries, tmp_path)
+    assert set(query.relevant) == set(relevant)
