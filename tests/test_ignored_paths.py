@@ -12,6 +12,7 @@ import pytest
 from stack_files import ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
 
 from kb.settings import Settings
+from kb.local_stack import DEFAULT_STORAGE
 from kb.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME
 
 README = REPO_ROOT / "README.md"
@@ -43,7 +44,7 @@ def default_folders() -> set[str]:
 
 def stored_files() -> list[str]:
     """A file inside every storage or state location, as the code or the user would create it."""
-    folders = suggested_folders() | default_folders() | set(STATE_FOLDERS)
+    folders = suggested_folders() | default_folders() | set(STATE_FOLDERS) | {DEFAULT_STORAGE}
     files = [f"{folder}/sub/stored.file" for folder in sorted(folders)]
     state = Settings.model_fields["STATE_DIR"].default.relative_to(REPO_ROOT).as_posix()
     files += [f"{state}/{name}" for name in (CACHE_NAME, LOCK_NAME, RUN_LOG_NAME)]
@@ -70,9 +71,9 @@ def git_ignores(path: str) -> bool:
     return done.returncode == 0
 
 
-def test_the_storage_folder_readme_suggests_is_among_the_checked_locations() -> None:
-    # README's "Without Docker" step: echo "QDRANT_PATH=qdrant_data" >> .env
-    assert "qdrant_data" in suggested_folders()
+def test_the_storage_folder_make_local_defaults_to_is_among_the_checked_locations() -> None:
+    # README's "Without Docker" is `make local`: QDRANT_PATH defaults to qdrant_data there
+    assert f"{DEFAULT_STORAGE}/sub/stored.file" in stored_files()
 
 
 @pytest.mark.parametrize("path", stored_files())

@@ -123,15 +123,15 @@ def test_the_status_tool_reports_the_index_to_an_mcp_client(
     ingested_notes: IngestedNotes,
     tmp_path: Path,
 ) -> None:
-    state = tmp_path / "state"
+    state, notes = tmp_path / "state", tmp_path / "notes"
     write_watcher(state, os.getpid())
+    write(notes / "waiting.md", "Not ingested yet.\n")
     server = start_server(
         EMBED_URL=embedder_url,
         QDRANT_PATH=str(store_copy()),
         STATE_DIR=str(state),
-        NOTES_DIR=str(tmp_path),
+        NOTES_DIR=str(notes),
     )
-    write(tmp_path / "waiting.md", "Not ingested yet.\n")
     result = call_tool(server.url, "status")
     assert not result.is_error, result.content
     report = result.structured_content

@@ -66,6 +66,7 @@ class DomainSource:
             [f for f in whole.failed if domain_of(f.source) == self.domain],
             list(whole.ignored) if prose else [],
             dict(whole.skipped) if prose else {},
+            list(whole.skipped_paths) if prose else [],
         )
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
