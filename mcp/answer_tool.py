@@ -114,8 +114,9 @@ def add_answer_tool(
         k = max(1, min(TOOL_MAX_K, k))
         with errors():
             found = kb_rerank.search(
-                backend.store(), backend.client, backend.settings, question, k, filters=where
-            )
+                backend.store(), backend.client, backend.settings, question, k, filters=where,
+                code=(backend.code_store(), backend.code_client),
+            )  # fmt: skip
         return Retrieved(found.hits, found.note)
 
     def draft(

@@ -30,9 +30,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from kb import lifecycle, search, status
+from kb import lifecycle, rerank, search, status
 from kb.backend import Backend, embedder_message
 from kb.errors import EmbedError, KbError, NoteNotFound, StoreError
+from kb.formats import CODE
+from kb.fusion import DOMAINS
 from kb.preview import preview
 from kb.state import State
 
@@ -117,14 +119,18 @@ class Dashboard:
         return render("_status_panel.html", **await blocking(self._status))
 
     def _search(self, params: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"hits": [], "error": None, "tags": []}
+        out: dict[str, Any] = {"hits": [], "error": None, "tags": [], "note": None}
         try:
-            store = self.backend.store()
+            store, backend = self.backend.store(), self.backend
             out["tags"] = [u.tag for u in search.tag_usage(store)]
             if params["q"]:
-                where = search.Filters(tags_any=params["tag"])
-                out["hits"] = search.search(store, self.backend.client, params["q"], params["k"],
-                                            mode=params["mode"], filters=where)  # fmt: skip
+                found = rerank.search(
+                    store, backend.client, self.settings, params["q"], params["k"],
+                    rerank_hits=None if params["rerank"] else False,
+                    code=(backend.code_store(), backend.code_client), domain=params["domain"],
+                    mode=params["mode"], filters=search.Filters(tags_any=params["tag"]),
+                )  # fmt: skip
+                out["hits"], out["note"] = found.hits, found.note
         except EmbedError as exc:
             out["error"] = embedder_message(exc)
         except (KbError, ValueError) as exc:
@@ -138,13 +144,17 @@ class Dashboard:
         except ValueError:
             k = 10
         mode = query.get("mode") if query.get("mode") in search.MODES else "hybrid"
-        params = {"q": (query.get("q") or "").strip(), "k": k, "mode": mode,
+        domain = query.get("domain") if query.get("domain") in DOMAINS else "all"
+        # a link without the switch (or with rerank=on) reranks, as search_notes does
+        params = {"q": (query.get("q") or "").strip(), "k": k, "mode": mode, "domain": domain,
+                  "rerank": query.get("rerank", "on") == "on",
                   "tag": [t for t in query.getlist("tag") if t]}  # fmt: skip
         found = await blocking(lambda: self._search(params))
         if found["hits"] or params["q"]:
             log.info("dashboard search mode=%s k=%d hits=%d", mode, k, len(found["hits"]))
         name = "_results.html" if request.headers.get("hx-target") == "results" else "search.html"
-        return render(name, page="search", params=params, modes=search.MODES, **found)
+        return render(name, page="search", params=params, modes=search.MODES, domains=DOMAINS,
+                      **found)  # fmt: skip
 
     async def preview_page(self, request: Request) -> Response:
         source = request.query_params.get("source") or ""
@@ -152,8 +162,10 @@ class Dashboard:
             hit = int(request.query_params.get("chunk") or "")
         except ValueError:
             hit = None
+        code = request.query_params.get("domain") == CODE  # a code hit: the code collection's
+        store = self.backend.code_store if code else self.backend.store
         try:
-            note = await blocking(lambda: preview(self.backend.store(), source, hit))
+            note = await blocking(lambda: preview(store(), source, hit))
         except NoteNotFound as exc:
             return render("message.html", 404, page="search", title="Not found", text=str(exc))
         except StoreError as exc:

@@ -216,3 +216,18 @@ def test_with_a_token_pages_ask_for_it_once_and_keep_it_in_a_strict_cookie(
     assert page.locator("button", has_text="Restore").count() == 0
     mcp = page.request.post(guarded.url("/mcp"), data="{}")  # the cookie is not a bearer
     assert mcp.status == 401
+
+
+def test_the_domain_and_rerank_switches_travel_in_the_url(reader: Dashboard, page: Any) -> None:
+    page.goto(reader.url("/search"))
+    page.fill("#q", KIMCHI_QUERY)
+    page.select_option("#domain", "prose")
+    page.uncheck("#rerank")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/search\?q="))
+    page.locator(".hit .source").first.wait_for()
+    asked = parse_qs(urlparse(page.url).query)
+    assert asked["domain"] == ["prose"] and asked["rerank"] == ["off"]
+    assert "(hybrid, prose)" in text(page, "#results .dim")  # first-stage order, prose only
+    page.reload()
+    assert page.input_value("#domain") == "prose" and not page.is_checked("#rerank")
