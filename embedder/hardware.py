@@ -9,6 +9,7 @@ bf16 ran 6-9x slower than fp32. So `auto` asks the CPU, not torch's
 
 from __future__ import annotations
 
+import os
 import platform
 
 import torch
@@ -51,3 +52,70 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16" if cpu_has_native_bf16() else "fp32"
+
+
+# What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound
+# (cosine >= 0.995 to fp32 per vector on MiniLM); bench/embed_throughput.py, docs/embedder.md.
+AUTO_ENGINE = {
+    "native-bf16": ("torch", "bf16"),
+    "avx2": ("onnx", "int8"),
+    "arm": ("onnx", "int8"),
+    "other": ("torch", "fp32"),
+}
+CPU_CLASSES = tuple(AUTO_ENGINE)
+ONNX_AUTO_DTYPE = "int8"  # EMBED_BACKEND=onnx with EMBED_DTYPE=auto
+
+
+def cpu_features() -> set[str]:
+    """The features `cpu_class` reads, as this process may use them: ONEDNN_MAX_CPU_ISA=AVX2
+    (a cap on oneDNN, hence on torch's bf16 kernels) removes the AVX-512 and AMX ones."""
+    features = {"avx2"} if torch.backends.cpu.get_cpu_capability() != "DEFAULT" else set()
+    if torch.cpu._is_avx512_bf16_supported():
+        features.add("avx512_bf16")
+    if torch.cpu._is_amx_tile_supported():
+        features.add("amx_tile")
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap.startswith("AVX2") or cap in {"SSE41", "AVX"}:
+        features -= {"avx512_bf16", "amx_tile"}
+    return features
+
+
+def cpu_class(features: set[str], machine: str | None = None) -> str:
+    """native-bf16 (x86 with AVX512-BF16 or AMX), avx2 (other x86 with AVX2), arm, or other."""
+    machine = (machine or platform.machine()).lower()
+    if machine in {"aarch64", "arm64"}:
+        return "arm"
+    if machine not in _X86:
+        return "other"
+    if {"avx512_bf16", "amx_tile"} & features:
+        return "native-bf16"
+    return "avx2" if "avx2" in features else "other"
+
+
+def auto_engine(klass: str, dtype_setting: str = "auto") -> tuple[str, str]:
+    """(backend, dtype) `auto` picks for a CPU class; with an explicit EMBED_DTYPE, the engine
+    that runs it best (bf16 is torch's only)."""
+    backend, dtype = AUTO_ENGINE[klass]
+    if dtype_setting == "auto":
+        return backend, dtype
+    return ("torch" if dtype_setting == "bf16" else backend), dtype_setting
+
+
+def resolve_engine(
+    backend: str, dtype: str, device: torch.device, klass: str | None = None
+) -> tuple[str, str]:
+    """EMBED_BACKEND and EMBED_DTYPE -> (backend, dtype) actually used."""
+    if device.type != "cpu":
+        if backend == "onnx":
+            raise ModelLoadError(
+                f"EMBED_BACKEND=onnx runs on CPU only; use torch on EMBED_DEVICE={device.type}"
+            )
+        return "torch", resolve_dtype(dtype, device)
+    if backend == "torch":
+        return "torch", resolve_dtype(dtype, device)
+    if backend == "auto":
+        klass = klass or cpu_class(cpu_features())
+        return auto_engine(klass, dtype)
+    if dtype == "bf16":
+        raise ModelLoadError("EMBED_BACKEND=onnx runs fp32 or int8, not EMBED_DTYPE=bf16")
+    return "onnx", (ONNX_AUTO_DTYPE if dtype == "auto" else dtype)

@@ -1,0 +1,131 @@
+"""EMBED_BACKEND=onnx: the same model run by ONNX Runtime, exported ahead of time.
+
+`export` (torch.onnx, from the same Hugging Face folder the torch backend loads) writes
+`model.fp32.onnx` and, quantised from it, `model.int8.onnx` (dynamic int8 MatMuls with
+per-channel weight scales) into `onnx_dir(EMBED_ONNX_DIR, folder)`. The image does this in its
+build stage (`python embedder/export_onnx.py`); the service only loads the files, never exports
+at start. The graph returns the last hidden states; pooling stays model.pool, shared with torch.
+
+    python embedder/export_onnx.py MODEL_FOLDER_OR_HUB_ID [--onnx-dir DIR]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+log = logging.getLogger("embedder.onnx")
+
+FILES = {"fp32": "model.fp32.onnx", "int8": "model.int8.onnx"}
+OPSET = 17
+
+
+def onnx_dir(root: str | Path, folder: Path) -> Path:
+    """Where the exports of the model in `folder` live: one sub-folder per model folder."""
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return Path(root).expanduser() / f"{folder.name}-{digest}"
+
+
+class _HiddenStates(torch.nn.Module):
+    """The model with plain tensor inputs/outputs, as the exporter wants it."""
+
+    def __init__(self, model: torch.nn.Module, use_cache: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.kwargs = {"use_cache": False} if use_cache else {}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, **self.kwargs)
+        return out.last_hidden_state
+
+
+def export(folder: Path, out: Path) -> dict[str, Path]:
+    """Export the model in `folder` to fp32 ONNX and quantise it to int8; returns both paths."""
+    import inspect
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from transformers import AutoModel
+
+    out.mkdir(parents=True, exist_ok=True)
+    # Eager attention: exports to plain MatMul/Softmax, which ORT fuses itself.
+    model = AutoModel.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager", local_files_only=True
+    ).eval()
+    use_cache = "use_cache" in inspect.signature(model.forward).parameters
+    ids = torch.ones((2, 16), dtype=torch.long)
+    mask = torch.ones((2, 16), dtype=torch.long)
+    mask[1, :5] = 0  # a padded row, so the mask path is traced as it runs
+    fp32 = out / FILES["fp32"]
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")  # the exporter's tracer warnings; the test checks output
+        torch.onnx.export(
+            _HiddenStates(model, use_cache),
+            (ids, mask),
+            str(fp32),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "seq"},
+                "attention_mask": {0: "batch", 1: "seq"},
+                "last_hidden_state": {0: "batch", 1: "seq"},
+            },
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    int8 = out / FILES["int8"]
+    quantize_dynamic(
+        fp32,
+        int8,
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul"],
+    )
+    log.info("exported %s to %s", folder, out)
+    return {"fp32": fp32, "int8": int8}
+
+
+class OnnxModel:
+    """An ORT session over one exported file, called like the torch model's forward."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def hidden_states(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        feed = {"input_ids": input_ids.numpy(), "attention_mask": mask.numpy()}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
+        (hidden,) = self.session.run(["last_hidden_state"], feed)
+        return torch.from_numpy(hidden)
+
+
+def load_onnx(settings: Any, folder: Path, dtype: str) -> OnnxModel:
+    """The ORT model of `folder` at `dtype` from EMBED_ONNX_DIR; a clear error when not exported."""
+    from errors import ModelLoadError
+
+    if dtype not in FILES:
+        raise ModelLoadError(
+            f"EMBED_BACKEND=onnx runs fp32 or int8, not EMBED_DTYPE={dtype} (bf16 is torch's)"
+        )
+    path = onnx_dir(settings.EMBED_ONNX_DIR, folder) / FILES[dtype]
+    if not path.is_file():
+        raise ModelLoadError(
+            f"EMBED_BACKEND=onnx: no export of {folder} at {path}; run `python "
+            f"embedder/export_onnx.py {settings.EMBED_MODEL}` (the image does this at build "
+            "time) or set EMBED_BACKEND=torch"
+        )
+    return OnnxModel(path, settings.EMBED_THREADS)
