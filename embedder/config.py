@@ -102,10 +102,11 @@ class EmbedderSettings(BaseSettings):
     )
     EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(
         "auto",
-        description="Engine: auto = torch on GPUs and on CPUs with native bf16, onnx (ONNX "
-        "Runtime) on other CPUs when the model was exported (the image does it at build time), "
-        "else torch; torch = PyTorch (fp32, bf16, int8); onnx = ONNX Runtime (fp32, int8), "
-        "CPU only, from the export in EMBED_ONNX_DIR. /health reports the engine in use.",
+        description="Engine: auto = onnx (ONNX Runtime, fp32) on x86 CPUs with AVX2 but no "
+        "native bf16 when the model was exported (the image does it at build time), else torch; "
+        "torch = PyTorch (fp32, bf16, int8); onnx = ONNX Runtime (fp32, or int8: faster, but "
+        "cosine to fp32 0.98 on one-word inputs), CPU only, from the export in EMBED_ONNX_DIR. "
+        "/health reports the engine in use.",
     )
     EMBED_ONNX_DIR: str = Field(
         "~/.cache/personal-vector-mcp/onnx",
