@@ -12,7 +12,7 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
   fp32/int8 from an export made here as the image makes it) through the default engine, and its
   latency for one 20-token query.
 
-The CPU class (embedder/hardware.py: native-bf16, avx2, arm, other) decides the default (`auto`).
+The CPU class (embedder/hardware.py: amx, avx512-bf16, avx2, arm, other) decides the default.
 `--emulate-avx2` reruns the bench with torch capped to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
 ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2), so the avx2 class's default is measured
 on a CPU that has more; ONNX Runtime has no such cap and runs the CPU's own instructions (say so

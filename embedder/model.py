@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from config import EmbedderSettings
 from errors import ModelLoadError
-from hardware import resolve_device, resolve_dtype, resolve_engine
+from hardware import resolve_device, resolve_engine
 from onnx_backend import OnnxModel, load_onnx
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
@@ -155,13 +155,7 @@ class Embedder:
                     raise
                 # Outside the image nothing may have exported the model: torch runs it anyway.
                 log.warning("%s; EMBED_BACKEND=auto falls back to torch", exc)
-                self.backend, self.dtype = (
-                    "torch",
-                    resolve_dtype(
-                        settings.EMBED_DTYPE if settings.EMBED_DTYPE != "int8" else "fp32",
-                        self.device,
-                    ),
-                )
+                self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
         if self.onnx is None:
             self.model = self._load_weights(folder, self.dtype).to(self.device)
             # Decoder models would otherwise build a KV cache for every layer on every pass.

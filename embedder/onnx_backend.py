@@ -90,7 +90,9 @@ def export(folder: Path, out: Path) -> dict[str, Path]:
     import inspect
 
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # one log line per export, not a progress bar
     out.mkdir(parents=True, exist_ok=True)
     # Eager attention: exports to plain MatMul/Softmax, which ORT fuses itself.
     model = AutoModel.from_pretrained(

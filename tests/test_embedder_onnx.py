@@ -113,16 +113,17 @@ def test_an_explicit_onnx_backend_without_an_export_names_the_command_to_run(
 def test_auto_without_an_export_falls_back_to_torch(minilm_path: Path, tmp_path: Path) -> None:
     embedder = load(minilm_path, "auto", "auto", tmp_path)
     assert embedder.backend == "torch"  # type: ignore[attr-defined]
-    assert embedder.dtype in {"fp32", "bf16"}  # type: ignore[attr-defined]
+    expected = hardware.resolve_engine("auto", "auto", CPU)[1]  # this CPU's choice
+    assert embedder.dtype == expected  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
     ("features", "machine", "klass", "engine"),
     [
-        ({"avx2", "avx512_bf16"}, "x86_64", "native-bf16", ("torch", "bf16")),
-        ({"avx2", "amx_tile"}, "x86_64", "native-bf16", ("torch", "bf16")),
-        ({"avx2"}, "x86_64", "avx2", hardware.AUTO_ENGINE["avx2"]),
-        (set(), "aarch64", "arm", hardware.AUTO_ENGINE["arm"]),
+        ({"avx2", "avx512_bf16", "amx_tile"}, "x86_64", "amx", ("torch", "bf16")),
+        ({"avx2", "avx512_bf16"}, "x86_64", "avx512-bf16", ("onnx", "fp32")),
+        ({"avx2"}, "x86_64", "avx2", ("onnx", "fp32")),
+        (set(), "aarch64", "arm", ("torch", "fp32")),
         (set(), "x86_64", "other", ("torch", "fp32")),
     ],
 )
