@@ -49,9 +49,9 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "dtype": "fp32",  # the test server sets EMBED_DTYPE=fp32
         "backend": "torch",  # and EMBED_BACKEND=torch
         "device": "cpu",
-        "rerank": None,  # no RERANK_MODEL
     }
-    assert body == {"status": "ok", **model, "models": [model]}  # one model served
+    # one model served; no RERANK_MODEL
+    assert body == {"status": "ok", **model, "models": [model], "rerank": None}
 
 
 def test_response_has_the_openai_shape_in_input_order(embedder_url: str) -> None:
