@@ -57,8 +57,8 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
 # What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound
 # (cosine >= 0.995 to fp32 per vector on MiniLM); bench/embed_throughput.py, docs/embedder.md.
 # amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16 ran 0.65x, slower
-# than fp32; ONNX Runtime fp32 1.65x, exact. avx2: ONNX Runtime fp32 likewise (measured on this
-# AVX-512 CPU: ONNX Runtime has no ISA cap). ONNX Runtime int8 is faster still (2.8x) but its
+# than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: ONNX Runtime fp32 likewise (measured on this
+# AVX-512 CPU: ONNX Runtime has no ISA cap). ONNX Runtime int8 is faster (1.9-2.8x) but its
 # lowest cosine is 0.9945 on Cranfield and 0.98 on one-word inputs, so it is opt-in. ARM is
 # not measured here: it keeps torch fp32.
 AUTO_ENGINE = {
