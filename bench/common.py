@@ -160,6 +160,7 @@ def embedder() -> Iterator[str]:
         "EMBED_HOST": "127.0.0.1",
         "EMBED_PORT": str(port),
         "EMBED_DTYPE": "fp32",  # the exact reference precision the published numbers used
+        "EMBED_BACKEND": "torch",
         "LOG_LEVEL": "WARNING",
         # a reranker only when asked for (bench/retrieval.py --rerank): a folder, never fetched
         "RERANK_MODEL": os.environ.get("RERANK_MODEL", ""),

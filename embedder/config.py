@@ -100,6 +100,20 @@ class EmbedderSettings(BaseSettings):
         "cosine to fp32 >= 0.9999; int8 = dynamic int8 Linear layers, CPU only, slower than bf16 "
         "and less accurate (cosine to fp32 ~0.96). /health reports the precision in use.",
     )
+    EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(
+        "auto",
+        description="Engine: auto = by CPU class (docs/embedder.md): torch bf16 with AMX; onnx "
+        "(ONNX Runtime) fp32 on other x86 CPUs with AVX2 or AVX512-BF16 (exact; there faster "
+        "than torch bf16 and mostly than torch fp32), when the model was exported (the image "
+        "does it at build time), else torch; torch = PyTorch (fp32, bf16, int8); onnx = ONNX "
+        "Runtime (fp32, or int8: faster, but cosine to fp32 0.98 on one-word inputs), CPU only, "
+        "from the export in EMBED_ONNX_DIR. /health reports the engine in use.",
+    )
+    EMBED_ONNX_DIR: str = Field(
+        "~/.cache/personal-vector-mcp/onnx",
+        description="Folder of the ONNX exports (`python embedder/export_onnx.py MODEL` writes "
+        "them; the image exports at build time to /opt/onnx).",
+    )
     EMBED_DEVICE: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
         description="Where the model runs: auto = cuda when torch sees a CUDA GPU, else cpu.",

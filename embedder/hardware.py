@@ -9,6 +9,7 @@ bf16 ran 6-9x slower than fp32. So `auto` asks the CPU, not torch's
 
 from __future__ import annotations
 
+import os
 import platform
 
 import torch
@@ -51,3 +52,81 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16" if cpu_has_native_bf16() else "fp32"
+
+
+# What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound
+# (cosine >= 0.995 to fp32 per vector on MiniLM); bench/embed_throughput.py, docs/embedder.md.
+# amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16 ran 0.65x, slower
+# than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: ONNX Runtime fp32 likewise (measured on this
+# AVX-512 CPU: ONNX Runtime has no ISA cap). ONNX Runtime int8 is faster (1.9-2.8x) but its
+# lowest cosine is 0.9945 on Cranfield and 0.98 on one-word inputs, so it is opt-in. ARM is
+# not measured here: it keeps torch fp32.
+AUTO_ENGINE = {
+    "amx": ("torch", "bf16"),
+    "avx512-bf16": ("onnx", "fp32"),
+    "avx2": ("onnx", "fp32"),
+    "arm": ("torch", "fp32"),
+    "other": ("torch", "fp32"),
+}
+CPU_CLASSES = tuple(AUTO_ENGINE)
+ONNX_AUTO_DTYPE = "fp32"  # EMBED_BACKEND=onnx with EMBED_DTYPE=auto: within the bound
+
+
+def cpu_features() -> set[str]:
+    """The features `cpu_class` reads, as this process may use them: ONEDNN_MAX_CPU_ISA=AVX2
+    (a cap on oneDNN, hence on torch's bf16 kernels) removes the AVX-512 and AMX ones."""
+    features = {"avx2"} if torch.backends.cpu.get_cpu_capability() != "DEFAULT" else set()
+    if torch.cpu._is_avx512_bf16_supported():
+        features.add("avx512_bf16")
+    if torch.cpu._is_amx_tile_supported():
+        features.add("amx_tile")
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap.startswith("AVX2") or cap in {"SSE41", "AVX"}:
+        features -= {"avx512_bf16", "amx_tile"}
+    return features
+
+
+def cpu_class(features: set[str], machine: str | None = None) -> str:
+    """amx (x86 with AMX tiles), avx512-bf16 (AVX512-BF16 without AMX), avx2 (other x86 with
+    AVX2), arm, or other."""
+    machine = (machine or platform.machine()).lower()
+    if machine in {"aarch64", "arm64"}:
+        return "arm"
+    if machine not in _X86:
+        return "other"
+    if "amx_tile" in features:
+        return "amx"
+    if "avx512_bf16" in features:
+        return "avx512-bf16"
+    return "avx2" if "avx2" in features else "other"
+
+
+def auto_engine(klass: str, dtype_setting: str = "auto") -> tuple[str, str]:
+    """(backend, dtype) `auto` picks for a CPU class; with an explicit EMBED_DTYPE, the engine
+    that runs it best (bf16 is torch's only)."""
+    backend, dtype = AUTO_ENGINE[klass]
+    if dtype_setting == "auto":
+        return backend, dtype
+    return ("torch" if dtype_setting == "bf16" else backend), dtype_setting
+
+
+def resolve_engine(
+    backend: str, dtype: str, device: torch.device, klass: str | None = None
+) -> tuple[str, str]:
+    """EMBED_BACKEND and EMBED_DTYPE -> (backend, dtype) actually used."""
+    if device.type != "cpu":
+        if backend == "onnx":
+            raise ModelLoadError(
+                f"EMBED_BACKEND=onnx runs on CPU only; use torch on EMBED_DEVICE={device.type}"
+            )
+        return "torch", resolve_dtype(dtype, device)
+    if backend == "torch":
+        if dtype == "auto" and klass is not None:  # a class given: its answer, not this CPU's
+            return "torch", "bf16" if klass in {"amx", "avx512-bf16"} else "fp32"
+        return "torch", resolve_dtype(dtype, device)
+    if backend == "auto":
+        klass = klass or cpu_class(cpu_features())
+        return auto_engine(klass, dtype)
+    if dtype == "bf16":
+        raise ModelLoadError("EMBED_BACKEND=onnx runs fp32 or int8, not EMBED_DTYPE=bf16")
+    return "onnx", (ONNX_AUTO_DTYPE if dtype == "auto" else dtype)

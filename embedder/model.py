@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from config import EmbedderSettings
 from errors import ModelLoadError
-from hardware import resolve_device, resolve_dtype
+from hardware import resolve_device, resolve_engine
+from onnx_backend import OnnxModel, load_onnx
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -113,10 +114,10 @@ class Embedder:
         hf_logging.disable_progress_bar()  # one log line per load, not a progress bar
         folder = resolve_model(settings.EMBED_MODEL)
         self.device = resolve_device(settings.EMBED_DEVICE)
-        self.dtype = resolve_dtype(settings.EMBED_DTYPE, self.device)
+        self.backend, self.dtype = resolve_engine(
+            settings.EMBED_BACKEND, settings.EMBED_DTYPE, self.device
+        )
         self.threads = settings.EMBED_THREADS
-        # CPU: micro-batches run side by side sharing the threads (batching.Engine); a GPU one.
-        self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if self.device.type == "cpu" else 1
         torch.set_num_threads(self.threads)
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
         self.is_qwen3 = config.model_type == "qwen3"
@@ -145,13 +146,28 @@ class Embedder:
                 limits.append(value)
         self.max_input_tokens = min(limits)
 
-        self.model = self._load_weights(folder, self.dtype).to(self.device)
-        # Decoder models would otherwise build a KV cache for every layer on every forward pass.
-        self._forward_kwargs = (
-            {"use_cache": False}
-            if "use_cache" in inspect.signature(self.model.forward).parameters
-            else {}
-        )
+        self.onnx: OnnxModel | None = None
+        if self.backend == "onnx":
+            try:
+                self.onnx = load_onnx(settings, folder, self.dtype)
+            except ModelLoadError as exc:
+                if settings.EMBED_BACKEND != "auto":
+                    raise
+                # Outside the image nothing may have exported the model: torch runs it anyway.
+                log.warning("%s; EMBED_BACKEND=auto falls back to torch", exc)
+                self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
+        if self.onnx is None:
+            self.model = self._load_weights(folder, self.dtype).to(self.device)
+            # Decoder models would otherwise build a KV cache for every layer on every pass.
+            self._forward_kwargs = (
+                {"use_cache": False}
+                if "use_cache" in inspect.signature(self.model.forward).parameters
+                else {}
+            )
+        # CPU: micro-batches run side by side sharing the threads (batching.Engine); a GPU one.
+        # ONNX Runtime: one at a time on its own thread pool (runs side by side would share it).
+        side_by_side = self.device.type == "cpu" and self.backend == "torch"
+        self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if side_by_side else 1
         self._append_eot: int | None = None
         if self.is_qwen3:
             self._check_eot()
@@ -161,18 +177,20 @@ class Embedder:
         self.dimensions = int(probe.shape[1])
         self.matryoshka = self.is_qwen3  # trained for truncated outputs (32..hidden size)
         log.info(
-            "loaded %s: %d dims, %s pooling, %s padding, max %d tokens, %s on %s (EMBED_DTYPE=%s), "
-            "%d threads, attn=%s",
+            "loaded %s: %d dims, %s pooling, %s padding, max %d tokens, %s %s on %s "
+            "(EMBED_BACKEND=%s, EMBED_DTYPE=%s), %d threads, attn=%s",
             self.name,
             self.dimensions,
             self.pooling,
             "left" if self.left_padded else "right",
             self.max_input_tokens,
+            self.backend,
             self.dtype,
             self.device,
+            settings.EMBED_BACKEND,
             settings.EMBED_DTYPE,
             self.threads,
-            getattr(self.model.config, "_attn_implementation", "?"),
+            "onnx" if self.onnx else getattr(self.model.config, "_attn_implementation", "?"),
         )
 
     def _load_weights(self, folder: Path, dtype: str) -> torch.nn.Module:
@@ -241,6 +259,10 @@ class Embedder:
             span = slice(longest - len(ids), longest) if self.left_padded else slice(0, len(ids))
             input_ids[row, span] = torch.from_numpy(ids)
             mask[row, span] = 1
+        if self.onnx is not None:  # its own thread pool, sized at load
+            hidden = self.onnx.hidden_states(input_ids, mask)
+            vectors = pool(hidden, mask, self.pooling, self.left_padded)
+            return torch.nn.functional.normalize(vectors, p=2, dim=-1).numpy()
         if self.device.type == "cpu":
             small = len(batch) * longest <= SINGLE_THREAD_TOKENS
             wanted = 1 if small else max(1, self.threads // side_by_side)

@@ -192,6 +192,7 @@ class EmbedderProcess(ServiceProcess):
             "EMBED_HOST": "127.0.0.1",
             "EMBED_PORT": str(self.port),
             "EMBED_DTYPE": "fp32",
+            "EMBED_BACKEND": "torch",  # the same engine on every CPU class (tests ask for onnx)
             "EMBED_THREADS": "2",
             "LOG_LEVEL": "INFO",
             "RERANK_MODEL": "",  # no reranker unless a test asks for one

@@ -47,13 +47,22 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
         f"--dataset={tiny_dataset(tmp_path / 'data')}",
         "--json",
     )
-    required = {"baseline_chunks_per_s", "default_chunks_per_s", "speedup", "min_cosine_vs_fp32"}
+    required = {
+        "baseline_chunks_per_s",
+        "default_chunks_per_s",
+        "speedup",
+        "min_cosine_vs_fp32",
+        "cpu_class",
+    }
     assert required <= set(result)
     assert result["baseline_chunks_per_s"] > 0 and result["default_chunks_per_s"] > 0
     assert result["speedup"] > 0
     assert 0.99 <= result["min_cosine_vs_fp32"] <= 1.0 + 1e-6
-    assert set(result["accuracy"]) == {"fp32", "bf16", "int8"}
-    assert result["accuracy"]["fp32"]["queries"] == 3
+    engines = {"torch fp32", "torch bf16", "torch int8", "onnx fp32", "onnx int8"}
+    assert set(result["accuracy"]) == engines  # every candidate, ONNX Runtime's included
+    assert set(result["engines_chunks_per_s"]) == set(result["query_latency_s"]) == engines
+    assert result["accuracy"]["torch fp32"]["queries"] == 3
+    assert f"CPU class: {result['cpu_class']}" in out
     memory = result["memory"]
     assert memory["peak_rss_mb"] >= memory["resident_mb"] > 0
     assert memory["tokens"] == 2 * 2048  # each input filled EMBED_MAX_TOKENS

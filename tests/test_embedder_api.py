@@ -47,6 +47,7 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "dimensions": 384,
         "max_input_tokens": 256,  # MiniLM's sentence-transformers max_seq_length
         "dtype": "fp32",  # the test server sets EMBED_DTYPE=fp32
+        "backend": "torch",  # and EMBED_BACKEND=torch
         "device": "cpu",
     }
     # one model served; no RERANK_MODEL

@@ -63,7 +63,11 @@ def test_cuda_without_a_gpu_is_an_error_not_a_silent_cpu_fallback() -> None:
 
 def tiny_qwen3_embedder(path: Path, dtype: str):
     settings = config.EmbedderSettings(
-        _env_file=None, EMBED_MODEL=str(path), EMBED_DTYPE=dtype, EMBED_THREADS=2
+        _env_file=None,
+        EMBED_MODEL=str(path),
+        EMBED_DTYPE=dtype,
+        EMBED_BACKEND="torch",  # torch's own precisions (ONNX Runtime: test_embedder_onnx.py)
+        EMBED_THREADS=2,
     )
     return model.Embedder(settings)
 
