@@ -153,8 +153,8 @@ class Embedder:
             except ModelLoadError as exc:
                 if settings.EMBED_BACKEND != "auto":
                     raise
-                # Outside the image nothing may have exported the model: torch runs it anyway.
-                log.warning("%s; EMBED_BACKEND=auto falls back to torch", exc)
+                # No export (the image builds one only with ONNX_EXPORT=true): torch runs it.
+                log.info("%s; EMBED_BACKEND=auto runs torch", exc)
                 self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
         if self.onnx is None:
             self.model = self._load_weights(folder, self.dtype).to(self.device)

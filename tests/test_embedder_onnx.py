@@ -17,6 +17,9 @@ model = embedder_module("model")
 export_onnx = embedder_module("export_onnx")
 
 CPU = torch.device("cpu")
+CPUINFO = Path("/proc/cpuinfo")
+# ONNX Runtime's int8 kernels can saturate on x86 without VNNI: the bound below was measured with it
+VNNI = not CPUINFO.exists() or "vnni" in CPUINFO.read_text(encoding="utf-8", errors="replace")
 CRANFIELD = Path(__file__).resolve().parent.parent / "bench" / "datasets" / "cranfield" / "docs"
 QUERIES = ["what similarity laws must be obeyed", "boundary layer in simple shear flow", "hi"]
 
@@ -79,6 +82,7 @@ def test_the_onnx_backend_serves_embeddings_matching_torch_fp32(
     assert cosines.min() >= 0.995, f"lowest cosine to torch fp32: {cosines.min():.5f}"
 
 
+@pytest.mark.skipif(not VNNI, reason="int8 figures are measured on a CPU with VNNI")
 def test_onnx_int8_keeps_documents_within_the_bound_but_not_one_word_inputs(
     onnx_exports: Path, minilm_path: Path
 ) -> None:

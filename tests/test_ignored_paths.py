@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from stack_files import ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
 
-from kb.settings import Settings
 from kb.local_stack import DEFAULT_STORAGE
+from kb.settings import Settings
 from kb.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME
 
 README = REPO_ROOT / "README.md"
