@@ -38,8 +38,9 @@ def _note(rng: random.Random, title: str) -> str:
     return f"# {title}\n\n{body}\n\n## More\n\n{body[::-1]}\n"
 
 
-def _killed(settings: Settings, op: str, delay: float) -> str:
-    """Run `op` in a forked child and SIGKILL it after `delay` seconds: how it ended."""
+def _killed(settings: Settings, op: str, delay: float) -> tuple[str, float | None]:
+    """Run `op` in a forked child and SIGKILL it after `delay` seconds: how it ended, and how
+    long it took when it finished first."""
     with warnings.catch_warnings():
         # Python 3.12+ warns about fork in a threaded process; the child only runs kb code
         # and leaves with os._exit, never returning into pytest.
@@ -57,12 +58,18 @@ def _killed(settings: Settings, op: str, delay: float) -> str:
             code = 1
         finally:
             os._exit(code)
-    time.sleep(delay)
+    started = time.monotonic()
+    while time.monotonic() - started < delay:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:  # finished before its kill: the moment was past its end
+            ending = "finished" if os.WEXITSTATUS(status) == 0 else "failed"
+            return ending, time.monotonic() - started
+        time.sleep(0.002)
     os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
-        return "killed"
-    return "finished" if os.WEXITSTATUS(status) == 0 else "failed"
+        return "killed", None
+    return ("finished" if os.WEXITSTATUS(status) == 0 else "failed"), None
 
 
 def _check(settings: Settings, store: Store, vault: Path, written: set[str]) -> None:
@@ -103,6 +110,9 @@ def test_sigkill_at_25_seeded_points_of_ingest_sync_and_purge_leaves_a_consisten
     with open_store(settings) as store, embed_client(settings) as client:
         run(settings, client, store)
     endings: dict[str, int] = {}
+    # how long each operation runs on this machine, learnt from the runs that finish before
+    # their kill: the seeded moments are shares of it, so a fast machine is killed mid-run too
+    span = {"ingest": 1.0, "sync": 1.0, "purge": 1.0}
     for kill in range(KILLS):
         op = rng.choice(["ingest", "sync", "purge"])
         if op == "ingest":
@@ -120,7 +130,9 @@ def test_sigkill_at_25_seeded_points_of_ingest_sync_and_purge_leaves_a_consisten
             if len(notes) > 3:
                 rng.choice([n for n in notes if n != edited]).unlink()
             write(vault / f"v-new-{kill}.md", _note(rng, f"Vault note new {kill}"))
-        ending = _killed(settings, op, rng.uniform(0.0, 1.0))
+        ending, took = _killed(settings, op, rng.uniform(0.0, 1.0) * span[op])
+        if took is not None:
+            span[op] = took
         endings[f"{op} {ending}"] = endings.get(f"{op} {ending}", 0) + 1
         # the normal run that follows every kill
         with open_store(settings) as store, embed_client(settings) as client:
