@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 import uvicorn
 from auth import KeyMiddleware
-from batching import Encoder, Engine, QueueFull
+from batching import Encoder, Engine, QueueFull, start_engine
 from config import EmbedderSettings
 from errors import (
     APIError,
@@ -122,26 +122,15 @@ class Service:
         self.error: str | None = None
 
     def load(self) -> None:
-        started = time.perf_counter()
         try:
-            encoder = self.loader(self.settings)
-            engine = Engine(
-                encoder,
+            self.encoder, self.engine = start_engine(
+                lambda: self.loader(self.settings), "model",
                 batch_tokens=self.settings.EMBED_BATCH_TOKENS,
                 queue_size=self.settings.EMBED_QUEUE_SIZE,
                 max_round_inputs=self.settings.EMBED_MAX_INPUTS,
-            )
-            engine.start()
+            )  # fmt: skip
         except ModelLoadError as exc:
             self.error = str(exc)
-            log.error("model load failed: %s", exc)
-            return
-        except Exception as exc:
-            self.error = f"model failed to load ({type(exc).__name__}); see the embedder log"
-            log.exception("model load failed")
-            return
-        self.encoder, self.engine = encoder, engine
-        log.info("ready in %.1f s", time.perf_counter() - started)
 
     def require_ready(self) -> Engine:
         if self.engine is not None:

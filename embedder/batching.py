@@ -19,12 +19,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+from errors import ModelLoadError
 
 log = logging.getLogger("embedder.batching")
 
@@ -204,3 +205,29 @@ class Engine:
             wait([future for _, future in others])
         for batch, future in others:
             out[batch] = future.result()
+
+
+def start_engine(
+    load: Callable[[], Any], what: str, *, batch_tokens: int, queue_size: int, max_round_inputs: int
+) -> tuple[Any, Engine]:
+    """Load a model (the embedder's or the reranker's) and start its engine. Every failure is a
+    ModelLoadError whose message the service reports (an unexpected one logged with its
+    traceback, the user told to read the log)."""
+    started = time.perf_counter()
+    try:
+        model = load()
+        engine = Engine(
+            model, batch_tokens=batch_tokens, queue_size=queue_size,
+            max_round_inputs=max_round_inputs,
+        )  # fmt: skip
+        engine.start()
+    except ModelLoadError as exc:
+        log.error("%s load failed: %s", what, exc)
+        raise
+    except Exception as exc:
+        log.exception("%s load failed", what)
+        raise ModelLoadError(
+            f"{what} failed to load ({type(exc).__name__}); see the embedder log"
+        ) from exc
+    log.info("%s ready in %.1f s", what, time.perf_counter() - started)
+    return model, engine

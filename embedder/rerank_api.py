@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from batching import Engine, QueueFull
+from batching import Engine, QueueFull, start_engine
 from config import EmbedderSettings
 from errors import APIError, ModelLoadError, internal_error
 from fastapi import FastAPI
@@ -65,26 +65,15 @@ class RerankService:
     def load(self) -> None:
         if not self.enabled:
             return
-        started = time.perf_counter()
         try:
-            reranker = self.loader(self.settings)
-            engine = Engine(
-                reranker,
+            self.reranker, self.engine = start_engine(
+                lambda: self.loader(self.settings), "reranker",
                 batch_tokens=self.settings.EMBED_BATCH_TOKENS,
                 queue_size=self.settings.EMBED_QUEUE_SIZE,
                 max_round_inputs=self.settings.RERANK_MAX_DOCUMENTS,
-            )
-            engine.start()
+            )  # fmt: skip
         except ModelLoadError as exc:
             self.error = str(exc)
-            log.error("reranker load failed: %s", exc)
-            return
-        except Exception as exc:
-            self.error = f"reranker failed to load ({type(exc).__name__}); see the embedder log"
-            log.exception("reranker load failed")
-            return
-        self.reranker, self.engine = reranker, engine
-        log.info("reranker ready in %.1f s", time.perf_counter() - started)
 
     def health(self) -> dict[str, Any] | None:
         if not self.enabled:
