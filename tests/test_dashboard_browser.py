@@ -60,10 +60,12 @@ def test_sync_streams_its_log_and_ends_with_the_summary(syncer: Dashboard, page:
     before = int(text(page, "#count-notes"))
     page.goto(syncer.url("/sync"))
     page.click("#sync-button")
-    # the page may show an earlier run's log until the press's answer replaces it
+    # the page may show an earlier run's log (or, first in the session, none) until the
+    # press's answer replaces it; a predicate that throws fails the wait at once
     page.wait_for_function(
-        "() => !document.getElementById('sync-end')?.hidden"
-        " && document.getElementById('sync-log').textContent.includes('ingested ')",
+        "() => { const end = document.getElementById('sync-end');"
+        " const log = document.getElementById('sync-log');"
+        " return !!end && !end.hidden && !!log && log.textContent.includes('ingested '); }",
         timeout=60_000,
     )
     log = text(page, "#sync-log")
