@@ -3,7 +3,7 @@
 Field names are the environment variable names. Values come from the environment, then from
 `.env` at the repository root, then the defaults below. Relative paths (NOTES_DIR, QDRANT_PATH,
 STATE_DIR, the folders of NOTE_FOLDERS) are resolved against the repository root, where `.env`
-is read, whatever the current folder. README's configuration table and `.env.example` list
+is read, whatever the current folder. docs/configuration.md and `.env.example` list
 exactly these names (a test keeps the three in sync).
 
 `SETTINGS_ENV_FILE` is not a setting: it names another file to read instead of the repository's

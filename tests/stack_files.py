@@ -328,10 +328,13 @@ def readme_row(name: str) -> str:
 README_TABLE_HEADER = "| Setting | Default | Read by | Meaning |\n| --- | --- | --- | --- |"
 
 
-def readme_table_names(readme: Path = REPO_ROOT / "README.md") -> list[str] | None:
-    """Backticked names in the first column of the table under README's `## Configuration`
-    (None when README has no such section)."""
-    section = re.search(r"^## Configuration\s*$(.*?)(?=^## |\Z)", readme.read_text(), re.M | re.S)
+CONFIG_DOC = REPO_ROOT / "docs" / "configuration.md"
+
+
+def readme_table_names(doc: Path = CONFIG_DOC) -> list[str] | None:
+    """Backticked names in the first column of the settings table under `## Settings` of
+    docs/configuration.md, where README's Configuration section sends users (None without it)."""
+    section = re.search(r"^## Settings\s*$(.*?)(?=^## |\Z)", doc.read_text(), re.M | re.S)
     if section is None:
         return None
     return re.findall(r"^\|\s*`([A-Z][A-Z0-9_]*)`\s*\|", section.group(1), re.M)

@@ -24,9 +24,9 @@ ASSIGNED = re.compile(r"\b[A-Z][A-Z0-9_]*_(?:PATH|DIR)=([\w.][\w./-]*)")
 
 
 def suggested_folders() -> set[str]:
-    """Relative folders README and .env.example tell the user to set."""
+    """Relative folders README, docs/configuration.md and .env.example tell the user to set."""
     found = set()
-    for doc in (README, ENV_EXAMPLE):
+    for doc in (README, REPO_ROOT / "docs" / "configuration.md", ENV_EXAMPLE):
         for value in ASSIGNED.findall(doc.read_text(encoding="utf-8")):
             if not value.startswith(("/", "~")):
                 found.add(value.rstrip("/"))
