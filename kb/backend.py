@@ -98,6 +98,7 @@ class Backend:
                 "ready": True,
                 "model": info.get("model"),
                 "dimensions": info.get("dimensions"),
+                "rerank": info.get("rerank"),  # null: no reranker served
             }
         except EmbedError as exc:
             embedder |= {"ready": False, "error": embedder_message(exc)}
@@ -109,4 +110,14 @@ class Backend:
             store |= {"ready": True, "points": found.points, "model": found.model}
         except StoreError as exc:
             store |= {"ready": False, "error": str(exc)}
-        return {"ok": embedder["ready"] and store["ready"], "embedder": embedder, "store": store}
+        # the code collection is optional: it exists once code was ingested, and never fails health
+        code: dict[str, Any] = {"collection": self.settings.CODE_COLLECTION}
+        try:
+            found_code = collection.info(self.code_store()) if store["ready"] else None
+            code |= {"exists": found_code is not None}
+            if found_code is not None:
+                code |= {"points": found_code.points, "model": found_code.model}
+        except StoreError as exc:
+            code |= {"exists": False, "error": str(exc)}
+        ok = embedder["ready"] and store["ready"]
+        return {"ok": ok, "embedder": embedder, "store": store, "code": code}

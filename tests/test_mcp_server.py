@@ -304,6 +304,7 @@ def test_health_reports_embedder_model_dimension_collection_and_points(
         "points": ingested_notes.chunks,
         "model": ingested_notes.model,
     }
+    assert body["code"]["exists"] is False  # no code in this corpus: reported, and still ok
 
 
 def test_queries_and_note_text_never_reach_the_log(server: ServerProcess) -> None:

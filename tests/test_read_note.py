@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 from format_files import PDF_PHRASE, three_page_pdf, write_bytes
 from helpers import free_port
@@ -115,6 +116,10 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
             call_tool(app.url, "search_notes", {"query": "def tool", "domain": "prose"})
         )
         assert prose and all(h["domain"] == "prose" for h in prose)
+        # /health reports the code collection beside the notes (one function: one point)
+        health = httpx.get(f"{app.base}/health").json()
+        assert health["ok"] and health["code"]["collection"] == indexed.CODE_COLLECTION
+        assert health["code"]["exists"] and health["code"]["points"] == 1
     env = script_env(indexed, NOTE_FOLDERS=indexed.NOTE_FOLDERS)
     shown = run_script("query.py", "--show", "long.md:7", env=env, cwd=Path(os.sep))
     assert shown.returncode == 0, shown.stderr
