@@ -52,6 +52,7 @@ def test_a_videos_list_item_becomes_a_video_with_every_field():
         "categories": ["Chess", "Hobby"],
         "language": "en",
         "thumbnail": "https://i.ytimg.com/vi/chessShort1/hqdefault.jpg",
+        "fetched": None,  # set by the source, which knows the time
     }
 
 

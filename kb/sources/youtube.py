@@ -15,6 +15,14 @@ listed to its end holds every video it held.
 
 Watch Later (`WL`) is not readable through the Data API: its ids come from yt-dlp's flat
 listing with the user's cookies (kb.watch_later); its details from the API like any other.
+
+View counts older than YOUTUBE_REFRESH_DAYS are read again (`videos.list` part statistics, one
+unit per 50) and handed to ingest as `refreshed`, which sets them on the stored points: the
+view count is no part of a note's fingerprint, so nothing is embedded or rewritten for it.
+
+With YOUTUBE_CAPTIONS, each listed video's captions are fetched once (kb.captions, no units)
+and appended to its note as passages under the heading path `Transcript`, each located by the
+time it starts at; a fetch that fails is a notice on the video and is tried again next run.
 """
 
 from __future__ import annotations
@@ -24,15 +32,20 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kb import watch_later
+import httpx
+
+from kb import captions, watch_later
+from kb.captions import CaptionError, Captions, Stored
 from kb.errors import ConfigError, KbError
+from kb.formats.base import Block
 from kb.notes import Note
 from kb.quota import Ledger, QuotaReached
-from kb.schema import VIDEO
+from kb.schema import TRANSCRIPT, VIDEO
 from kb.settings import Settings
 from kb.sources.base import Failure, Item, Listing
 from kb.state import State
@@ -45,6 +58,8 @@ DETAILS_NAME = "videos.json"
 WAITING = "videos waiting for YouTube quota (next run)"
 UNAVAILABLE = "deleted or private videos"
 UNLISTED = "playlists not listed to their end (YouTube quota; next run)"
+STALE = "view counts not refreshed (next run)"
+CAPTIONS_DIR = "captions"
 
 _URL = re.compile(r"(?:https?://|www\.)\S+")
 _DASHES = "-\u2013\u2014"  # hyphen, en dash, em dash
@@ -71,11 +86,19 @@ def clean_description(text: str) -> str:
     return "\n".join(lines).strip()
 
 
-def video_note(source: str, path: Path, video: Video) -> Note:
-    """The video as a note: `# title`, its channel, then the cleaned description; the title and
+def video_note(
+    source: str, path: Path, video: Video, stored: Stored | None = None, notice: str | None = None
+) -> Note:
+    """The video as a note: `# title`, its channel, then the cleaned description, then its
+    captions' passages (`stored`), each a block located by its start time; the title and
     channel are each chunk's context (the topic line), the video fields its payload."""
     body = clean_description(video.description)
     text = f"# {video.title or video.id}\n\nChannel: {video.channel}\n\n{body}".rstrip() + "\n"
+    tail = []
+    for start_s, passage in captions.windows(stored.segments if stored else []):
+        begin = len(text) + 1
+        text += f"\n{passage}\n"
+        tail.append(Block(begin, begin + len(passage), captions.clock(start_s), (TRANSCRIPT,)))
     record: dict[str, Any] = {
         "kind": VIDEO,
         "channel": video.channel or None,
@@ -88,7 +111,8 @@ def video_note(source: str, path: Path, video: Video) -> Note:
         "thumbnail": video.thumbnail,
     }
     topic = f"YouTube video by {video.channel}" if video.channel else "YouTube video"
-    return Note(path, source, text, 0, (), topic, None, record=record)
+    return Note(path, source, text, 0, (), topic, None, record=record, tail=tuple(tail),
+                notice=notice)  # fmt: skip
 
 
 class Details:
@@ -125,7 +149,13 @@ class PlaylistSource:
     api: YoutubeApi | None
     problem: str | None = None  # why this playlist cannot be synced (a setting missing)
     extract: Callable[[str], dict[str, Any]] | None = None
+    captions: Captions | None = None  # YOUTUBE_CAPTIONS: where captions are kept, and fetched
+    video_info: Callable[[str], dict[str, Any]] | None = None  # yt-dlp's extraction of a video
+    refresh_days: int = 0  # YOUTUBE_REFRESH_DAYS (0: view counts are never read again)
     complete = True
+    # {source: view count} read again by the last listing, for ingest to set on stored points
+    refreshed: dict[str, int | None] = field(default_factory=dict, repr=False)
+    _caption_problems: dict[str, str] = field(default_factory=dict, repr=False)
     _listed: set[str] = field(default_factory=set, repr=False)
     _whole: bool = field(default=False, repr=False)  # the last listing reached the end
     _details: Details | None = field(default=None, repr=False)  # what `read` reads
@@ -159,10 +189,11 @@ class PlaylistSource:
         fetch = [v for v in dict.fromkeys(missing) if v not in unavailable]
         gone = len([v for v in dict.fromkeys(missing) if v in unavailable])
         done = 0
+        now = self.api.ledger.now().isoformat(timespec="seconds")
         try:
             for i in range(0, len(fetch), PAGE):
                 asked = fetch[i : i + PAGE]
-                found = self.api.videos(asked)
+                found = [replace(v, fetched=now) for v in self.api.videos(asked)]
                 details.add(found)
                 done += len(asked)
                 gone += len(set(asked) - {v.id for v in found})
@@ -176,12 +207,63 @@ class PlaylistSource:
         if gone:
             listing.skipped[UNAVAILABLE] = gone
             log.info("%s: %d deleted or private videos skipped", self.origin, gone)
-        for video_id in dict.fromkeys(e.id for e in entries):
-            if video_id in details.videos:
-                source = self.name(video_id)
-                listing.items.append(Item(source, details.path, source, pending=False))
+        held = [v for v in dict.fromkeys(e.id for e in entries) if v in details.videos]
+        self._refresh(held, details, listing)
+        self._fetch_captions(held, details, listing)
+        for video_id in held:
+            source = self.name(video_id)
+            listing.items.append(Item(source, details.path, source, pending=False))
         self._details = details
         return listing
+
+    def _refresh(self, held: list[str], details: Details, listing: Listing) -> None:
+        """View counts older than refresh_days read again, 50 a unit, into `refreshed`."""
+        self.refreshed = {}
+        if not self.refresh_days or self.api is None:
+            return
+        now = self.api.ledger.now()
+        due_before = (now - timedelta(days=self.refresh_days)).isoformat(timespec="seconds")
+        due = [v for v in held if (details.videos[v].fetched or "") <= due_before]
+        done = 0
+        try:
+            for i in range(0, len(due), PAGE):
+                counts = self.api.statistics(due[i : i + PAGE])
+                fresh = [replace(details.videos[v], view_count=count,
+                                 fetched=now.isoformat(timespec="seconds"))
+                         for v, count in counts.items() if v in details.videos]  # fmt: skip
+                details.add(fresh)
+                self.refreshed.update((self.name(v.id), v.view_count) for v in fresh)
+                done += len(due[i : i + PAGE])
+        except (KbError, OSError) as exc:  # QuotaReached too: the rest waits, nothing fails
+            log.warning("%s: view counts not refreshed: %s", self.origin, exc)
+            listing.skipped[STALE] = len(due) - done
+        if self.refreshed:
+            log.info("%s: %d view counts refreshed", self.origin, len(self.refreshed))
+
+    def _fetch_captions(self, held: list[str], details: Details, listing: Listing) -> None:
+        """Captions of the videos that have none kept yet (kb.captions); a failure is noted on
+        the video (its note is stored without them) and the next run tries again."""
+        self._caption_problems = {}
+        if self.captions is None or self.video_info is None:
+            return
+        todo = [v for v in held if self.captions.get(v) is None]
+        fetched = 0
+        for video_id in todo:
+            try:
+                self.captions.fetch(
+                    video_id, self.video_info(video_id), details.videos[video_id].language
+                )
+                fetched += 1
+            except ConfigError as exc:  # no yt-dlp: the playlist says so once
+                listing.failed.append(Failure(self.origin, f"captions not fetched: {exc}"))
+                break
+            except (CaptionError, OSError) as exc:
+                self._caption_problems[video_id] = (
+                    f"captions not fetched ({exc}); tried again next run"
+                )
+        if todo:
+            log.info("%s: captions of %d videos fetched, %d failed (next run)", self.origin,
+                     fetched, len(self._caption_problems))  # fmt: skip
 
     def _entries(self, into: list[Entry]) -> None:
         if self.playlist == watch_later.WATCH_LATER:
@@ -196,7 +278,9 @@ class PlaylistSource:
     def read(self, item: Item, *, max_bytes: int) -> Note:
         assert self._details is not None, "read before listing"
         video_id = item.source.rsplit("/", 1)[-1]
-        return video_note(item.source, item.path, self._details.videos[video_id])
+        stored = self.captions.get(video_id) if self.captions is not None else None
+        notice = self._caption_problems.get(video_id)
+        return video_note(item.source, item.path, self._details.videos[video_id], stored, notice)
 
     def holds(self, source: str) -> bool:
         """A playlist not listed to its end (quota, failure) holds every video it held."""
@@ -219,10 +303,16 @@ def parse(value: str) -> list[str]:
 
 
 def configured(
-    settings: Settings, state: State, *, ledger: Ledger | None = None, **api_options: Any
+    settings: Settings,
+    state: State,
+    *,
+    ledger: Ledger | None = None,
+    video_info: Callable[[str], dict[str, Any]] | None = None,
+    **api_options: Any,
 ) -> list[PlaylistSource]:
     """The YOUTUBE_PLAYLISTS playlists as sources. A missing key or cookies is no ConfigError:
-    that playlist fails, naming the setting, and the notes still sync."""
+    that playlist fails, naming the setting, and the notes still sync. `video_info` replaces
+    yt-dlp's extraction of one video (a test replays recorded ones)."""
     playlists = parse(settings.YOUTUBE_PLAYLISTS)
     if not playlists:
         return []
@@ -243,6 +333,17 @@ def configured(
             "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
             "(see docs/youtube.md)"
         )
+    kept = None
+    if settings.YOUTUBE_CAPTIONS:
+        preferred = [p.strip() for p in settings.YOUTUBE_CAPTIONS_LANGUAGES.split(",")]
+        http = httpx.Client(timeout=30.0, follow_redirects=True)
+        kept = Captions(root / CAPTIONS_DIR, http, preferred)
+        if video_info is None:
+            opts = captions.options(settings.YOUTUBE_COOKIES_FILE, settings.YOUTUBE_COOKIES_BROWSER)
+
+            def video_info(video_id: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
+                return captions.video_info(video_id, opts)
+
     sources = []
     for playlist in playlists:
         extract = None
@@ -259,10 +360,13 @@ def configured(
                 def extract(url: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
                     return watch_later.flat_playlist(url, opts)
 
-        sources.append(PlaylistSource(playlist, root, api, reason, extract))
+        sources.append(PlaylistSource(playlist, root, api, reason, extract, kept, video_info,
+                                      settings.YOUTUBE_REFRESH_DAYS))  # fmt: skip
     return sources
 
 
 def close(sources: Sequence[PlaylistSource]) -> None:
     for api in {id(s.api): s.api for s in sources if s.api is not None}.values():
         api.close()
+    for kept in {id(s.captions): s.captions for s in sources if s.captions is not None}.values():
+        kept.http.close()
