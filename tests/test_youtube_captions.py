@@ -21,9 +21,10 @@ from kb.quota import Ledger
 from kb.schema import TRANSCRIPT, Hit, at_moment
 from kb.search import Filters, search
 from kb.settings import Settings
-from kb.sources.youtube import CAPTIONS_DIR, close, configured, video_note
+from kb.sources.youtube import CAPTIONS_DIR, close, configured
 from kb.state import State
 from kb.store import Store
+from kb.video_note import video_note
 from kb.youtube_api import Video
 from query import format_hit
 
