@@ -126,8 +126,8 @@ def parse_vtt(body: bytes) -> list[tuple[int, str]]:
             seen = [line for line in lines if line]
             if new:
                 found.append((int(block.start // 90), " ".join(new)))  # 90 kHz ticks -> ms
-    except (webvtt.ParseError, UnicodeDecodeError) as exc:
-        raise CaptionError(f"not a WebVTT caption track ({exc})") from None
+    except (webvtt.ParseError, UnicodeDecodeError) as exc:  # its message quotes the text
+        raise CaptionError(f"not a WebVTT caption track ({type(exc).__name__})") from None
     return found
 
 

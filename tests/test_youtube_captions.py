@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from youtube_fixtures import DATA, KEY, RECORDED, VIDEO_INFO, Clock, Replay, filler
 
-from kb.captions import Captions, Stored, clock, parse_json3, parse_vtt, pick, windows
+from kb.captions import CaptionError, Captions, Stored, clock, parse_json3, parse_vtt, pick, windows
 from kb.chunking import chunk_note, embedding_text
 from kb.embedding import EmbedClient
 from kb.ingest import ingest
@@ -106,6 +107,8 @@ def test_json3_and_webvtt_tracks_become_timed_passages_on_segment_boundaries():
     assert "<c>" not in text and text.count("raft cluster elects") == 1
     assert [s for s, _ in spoken] == sorted(s for s, _ in spoken) and spoken[1][0] == 2410
 
+    with pytest.raises(CaptionError, match=r"^not a WebVTT caption track \(ParseError\)$"):
+        parse_vtt(b"WEBVTT\n\nsecret words, no cue timings\n")  # named, never quoted
     shogi = parse_json3(body("shogiJapan1.ja.json3"))  # automatic: words as segs, "\n" events
     assert shogi[-1] == (19500, "最後に穴熊囲いとの違いを見てみましょう")
     assert (clock(754), clock(3723), clock(5)) == ("12:34", "1:02:03", "0:05")
