@@ -104,7 +104,8 @@ def parse_json3(body: bytes) -> list[tuple[int, str]]:
     for event in events:
         if not isinstance(event, dict) or not event.get("segs"):
             continue
-        text = " ".join("".join(str(s.get("utf8") or "") for s in event["segs"]).split())
+        segs = [s for s in event["segs"] if isinstance(s, dict)]
+        text = " ".join("".join(str(s.get("utf8") or "") for s in segs).split())
         if text:
             found.append((int(event.get("tStartMs") or 0), text))
     return found
@@ -177,8 +178,9 @@ class Captions:
         track = pick(info, self.preferred, language)
         stored = Stored()
         if track is not None:
+            headers = info.get("http_headers")  # what yt-dlp would send (its User-Agent ...)
             try:
-                response = self.http.get(track.url)
+                response = self.http.get(track.url, headers=headers or None)
             except httpx.HTTPError as exc:
                 raise CaptionError(f"{type(exc).__name__} fetching the captions") from None
             if response.status_code != 200:
@@ -227,3 +229,5 @@ def video_info(video_id: str, opts: dict[str, Any]) -> dict[str, Any]:
             return ydl.sanitize_info(ydl.extract_info(url, download=False))
         except YoutubeDLError as exc:
             raise CaptionError(f"yt-dlp could not read the video ({exc})") from None
+        except Exception as exc:  # yt-dlp changes often: its failure is this video's, not the run's
+            raise CaptionError(f"yt-dlp failed ({type(exc).__name__}: {exc})") from None

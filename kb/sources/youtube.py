@@ -141,6 +141,8 @@ class PlaylistSource:
         self.refreshed = {}
         if not self.refresh_days or self.api is None:
             return
+        if listing.failed or WAITING in listing.skipped:
+            return  # the API already failed or ran out this run: new videos' details come first
         now = self.api.ledger.now()
         due_before = (now - timedelta(days=self.refresh_days)).isoformat(timespec="seconds")
         due = [v for v in held if (details.videos[v].fetched or "") <= due_before]
