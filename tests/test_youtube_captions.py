@@ -52,18 +52,21 @@ def sync(
     clock_: Clock | None = None, video_info: Callable[[str], dict[str, Any]] | None = None,
     **values: Any,
 ) -> Summary:  # fmt: skip
-    """One run of the playlist PLcap (YOUTUBE_CAPTIONS on unless said otherwise)."""
+    """One run of the playlist PLcap (YOUTUBE_CAPTIONS on, unless `values` say otherwise)."""
     settings = settings.model_copy(update={"YOUTUBE_API_URL": replay.url, "YOUTUBE_API_KEY": KEY,
                                            "YOUTUBE_PLAYLISTS": "PLcap", "YOUTUBE_CAPTIONS": True,
                                            **values})  # fmt: skip
     state = State(settings.STATE_DIR)
     ledger = Ledger(state.youtube_dir() / "quota.json", 9000, clock_ or Clock("2026-11-30T12:00Z"))
-    [source] = configured(settings, state, ledger=ledger, backoff_s=0.0,
-                          video_info=video_info or replay.video_info)  # fmt: skip
+    sources = configured(settings, state, ledger=ledger, backoff_s=0.0,
+                         video_info=video_info or replay.video_info)  # fmt: skip
+    summary = Summary()
     try:
-        return ingest(source, client, store, state)
+        for source in sources:
+            summary.add(ingest(source, client, store, state))
+        return summary
     finally:
-        close([source])
+        close(sources)
 
 
 def video_channel(video: str) -> str:
@@ -250,10 +253,11 @@ def test_view_counts_older_than_the_refresh_interval_are_updated_in_place_for_a_
     settings: Settings, client: EmbedClient, store: Store, youtube_api: Replay
 ):
     youtube_api.playlists["PLcap"] = youtube_api.add(*(filler(n) for n in range(60)))
+    youtube_api.playlists["PLtwo"] = youtube_api.playlists["PLcap"][:10]  # in both playlists
+    both = {"YOUTUBE_CAPTIONS": False, "YOUTUBE_PLAYLISTS": "PLcap,PLtwo"}
     day = "2026-11-{:02d}T12:00Z"
-    first = sync(settings, client, store, youtube_api, clock_=Clock(day.format(2)),
-                 YOUTUBE_CAPTIONS=False)  # fmt: skip
-    assert len(first.added) == 60
+    first = sync(settings, client, store, youtube_api, clock_=Clock(day.format(2)), **both)
+    assert len(first.added) == 70
     for video in youtube_api.playlists["PLcap"]:  # fillers: copies, not the recorded items
         stats = youtube_api.videos[video]["statistics"]
         stats["viewCount"] = str(int(stats["viewCount"]) + 500)
@@ -264,26 +268,28 @@ def test_view_counts_older_than_the_refresh_interval_are_updated_in_place_for_a_
 
     sent = counting(client)
     youtube_api.requests.clear()
-    soon = sync(settings, client, store, youtube_api, clock_=Clock(day.format(8)),
-                YOUTUBE_CAPTIONS=False)  # fmt: skip
-    assert len(soon.unchanged) == 60 and youtube_api.calls("videos") == 0  # 6 days: not yet
-    assert units(day.format(8)) == 2  # the 2 pages
+    soon = sync(settings, client, store, youtube_api, clock_=Clock(day.format(8)), **both)
+    assert len(soon.unchanged) == 70 and youtube_api.calls("videos") == 0  # 6 days: not yet
+    assert units(day.format(8)) == 2 + 1  # the pages
 
-    later = sync(settings, client, store, youtube_api, clock_=Clock(day.format(10)),
-                 YOUTUBE_CAPTIONS=False)  # fmt: skip
-    assert len(later.unchanged) == 60 and not later.replaced and sent == []
+    later = sync(settings, client, store, youtube_api, clock_=Clock(day.format(10)), **both)
+    assert len(later.unchanged) == 70 and not later.replaced and sent == []
     asked = [q for call, q in youtube_api.requests if call == "videos"]
-    assert [q["part"] for q in asked] == [["statistics"]] * math.ceil(60 / 50)
-    assert units(day.format(10)) == 2 + 2  # the pages, and 1 unit per 50 view counts
-    counts = {p["source"]: p["view_count"] for _, p in store.payloads()}
-    assert counts["youtube/PLcap/lecture0007"] == 1507 and len(set(counts.values())) == 60
+    assert [q["part"] for q in asked] == [["statistics"]] * math.ceil(60 / 50)  # each id once
+    assert units(day.format(10)) == 3 + 2  # the pages, and 1 unit per 50 view counts
+    counts = {(p["source"], p["chunk_index"]): p["view_count"] for _, p in store.payloads()}
+    assert counts["youtube/PLcap/lecture0007", 0] == 1507
+    assert counts["youtube/PLtwo/lecture0007", 0] == 1507  # its other playlist's points too
+    assert sorted(set(counts.values())) == [1500 + n for n in range(60)]
     details = json.loads((State(settings.STATE_DIR).youtube_dir() / "videos.json").read_text())
     assert details["lecture0007"]["fetched"].startswith("2026-11-10T12:00")
 
     youtube_api.requests.clear()
-    same_day = sync(settings, client, store, youtube_api, clock_=Clock(day.format(10)),
-                    YOUTUBE_CAPTIONS=False, YOUTUBE_REFRESH_DAYS=0)  # fmt: skip
-    assert len(same_day.unchanged) == 60 and youtube_api.calls("videos") == 0
+    same_day = sync(settings, client, store, youtube_api, clock_=Clock(day.format(10)), **both)
+    assert len(same_day.unchanged) == 70 and youtube_api.calls("videos") == 0
+    never = sync(settings, client, store, youtube_api, clock_=Clock(day.format(30)),
+                 YOUTUBE_REFRESH_DAYS=0, **both)  # fmt: skip
+    assert len(never.unchanged) == 70 and youtube_api.calls("videos") == 0
 
 
 def test_a_videos_description_is_chunked_as_before_and_its_captions_carry_its_context():

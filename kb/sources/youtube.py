@@ -75,6 +75,9 @@ class PlaylistSource:
     complete = True
     # {source: view count} read again by the last listing, for ingest to set on stored points
     refreshed: dict[str, int | None] = field(default_factory=dict, repr=False)
+    # ids whose view counts this run read again, shared by the run's playlists: a video in two
+    # playlists is refreshed once, and both playlists' points get the new count
+    fresh: set[str] = field(default_factory=set, repr=False)
     _caption_problems: dict[str, str] = field(default_factory=dict, repr=False)
     _listed: set[str] = field(default_factory=set, repr=False)
     _whole: bool = field(default=False, repr=False)  # the last listing reached the end
@@ -141,11 +144,11 @@ class PlaylistSource:
         self.refreshed = {}
         if not self.refresh_days or self.api is None:
             return
-        if listing.failed or WAITING in listing.skipped:
-            return  # the API already failed or ran out this run: new videos' details come first
         now = self.api.ledger.now()
         due_before = (now - timedelta(days=self.refresh_days)).isoformat(timespec="seconds")
         due = [v for v in held if (details.videos[v].fetched or "") <= due_before]
+        if listing.failed or WAITING in listing.skipped:
+            due = []  # the API already failed or ran out this run: it waits for the next one
         done = 0
         try:
             for i in range(0, len(due), PAGE):
@@ -154,11 +157,13 @@ class PlaylistSource:
                                  fetched=now.isoformat(timespec="seconds"))
                          for v, count in counts.items() if v in details.videos]  # fmt: skip
                 details.add(fresh)
-                self.refreshed.update((self.name(v.id), v.view_count) for v in fresh)
+                self.fresh.update(v.id for v in fresh)
                 done += len(due[i : i + PAGE])
         except (KbError, OSError) as exc:  # QuotaReached too: the rest waits, nothing fails
             log.warning("%s: view counts not refreshed: %s", self.origin, exc)
             listing.skipped[STALE] = len(due) - done
+        self.refreshed = {self.name(v): details.videos[v].view_count for v in held
+                          if v in self.fresh}  # fmt: skip
         if self.refreshed:
             log.info("%s: %d view counts refreshed", self.origin, len(self.refreshed))
 
@@ -266,6 +271,7 @@ def configured(
             def video_info(video_id: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
                 return captions.video_info(video_id, opts)
 
+    fresh: set[str] = set()  # view counts refreshed this run, by video id
     sources = []
     for playlist in playlists:
         extract = None
@@ -283,7 +289,7 @@ def configured(
                     return watch_later.flat_playlist(url, opts)
 
         sources.append(PlaylistSource(playlist, root, api, reason, extract, kept, video_info,
-                                      settings.YOUTUBE_REFRESH_DAYS))  # fmt: skip
+                                      settings.YOUTUBE_REFRESH_DAYS, fresh=fresh))  # fmt: skip
     return sources
 
 
