@@ -106,11 +106,12 @@ def test_uploaded_subtitles_come_before_automatic_ones_and_the_original_before_t
     assert pick(VIDEO_INFO["chessShort1"]) is None
 
 
-def test_the_extraction_options_name_deno_and_the_cookies_and_yt_dlp_takes_them():
+def test_the_extraction_options_name_deno_and_the_cookies_and_yt_dlp_takes_them(tmp_path: Path):
     from yt_dlp import YoutubeDL
 
-    opts = options("cookies.txt")
-    assert opts["cookiefile"] == "cookies.txt" and opts["ignore_no_formats_error"] is True
+    cookies = str(tmp_path / "cookies.txt")  # yt-dlp writes its cookie jar back there on close
+    opts = options(cookies)
+    assert opts["cookiefile"] == cookies and opts["ignore_no_formats_error"] is True
     assert "cookiefile" not in options() and options(cookies_browser="firefox")[
         "cookiesfrombrowser"] == ("firefox",)  # fmt: skip
     try:
