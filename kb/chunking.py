@@ -265,7 +265,11 @@ def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
     """A note's body (frontmatter excluded) as chunks, each with its locator: the blocks of
     other file kinds (kb.formats) kept apart; code and config without blocks in line windows;
     `.txt` notes split as plain text; Markdown along its headings."""
-    if note.blocks:
+    if note.tail:  # a Markdown head, then blocks (a video's description, then its captions)
+        head = note.text[: note.tail[0].start]
+        chunks = chunk_markdown(head, start=note.body_start, max_chars=max_chars)
+        chunks += chunk_blocks(note.text, note.tail, max_chars)
+    elif note.blocks:
         chunks = chunk_blocks(note.text, note.blocks, max_chars)
     elif note.kind in ("code", "config"):
         chunks = line_windows(note.text, 0, len(note.text), max_chars)

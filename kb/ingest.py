@@ -48,7 +48,7 @@ from kb.keywords import document_vector
 from kb.notes import normalise_tags
 from kb.prepare import Prepared, Read, prepare
 from kb.progress import Progress, Summary
-from kb.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED
+from kb.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED, VIEW_COUNT
 from kb.settings import Settings
 from kb.sources.base import Failure, Source
 from kb.sources.domain import DomainSource, Listed
@@ -254,6 +254,9 @@ def _run(
         cause = PLAYLIST_REMOVED if isinstance(source, PlaylistSource) else FILE_DELETED
         store.soft_delete(plan.gone, cause, date_ingested)
         summary.deleted = plan.gone
+    if isinstance(source, PlaylistSource) and source.refreshed:  # view counts read again
+        store.set_fields({name: {VIEW_COUNT: n} for name, n in source.refreshed.items()
+                          if name in stored and name not in plan.write})  # fmt: skip
     settled = [name for name in plan.settle if name not in plan.write]
     if settled:  # restored by hand and their files are back: a later file deletion counts
         store.restore(settled)

@@ -71,6 +71,9 @@ class Note:
     domain: str = formats.PROSE  # the collection its chunks belong to: prose or code
     blocks: tuple[Block, ...] = ()
     marks: tuple[tuple[int, str], ...] = ()  # (offset, locator) such as a docx's `¶ N`
+    # blocks after a Markdown body (a video's caption passages, kb.sources.youtube): the text
+    # before the first is chunked as Markdown, each block apart with its locator
+    tail: tuple[Block, ...] = ()
     markdown: bool = True  # without blocks: cut along Markdown headings, else plain text
     notice: str | None = None  # indexed in a lesser way (a .py that does not parse)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
@@ -36,6 +37,11 @@ USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.lifecycle)
 DELETED_MARK = "deleted:"
 # ... and each point of a note restored by hand: never "gone" while its file stays away (kb.sync)
 RESTORED_MARK = "restored:"
+
+# the heading path of a video's caption passages, whose locator is the time they start at
+# ("12:34", kb.captions): a result's `url` then opens the video at that moment
+TRANSCRIPT = "Transcript"
+_CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{2})")
 
 _ID_NAMESPACE = uuid.UUID("6f1d7a52-3c1e-4b5f-9a57-0c3e2b8f4d11")
 
@@ -140,6 +146,15 @@ _DEFAULTS = {
 }
 
 
+def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | None:
+    """A caption passage's link opens its video where it starts: `…watch?v=ID&t=754s`."""
+    clock = _CLOCK.fullmatch(locator)
+    if url is None or heading_path != [TRANSCRIPT] or clock is None:
+        return url
+    hours, minutes, seconds = (int(g or 0) for g in clock.groups())
+    return f"{url}{'&' if '?' in url else '?'}t={hours * 3600 + minutes * 60 + seconds}s"
+
+
 def point_id(source: str, chunk_index: int) -> str:
     """Deterministic point id of a note's chunk (a UUID, as Qdrant requires)."""
     return str(uuid.uuid5(_ID_NAMESPACE, f"{source}\x00{chunk_index}"))
@@ -159,8 +174,10 @@ def fingerprint(
 ) -> str:
     """Hash of everything a note's points hold except the ingest date and the hash itself, from
     (point id, embedded text, record) per chunk: equal fingerprints mean rewriting the note would
-    change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it."""
-    left_out = (DATE_INGESTED, NOTE_HASH, *LIFECYCLE)
+    change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it, nor a
+    video's view count."""
+    # a video's view count is refreshed in place (kb.sources.youtube), not a change of it
+    left_out = (DATE_INGESTED, NOTE_HASH, VIEW_COUNT, *LIFECYCLE)
     written = [
         [
             pid,
@@ -254,7 +271,7 @@ class Hit:
             domain=opt("domain", str) or "prose",
             kind=opt(KIND, str) or NOTE,
             channel=channel,
-            url=opt("url", str),
+            url=at_moment(opt("url", str), strings("heading_path"), opt("locator", str) or ""),
             duration_s=opt(DURATION_S, int),
             view_count=opt(VIEW_COUNT, int),
             uploaded=opt(UPLOADED, str),

@@ -227,6 +227,22 @@ class Settings(BaseSettings):
         description="Data API units a day's syncs may spend (the API's default quota is "
         "10,000 a Pacific-time day); the rest waits for the next day's run.",
     )
+    YOUTUBE_CAPTIONS: bool = Field(
+        False,
+        description="Embed each video's captions (listed by yt-dlp, no Data API units) as "
+        "passages whose link opens the video at that moment (&t=754s); off: they are removed.",
+    )
+    YOUTUBE_CAPTIONS_LANGUAGES: str = Field(
+        "",
+        description="Caption languages to prefer, comma-separated (e.g. de,en); then the "
+        "video's own language, then English.",
+    )
+    YOUTUBE_REFRESH_DAYS: int = Field(
+        7,
+        ge=0,
+        description="Days after which a video's view count is fetched again (videos.list, 1 "
+        "unit per 50 videos; the payload is updated, nothing embedded); 0: never.",
+    )
 
     # --- MCP server ------------------------------------------------------------------
     MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")

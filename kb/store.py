@@ -313,6 +313,18 @@ class Store:
                         self.collection, payload={RESTORED_AT: when}, points=selector, wait=True
                     )
 
+    def set_fields(self, values: dict[str, dict[str, Any]]) -> None:
+        """Set payload fields on every point of each note (by source), nothing re-embedded: a
+        video's refreshed view count (kb.sources.youtube)."""
+        with self.calls():
+            for source, payload in sorted(values.items()):
+                self.client.set_payload(
+                    self.collection,
+                    payload=payload,
+                    points=models.FilterSelector(filter=source_filter([source])),
+                    wait=True,
+                )
+
     def deleted_notes(self, where: models.Filter) -> list[dict[str, Any]]:
         """The lifecycle fields (source, origin, deleted_at, deleted_cause) of the first chunk of
         every note matching `where` (kb.qdrant_query.deleted_filter), by source."""

@@ -56,6 +56,7 @@ class Video:
     categories: list[str] = field(default_factory=list)
     language: str | None = None  # primary language subtag, lowercase: "en", "ja"
     thumbnail: str | None = None
+    fetched: str | None = None  # UTC, ISO 8601: when view_count was read (kb.sources.youtube)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +72,6 @@ class Video:
         best = next((thumbs[k] for k in ("maxres", "standard", "high", "medium", "default")
                      if isinstance(thumbs.get(k), dict)), {})  # fmt: skip
         language = snippet.get("defaultAudioLanguage") or snippet.get("defaultLanguage")
-        views = stats.get("viewCount")
         return cls(
             id=str(item["id"]),
             title=str(snippet.get("title") or ""),
@@ -79,13 +79,19 @@ class Video:
             description=str(snippet.get("description") or ""),
             url=WATCH_URL + str(item["id"]),
             duration_s=iso_duration(str(details.get("duration") or "")),
-            view_count=int(views) if str(views or "").isdigit() else None,
+            view_count=views(stats),
             uploaded=snippet.get("publishedAt") or None,
             # topic categories are Wikipedia URLs: .../wiki/Role-playing_video_game
             categories=[unquote(t.rsplit("/", 1)[-1]).replace("_", " ") for t in topics],
             language=str(language).split("-")[0].lower() if language else None,
             thumbnail=best.get("url"),
         )
+
+
+def views(statistics: dict[str, Any]) -> int | None:
+    """`statistics.viewCount` (a string of digits; absent when the owner hides it)."""
+    value = str(statistics.get("viewCount") or "")
+    return int(value) if value.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,15 @@ class YoutubeApi:
                   "maxResults": PAGE}  # fmt: skip
         body = self._get("videos", params)
         return [Video.from_api(item) for item in body.get("items") or [] if item.get("id")]
+
+    def statistics(self, ids: Sequence[str]) -> dict[str, int | None]:
+        """View counts of up to PAGE videos (part statistics alone: one unit), by id."""
+        if len(ids) > PAGE:
+            raise ValueError(f"videos.list takes at most {PAGE} ids, got {len(ids)}")
+        params = {"part": "statistics", "id": ",".join(ids), "maxResults": PAGE}
+        body = self._get("videos", params)
+        items = [item for item in body.get("items") or [] if item.get("id")]
+        return {str(item["id"]): views(item.get("statistics") or {}) for item in items}
 
     def _get(self, call: str, params: dict[str, Any]) -> dict[str, Any]:
         name = f"YouTube Data API {call}.list"

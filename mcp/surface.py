@@ -49,7 +49,8 @@ class Hit(BaseModel):
     locator: str = Field(
         "",
         description="Where the passage is in its file, to cite: a heading path, 'p. 3' (PDF), "
-        "'¶ 4' (Word), 'row 17' (CSV), 'cell 4 [code]' (notebook), a config key, or 'L 12-40'.",
+        "'¶ 4' (Word), 'row 17' (CSV), 'cell 4 [code]' (notebook), a config key, 'L 12-40', or "
+        "'12:34' (a video's captions, where heading_path is ['Transcript']).",
     )
     domain: str = Field(
         "prose", description="'prose' (notes, documents, tables, config) or 'code'."
@@ -61,7 +62,10 @@ class Hit(BaseModel):
     )
     kind: str = Field(description="'note' (a file) or 'video' (a saved YouTube video).")
     channel: str | None = Field(description="A video's YouTube channel.")
-    url: str | None = Field(description="A video's link: cite it.")
+    url: str | None = Field(
+        description="A video's link: cite it. A caption passage's opens the video at its "
+        "moment (&t=754s)."
+    )
     duration_s: int | None = Field(description="A video's length in seconds.")
     view_count: int | None = Field(description="A video's views when it was fetched.")
     uploaded: str | None = Field(description="When a video was uploaded (ISO, UTC).")

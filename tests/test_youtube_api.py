@@ -14,7 +14,8 @@ from kb import watch_later
 from kb.errors import ConfigError
 from kb.quota import Ledger, QuotaReached
 from kb.schema import ChunkRecord, fingerprint, point_id
-from kb.sources.youtube import UNAVAILABLE, WAITING, PlaylistSource, clean_description
+from kb.sources.youtube import UNAVAILABLE, WAITING, PlaylistSource
+from kb.video_note import clean_description
 from kb.youtube_api import Video, YoutubeApi, YoutubeError, iso_duration
 
 
@@ -52,6 +53,7 @@ def test_a_videos_list_item_becomes_a_video_with_every_field():
         "categories": ["Chess", "Hobby"],
         "language": "en",
         "thumbnail": "https://i.ytimg.com/vi/chessShort1/hqdefault.jpg",
+        "fetched": None,  # set by the source, which knows the time
     }
 
 

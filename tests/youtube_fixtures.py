@@ -1,6 +1,9 @@
 """A YouTube Data API v3 on 127.0.0.1 for the YouTube tests: real HTTP, replaying recorded
 responses in the API's shapes (tests/youtube_data/: videos.list items, error bodies, a
 `yt-dlp --flat-playlist -J` of Watch Later), with playlists a test sets and faults it queues.
+The same server answers caption tracks (`/api/timedtext`, json3 and WebVTT bodies recorded in
+tests/youtube_data/timedtext/), which the recorded `yt-dlp -J` info dicts of single videos
+(video_info.json) point at once `video_info` has rewritten their host.
 
 Pages are cut like the API's: `maxResults` entries per page and an opaque `nextPageToken`.
 """
@@ -27,6 +30,8 @@ KEY = "AIzaSyTestKeyForTheLocalReplayServer0"
 RECORDED = json.loads((DATA / "videos.json").read_text(encoding="utf-8"))
 ERRORS = json.loads((DATA / "errors.json").read_text(encoding="utf-8"))
 WATCH_LATER_FLAT = json.loads((DATA / "watch_later_flat.json").read_text(encoding="utf-8"))
+VIDEO_INFO = json.loads((DATA / "video_info.json").read_text(encoding="utf-8"))
+TIMEDTEXT = "https://www.youtube.com/api/timedtext"
 
 
 def filler(n: int) -> dict[str, Any]:
@@ -51,11 +56,22 @@ class Replay:
     videos: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> videos.list item
     playlists: dict[str, list[str]] = field(default_factory=dict)  # id -> video ids, in order
     faults: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # next answers
+    caption_faults: list[int] = field(default_factory=list)  # next caption tracks' statuses
     requests: list[tuple[str, dict[str, list[str]]]] = field(default_factory=list)
     url: str = ""
 
     def calls(self, name: str) -> int:
         return sum(1 for call, _ in self.requests if call == name)
+
+    def video_info(self, video_id: str) -> dict[str, Any]:
+        """What kb.captions.video_info returns for a recorded video, minus the network: yt-dlp
+        processes the recorded `yt-dlp -J` result, its caption tracks pointed at this server."""
+        from yt_dlp import YoutubeDL
+
+        root = self.url.removesuffix("/youtube/v3")
+        raw = json.dumps(VIDEO_INFO[video_id]).replace(TIMEDTEXT, f"{root}/api/timedtext")
+        with YoutubeDL({"quiet": True, "skip_download": True}) as ydl:
+            return ydl.sanitize_info(ydl.process_ie_result(json.loads(raw), download=False))
 
     def add(self, *items: dict[str, Any]) -> list[str]:
         for item in items:
@@ -88,10 +104,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+    def _send(
+        self, status: int, body: dict[str, Any] | bytes, kind: str = "application/json"
+    ) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Type", f"{kind}; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -101,6 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
         call = url.path.rstrip("/").rsplit("/", 1)[-1]
         query = parse_qs(url.query)
         self.replay.requests.append((call, query))
+        if call == "timedtext":
+            self._timedtext(query)
+            return
         if self.replay.faults:
             self._send(*self.replay.faults.pop(0))
             return
@@ -145,6 +166,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, body)
         else:
             self._send(404, {"error": {"code": 404, "message": f"no {call}"}})
+
+    def _timedtext(self, query: dict[str, list[str]]) -> None:
+        """A caption track as YouTube serves it (the body recorded for its v, lang and fmt)."""
+        if self.replay.caption_faults:
+            self._send(self.replay.caption_faults.pop(0), b"", "text/html")
+            return
+        video, lang, fmt = (query.get(k, [""])[0] for k in ("v", "lang", "fmt"))
+        path = DATA / "timedtext" / f"{video}.{lang}.{fmt}"
+        if "tlang" in query or not path.is_file():
+            self._send(404, b"", "text/html")
+            return
+        kind = "application/json" if fmt == "json3" else "text/vtt"
+        self._send(200, path.read_bytes(), kind)
 
 
 @pytest.fixture

@@ -15,28 +15,38 @@ listed to its end holds every video it held.
 
 Watch Later (`WL`) is not readable through the Data API: its ids come from yt-dlp's flat
 listing with the user's cookies (kb.watch_later); its details from the API like any other.
+
+View counts older than YOUTUBE_REFRESH_DAYS are read again (`videos.list` part statistics, one
+unit per 50) and handed to ingest as `refreshed`, which sets them on the stored points: the
+view count is no part of a note's fingerprint, so nothing is embedded or rewritten for it.
+
+With YOUTUBE_CAPTIONS, each listed video's captions are fetched once (kb.captions, no units)
+and appended to its note as passages under the heading path `Transcript`, each located by the
+time it starts at; a fetch that fails is a notice on the video and is tried again next run.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kb import watch_later
+import httpx
+
+from kb import captions, watch_later
+from kb.captions import CaptionError, Captions
 from kb.errors import ConfigError, KbError
 from kb.notes import Note
 from kb.quota import Ledger, QuotaReached
-from kb.schema import VIDEO
 from kb.settings import Settings
 from kb.sources.base import Failure, Item, Listing
 from kb.state import State
-from kb.youtube_api import PAGE, Entry, Video, YoutubeApi
+from kb.video_note import Details, video_note
+from kb.youtube_api import PAGE, Entry, YoutubeApi
 
 log = logging.getLogger(__name__)
 
@@ -45,74 +55,8 @@ DETAILS_NAME = "videos.json"
 WAITING = "videos waiting for YouTube quota (next run)"
 UNAVAILABLE = "deleted or private videos"
 UNLISTED = "playlists not listed to their end (YouTube quota; next run)"
-
-_URL = re.compile(r"(?:https?://|www\.)\S+")
-_DASHES = "-\u2013\u2014"  # hyphen, en dash, em dash
-_TIMESTAMP = re.compile(r"^\s*[(\[]?(?:\d{1,2}:)?\d{1,2}:\d{2}[)\]]?\s*[" + _DASHES + r":|]?\s*")
-_SPONSOR = re.compile(
-    r"\b(sponsor(?:ed)?|use (?:my )?code|promo code|discount code|affiliate|% off|#ad\b)", re.I
-)
-_HASHTAGS_ONLY = re.compile(r"^\s*(?:#\w+\s*)+$")
-
-
-def clean_description(text: str) -> str:
-    """A description as worth embedding: links, sponsor lines and hashtag-only lines dropped,
-    chapter timestamps taken off their titles (kept), blank runs collapsed."""
-    lines: list[str] = []
-    for line in text.replace("\r\n", "\n").split("\n"):
-        if _SPONSOR.search(line) or _HASHTAGS_ONLY.match(line):
-            continue
-        unlinked = _URL.sub("", line)
-        if unlinked != line and len(unlinked.split()) < 4:
-            continue  # a link with its label ("Twitter: https://..."): nothing to embed
-        line = " ".join(_TIMESTAMP.sub("", unlinked).rstrip(" :|" + _DASHES).split())
-        if line.strip() or (lines and lines[-1]):
-            lines.append(line.strip())
-    return "\n".join(lines).strip()
-
-
-def video_note(source: str, path: Path, video: Video) -> Note:
-    """The video as a note: `# title`, its channel, then the cleaned description; the title and
-    channel are each chunk's context (the topic line), the video fields its payload."""
-    body = clean_description(video.description)
-    text = f"# {video.title or video.id}\n\nChannel: {video.channel}\n\n{body}".rstrip() + "\n"
-    record: dict[str, Any] = {
-        "kind": VIDEO,
-        "channel": video.channel or None,
-        "url": video.url,
-        "duration_s": video.duration_s,
-        "view_count": video.view_count,
-        "uploaded": video.uploaded,
-        "categories": list(video.categories),
-        "language": video.language,
-        "thumbnail": video.thumbnail,
-    }
-    topic = f"YouTube video by {video.channel}" if video.channel else "YouTube video"
-    return Note(path, source, text, 0, (), topic, None, record=record)
-
-
-class Details:
-    """Fetched video details by id, in STATE_DIR/youtube/videos.json (rewritten atomically)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raw = {}
-        self.videos: dict[str, Video] = {}
-        for key, value in (raw if isinstance(raw, dict) else {}).items():
-            try:
-                self.videos[key] = Video(**value)
-            except TypeError:
-                continue  # written by another version: fetched again
-
-    def add(self, videos: Sequence[Video]) -> None:
-        self.videos.update((v.id, v) for v in videos)
-        part = self.path.with_suffix(".tmp")
-        data = {k: v.to_dict() for k, v in sorted(self.videos.items())}
-        part.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        os.replace(part, self.path)
+STALE = "view counts not refreshed (next run)"
+CAPTIONS_DIR = "captions"
 
 
 @dataclass
@@ -125,7 +69,16 @@ class PlaylistSource:
     api: YoutubeApi | None
     problem: str | None = None  # why this playlist cannot be synced (a setting missing)
     extract: Callable[[str], dict[str, Any]] | None = None
+    captions: Captions | None = None  # YOUTUBE_CAPTIONS: where captions are kept, and fetched
+    video_info: Callable[[str], dict[str, Any]] | None = None  # yt-dlp's extraction of a video
+    refresh_days: int = 0  # YOUTUBE_REFRESH_DAYS (0: view counts are never read again)
     complete = True
+    # {source: view count} read again by the last listing, for ingest to set on stored points
+    refreshed: dict[str, int | None] = field(default_factory=dict, repr=False)
+    # ids whose view counts this run read again, shared by the run's playlists: a video in two
+    # playlists is refreshed once, and both playlists' points get the new count
+    fresh: set[str] = field(default_factory=set, repr=False)
+    _caption_problems: dict[str, str] = field(default_factory=dict, repr=False)
     _listed: set[str] = field(default_factory=set, repr=False)
     _whole: bool = field(default=False, repr=False)  # the last listing reached the end
     _details: Details | None = field(default=None, repr=False)  # what `read` reads
@@ -159,10 +112,11 @@ class PlaylistSource:
         fetch = [v for v in dict.fromkeys(missing) if v not in unavailable]
         gone = len([v for v in dict.fromkeys(missing) if v in unavailable])
         done = 0
+        now = self.api.ledger.now().isoformat(timespec="seconds")
         try:
             for i in range(0, len(fetch), PAGE):
                 asked = fetch[i : i + PAGE]
-                found = self.api.videos(asked)
+                found = [replace(v, fetched=now) for v in self.api.videos(asked)]
                 details.add(found)
                 done += len(asked)
                 gone += len(set(asked) - {v.id for v in found})
@@ -176,12 +130,67 @@ class PlaylistSource:
         if gone:
             listing.skipped[UNAVAILABLE] = gone
             log.info("%s: %d deleted or private videos skipped", self.origin, gone)
-        for video_id in dict.fromkeys(e.id for e in entries):
-            if video_id in details.videos:
-                source = self.name(video_id)
-                listing.items.append(Item(source, details.path, source, pending=False))
+        held = [v for v in dict.fromkeys(e.id for e in entries) if v in details.videos]
+        self._refresh(held, details, listing)
+        self._fetch_captions(held, details, listing)
+        for video_id in held:
+            source = self.name(video_id)
+            listing.items.append(Item(source, details.path, source, pending=False))
         self._details = details
         return listing
+
+    def _refresh(self, held: list[str], details: Details, listing: Listing) -> None:
+        """View counts older than refresh_days read again, 50 a unit, into `refreshed`."""
+        self.refreshed = {}
+        if not self.refresh_days or self.api is None:
+            return
+        now = self.api.ledger.now()
+        due_before = (now - timedelta(days=self.refresh_days)).isoformat(timespec="seconds")
+        due = [v for v in held if (details.videos[v].fetched or "") <= due_before]
+        if listing.failed or WAITING in listing.skipped:
+            due = []  # the API already failed or ran out this run: it waits for the next one
+        done = 0
+        try:
+            for i in range(0, len(due), PAGE):
+                counts = self.api.statistics(due[i : i + PAGE])
+                fresh = [replace(details.videos[v], view_count=count,
+                                 fetched=now.isoformat(timespec="seconds"))
+                         for v, count in counts.items() if v in details.videos]  # fmt: skip
+                details.add(fresh)
+                self.fresh.update(v.id for v in fresh)
+                done += len(due[i : i + PAGE])
+        except (KbError, OSError) as exc:  # QuotaReached too: the rest waits, nothing fails
+            log.warning("%s: view counts not refreshed: %s", self.origin, exc)
+            listing.skipped[STALE] = len(due) - done
+        self.refreshed = {self.name(v): details.videos[v].view_count for v in held
+                          if v in self.fresh}  # fmt: skip
+        if self.refreshed:
+            log.info("%s: %d view counts refreshed", self.origin, len(self.refreshed))
+
+    def _fetch_captions(self, held: list[str], details: Details, listing: Listing) -> None:
+        """Captions of the videos that have none kept yet (kb.captions); a failure is noted on
+        the video (its note is stored without them) and the next run tries again."""
+        self._caption_problems = {}
+        if self.captions is None or self.video_info is None:
+            return
+        todo = [v for v in held if self.captions.get(v) is None]
+        fetched = 0
+        for video_id in todo:
+            try:
+                self.captions.fetch(
+                    video_id, self.video_info(video_id), details.videos[video_id].language
+                )
+                fetched += 1
+            except ConfigError as exc:  # no yt-dlp: the playlist says so once
+                listing.failed.append(Failure(self.origin, f"captions not fetched: {exc}"))
+                break
+            except (CaptionError, OSError) as exc:
+                self._caption_problems[video_id] = (
+                    f"captions not fetched ({exc}); tried again next run"
+                )
+        if todo:
+            log.info("%s: captions of %d videos fetched, %d failed (next run)", self.origin,
+                     fetched, len(self._caption_problems))  # fmt: skip
 
     def _entries(self, into: list[Entry]) -> None:
         if self.playlist == watch_later.WATCH_LATER:
@@ -196,7 +205,9 @@ class PlaylistSource:
     def read(self, item: Item, *, max_bytes: int) -> Note:
         assert self._details is not None, "read before listing"
         video_id = item.source.rsplit("/", 1)[-1]
-        return video_note(item.source, item.path, self._details.videos[video_id])
+        stored = self.captions.get(video_id) if self.captions is not None else None
+        notice = self._caption_problems.get(video_id)
+        return video_note(item.source, item.path, self._details.videos[video_id], stored, notice)
 
     def holds(self, source: str) -> bool:
         """A playlist not listed to its end (quota, failure) holds every video it held."""
@@ -219,10 +230,16 @@ def parse(value: str) -> list[str]:
 
 
 def configured(
-    settings: Settings, state: State, *, ledger: Ledger | None = None, **api_options: Any
+    settings: Settings,
+    state: State,
+    *,
+    ledger: Ledger | None = None,
+    video_info: Callable[[str], dict[str, Any]] | None = None,
+    **api_options: Any,
 ) -> list[PlaylistSource]:
     """The YOUTUBE_PLAYLISTS playlists as sources. A missing key or cookies is no ConfigError:
-    that playlist fails, naming the setting, and the notes still sync."""
+    that playlist fails, naming the setting, and the notes still sync. `video_info` replaces
+    yt-dlp's extraction of one video (a test replays recorded ones)."""
     playlists = parse(settings.YOUTUBE_PLAYLISTS)
     if not playlists:
         return []
@@ -243,6 +260,18 @@ def configured(
             "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
             "(see docs/youtube.md)"
         )
+    kept = None
+    if settings.YOUTUBE_CAPTIONS:
+        preferred = [p.strip() for p in settings.YOUTUBE_CAPTIONS_LANGUAGES.split(",")]
+        http = httpx.Client(timeout=30.0, follow_redirects=True)
+        kept = Captions(root / CAPTIONS_DIR, http, preferred)
+        if video_info is None:
+            opts = captions.options(settings.YOUTUBE_COOKIES_FILE, settings.YOUTUBE_COOKIES_BROWSER)
+
+            def video_info(video_id: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
+                return captions.video_info(video_id, opts)
+
+    fresh: set[str] = set()  # view counts refreshed this run, by video id
     sources = []
     for playlist in playlists:
         extract = None
@@ -259,10 +288,13 @@ def configured(
                 def extract(url: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
                     return watch_later.flat_playlist(url, opts)
 
-        sources.append(PlaylistSource(playlist, root, api, reason, extract))
+        sources.append(PlaylistSource(playlist, root, api, reason, extract, kept, video_info,
+                                      settings.YOUTUBE_REFRESH_DAYS, fresh=fresh))  # fmt: skip
     return sources
 
 
 def close(sources: Sequence[PlaylistSource]) -> None:
     for api in {id(s.api): s.api for s in sources if s.api is not None}.values():
         api.close()
+    for kept in {id(s.captions): s.captions for s in sources if s.captions is not None}.values():
+        kept.http.close()
