@@ -130,3 +130,32 @@ def resolve_engine(
     if dtype == "bf16":
         raise ModelLoadError("EMBED_BACKEND=onnx runs fp32 or int8, not EMBED_DTYPE=bf16")
     return "onnx", (ONNX_AUTO_DTYPE if dtype == "auto" else dtype)
+
+
+# What RERANK_DTYPE=auto runs per CPU class (bench/rerank.py, bench/rerank_fidelity.py,
+# docs/reranking.md). avx512-bf16 without AMX: fp32; bf16 ran 0.6x its speed, and torch dynamic
+# int8 ran 1.5x but moved the scores (Spearman 0.92 to fp32 over 30 passages), so int8 is
+# opt-in. avx2, ARM and others: fp32 (int8 likewise opt-in). amx: bf16, computed natively there
+# (as the embedder; not measured for the reranker here).
+RERANK_AUTO_DTYPE = {
+    "amx": "bf16",
+    "avx512-bf16": "fp32",
+    "avx2": "fp32",
+    "arm": "fp32",
+    "other": "fp32",
+}
+
+
+def resolve_rerank_dtype(setting: str, device: torch.device, klass: str | None = None) -> str:
+    """RERANK_DTYPE -> the precision the reranker runs: by CPU class for `auto` on a CPU, bf16
+    where a GPU computes it; int8 (dynamic quantisation) on CPU only."""
+    if device.type != "cpu":
+        if setting == "int8":
+            raise ModelLoadError(
+                "RERANK_DTYPE=int8 (dynamic quantisation) runs on CPU only; use auto, bf16 or "
+                f"fp32 on EMBED_DEVICE={device.type}"
+            )
+        return resolve_dtype(setting, device)
+    if setting != "auto":
+        return setting
+    return RERANK_AUTO_DTYPE[klass or cpu_class(cpu_features())]

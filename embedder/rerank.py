@@ -21,8 +21,14 @@ import numpy as np
 import torch
 from config import EmbedderSettings
 from errors import ModelLoadError
-from hardware import resolve_device, resolve_dtype
-from model import _THREADS_LOCK, _TORCH_DTYPES, MAX_SIDE_BY_SIDE, SINGLE_THREAD_TOKENS
+from hardware import resolve_device, resolve_rerank_dtype
+from model import (
+    _THREADS_LOCK,
+    _TORCH_DTYPES,
+    MAX_SIDE_BY_SIDE,
+    SINGLE_THREAD_TOKENS,
+    int8_linear,
+)
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -75,7 +81,7 @@ class Reranker:
                 f"RERANK_MODEL {self.name}: {config.num_labels} output labels; a reranker has one"
             )
         self.device = resolve_device(settings.EMBED_DEVICE)
-        self.dtype = resolve_dtype(settings.RERANK_DTYPE, self.device)
+        self.dtype = resolve_rerank_dtype(settings.RERANK_DTYPE, self.device)
         self.threads = settings.EMBED_THREADS
         self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if self.device.type == "cpu" else 1
         self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -96,6 +102,10 @@ class Reranker:
             folder, dtype=_TORCH_DTYPES[self.dtype], local_files_only=True
         )
         self.model.eval().to(self.device)
+        if self.dtype == "int8":
+            # The encoder's Linear layers only: the pooler and the one-logit head are tiny, and
+            # the head's output is the score itself.
+            self.model = int8_linear(self.model, only=[f"{self.model.base_model_prefix}.encoder."])
         probe = self.embed_ids(self.tokenize([("health check", "a passage")]))
         if probe.shape != (1, 1) or not np.isfinite(probe).all():
             raise ModelLoadError(f"{self.name}: the test forward pass gave no finite score")

@@ -84,6 +84,7 @@ class RerankService:
             report["error"] = self.error
         if self.reranker is not None:
             report["max_input_tokens"] = self.reranker.max_input_tokens
+            report["dtype"] = self.reranker.dtype
         return report
 
     def require_ready(self) -> Engine:

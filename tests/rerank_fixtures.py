@@ -51,12 +51,13 @@ def wait_reranker(server: EmbedderProcess) -> None:
 
 @pytest.fixture(scope="session")
 def rerank_embedder(start_embedder, minilm_path: Path, tiny_reranker_path: Path) -> EmbedderProcess:
-    """MiniLM embeddings and the tiny reranker in one real embedder process. A small token
-    budget so a request of a few passages already splits into several micro-batches."""
+    """MiniLM embeddings and the tiny reranker (fp32) in one real embedder process. A small
+    token budget so a request of a few passages already splits into several micro-batches."""
     server = start_embedder(
         {
             "EMBED_MODEL": str(minilm_path),
             "RERANK_MODEL": str(tiny_reranker_path),
+            "RERANK_DTYPE": "fp32",  # exact: these tests compare with transformers itself
             "EMBED_BATCH_TOKENS": "256",
             "RERANK_MAX_DOCUMENTS": "40",
         }

@@ -28,21 +28,35 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[str, dict]:
     return proc.stdout, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_rerank_bench_prints_latencies_and_the_default_it_picks() -> None:
+def test_rerank_bench_measures_the_shipped_default_beside_the_levers() -> None:
+    tiny, l6 = "cross-encoder/ms-marco-TinyBERT-L2-v2", "cross-encoder/ms-marco-MiniLM-L6-v2"
     out, result = run(
         str(BENCH / "rerank.py"),
         "--quick",
         "--json",
-        "--models=cross-encoder/ms-marco-MiniLM-L6-v2",
+        f"--models={tiny},{l6}",
         "--sizes=4,30",
         "--passage-tokens=6",
         "--repeats=1",
     )
-    assert result["default_model"] == "cross-encoder/ms-marco-MiniLM-L6-v2"
-    assert result["added_p50_ms_30"] > 0
-    assert "CPU: " in out and "passages p50 / p95 ms" in out
-    cells = result["latency_s"]["cross-encoder/ms-marco-MiniLM-L6-v2 fp32"]
-    assert cells["30"]["runs"] == 1 and cells["4"]["p50"] > 0
+    # the --json figure is the configuration a fresh install runs: the settings' defaults
+    assert result["default"] == {"model": tiny, "dtype": "fp32", "max_tokens": 512, "threads": 0}
+    assert result["default_model"] == tiny and result["added_p50_ms_30"] > 0
+    assert "CPU: " in out and "passages p50 / p95 ms" in out and "<- shipped default" in out
+    rows = result["latency_s"]
+    assert {"ms-marco-MiniLM-L6-v2 fp32 512t", "ms-marco-MiniLM-L6-v2 int8 512t"} <= set(rows)
+    assert rows["ms-marco-TinyBERT-L2-v2 fp32 512t"]["30"]["runs"] == 1
+    assert rows["ms-marco-MiniLM-L6-v2 int8 512t"]["4"]["p50"] > 0
+
+
+def test_rerank_fidelity_bench_compares_settings_with_fp32_on_cranfield() -> None:
+    out, result = run(str(BENCH / "rerank_fidelity.py"), "--quick", "--queries=1", "--json")
+    assert result["reference"] == "fp32 512t" and result["queries"] == 1
+    int8, cut = result["settings"]["int8 512t"], result["settings"]["int8 256t"]
+    assert 0.0 < int8["spearman_mean"] <= 1.0 and 0.0 <= int8["top5_overlap"] <= 1.0
+    assert int8["pearson_logits"] < 1.0  # int8 moves the logits; fp32 vs itself would be 1
+    assert cut["cut"] >= int8["cut"]  # a lower token limit cuts at least as many pairs
+    assert "spearman mean" in out
 
 
 def test_retrieval_bench_compares_reranked_rows_through_the_embedders_reranker(

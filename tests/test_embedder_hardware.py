@@ -47,6 +47,22 @@ def test_int8_is_refused_on_a_gpu_naming_the_setting() -> None:
         hardware.resolve_dtype("int8", torch.device("cuda"))
 
 
+@pytest.mark.parametrize(
+    ("klass", "expected"),
+    [("avx512-bf16", "fp32"), ("avx2", "fp32"), ("amx", "bf16"), ("arm", "fp32"),
+     ("other", "fp32")],
+)  # fmt: skip
+def test_the_rerankers_auto_precision_follows_the_cpu_class(klass: str, expected: str) -> None:
+    assert hardware.resolve_rerank_dtype("auto", CPU, klass) == expected
+    # an explicit setting wins over the class
+    assert hardware.resolve_rerank_dtype("int8", CPU, klass) == "int8"
+
+
+def test_rerank_int8_is_refused_on_a_gpu_naming_the_setting() -> None:
+    with pytest.raises(errors.ModelLoadError, match="RERANK_DTYPE=int8"):
+        hardware.resolve_rerank_dtype("int8", torch.device("cuda"))
+
+
 def test_auto_device_is_cuda_only_when_torch_sees_a_gpu() -> None:
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert hardware.resolve_device("auto").type == expected

@@ -3,6 +3,7 @@ cross-encoder (MiniLM's body, a random one-logit head), checked against transfor
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,7 @@ def rerank(url: str, body: dict) -> httpx.Response:
     return httpx.post(f"{url}/v1/rerank", json=body, timeout=60.0)
 
 
-def direct_scores(folder: Path, query: str, docs: list[str]) -> np.ndarray:
+def direct_scores(folder: Path, query: str, docs: list[str], max_length: int = 512) -> np.ndarray:
     """The model's own relevance for each document: transformers, no service in between."""
     import torch
     from helpers import torch_threads_kept
@@ -35,7 +36,7 @@ def direct_scores(folder: Path, query: str, docs: list[str]) -> np.ndarray:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
         batch = tokenizer(
-            [query] * len(docs), docs, padding=True, truncation=True, max_length=512,
+            [query] * len(docs), docs, padding=True, truncation=True, max_length=max_length,
             return_tensors="pt",
         )  # fmt: skip
         with torch.inference_mode():
@@ -115,7 +116,35 @@ def test_health_lists_the_reranker(rerank_url: str, tiny_reranker_path: Path) ->
         "model": str(tiny_reranker_path),
         "status": "ok",
         "max_input_tokens": 512,
+        "dtype": "fp32",
     }
+
+
+def test_an_int8_reranker_keeps_the_models_order_and_health_says_int8(
+    start_embedder, minilm_path: Path, tiny_reranker_path: Path
+) -> None:
+    from rerank_fixtures import wait_reranker
+
+    server = start_embedder(
+        {"EMBED_MODEL": str(minilm_path), "RERANK_MODEL": str(tiny_reranker_path),
+         "RERANK_DTYPE": "int8", "RERANK_MAX_TOKENS": "256"}
+    )  # fmt: skip
+    wait_reranker(server)
+    health = httpx.get(f"{server.url}/health").json()["rerank"]
+    assert health["dtype"] == "int8" and health["max_input_tokens"] == 256
+    docs = [*DOCS, "Supersonic flow over a swept wing and the shock it forms. " * 40]
+    body = rerank(server.url, {"query": QUERY, "documents": docs}).json()
+    expected = direct_scores(tiny_reranker_path, QUERY, docs, max_length=256)  # fp32
+    got = {r["index"]: r["relevance_score"] for r in body["results"]}
+    # int8 moves each score a little (this random head's logits are near-tied, so relatively a
+    # lot: bench/rerank_fidelity.py), not the order of clear gaps: a passage ranked above
+    # another never scores clearly below it in fp32.
+    tolerance = 0.08
+    assert max(abs(got[i] - expected[i]) for i in got) < tolerance
+    indices = [r["index"] for r in body["results"]]
+    for above, below in itertools.pairwise(indices):
+        assert expected[above] > expected[below] - 2 * tolerance, (above, below)
+    assert body["usage"]["total_tokens"] < 256 * len(docs)  # the long passage is cut to 256
 
 
 def test_without_rerank_model_health_says_null_and_the_route_says_how_to_enable_it(
