@@ -5,7 +5,8 @@ taken as a path), a soft-deleted item is refused, and the file is resolved insid
 folder (the inbox's ingested/ or its NOTE_FOLDERS folder) and must stay there once links are
 resolved, so neither `..` nor a symlink reaches anything else. The text is the item's readable
 text (kb.formats: a PDF page by page, a table row by row, a notebook cell by cell) with line
-numbers matching the `line_start`/`line_end` of its hits; at most MAX_BYTES per call.
+numbers matching the `line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved
+video has no file: its stored text is read instead.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from kb import collection
 from kb.errors import NoteNotFound
 from kb.notes import NoteError, read_note
-from kb.schema import INBOX
+from kb.schema import INBOX, TRANSCRIPT
 from kb.settings import Settings
 from kb.sources.folder import configured
 from kb.sources.inbox import INGESTED
@@ -37,19 +39,31 @@ class Passage:
     truncated: bool  # stopped at MAX_BYTES before `lines` lines
 
 
-def stored_origin(stores: Sequence[Store], source: str) -> str:
-    """The origin of an item the index holds; NoteNotFound if none does or it is deleted."""
+def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]]:
+    """The payloads of an item the index holds; NoteNotFound if none does or it is deleted."""
     for store in stores:
         if collection.info(store) is None:
             continue
-        points = store.payloads(source)
-        if not points:
+        payloads = [payload for _, payload in store.payloads(source)]
+        if not payloads:
             continue
-        payload = points[0][1]
-        if payload.get("deleted_at"):
+        if payloads[0].get("deleted_at"):
             raise NoteNotFound(f"{source} is deleted (restore it first to read it)")
-        return str(payload.get("origin") or INBOX)
+        return payloads
     raise NoteNotFound(f"no indexed note is named {source!r}; use a source search_notes gave")
+
+
+def video_text(payloads: Sequence[dict[str, Any]]) -> str:
+    """A saved video has no file: its text is what the index stored, in chunk order (title and
+    link first; a caption passage led by its moment, `[12:34]`)."""
+    first = payloads[0]
+    lines = [str(first.get("title") or first.get("source")), str(first.get("url") or ""), ""]
+    for payload in sorted(payloads, key=lambda p: int(p.get("chunk_index") or 0)):
+        moment = (
+            f"[{payload.get('locator')}] " if payload.get("heading_path") == [TRANSCRIPT] else ""
+        )
+        lines += [moment + str(payload.get("text") or ""), ""]
+    return "\n".join(lines)
 
 
 def locate(settings: Settings, source: str, origin: str) -> Path:
@@ -88,11 +102,15 @@ def read_item(
         raise ValueError(f"start_line must be 1 or more, got {start_line}")
     if not 1 <= lines <= MAX_LINES:
         raise ValueError(f"lines must be between 1 and {MAX_LINES}, got {lines}")
-    path = locate(settings, source, stored_origin(stores, source))
-    try:
-        text = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES).text
-    except NoteError as exc:
-        raise NoteNotFound(f"{source}: {exc.reason}") from None
+    payloads = stored_payloads(stores, source)
+    if payloads[0].get("kind") == "video":
+        text = video_text(payloads)
+    else:
+        path = locate(settings, source, str(payloads[0].get("origin") or INBOX))
+        try:
+            text = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES).text
+        except NoteError as exc:
+            raise NoteNotFound(f"{source}: {exc.reason}") from None
     all_lines = text.split("\n")
     if all_lines and all_lines[-1] == "":
         all_lines.pop()  # the file's last newline ends its last line

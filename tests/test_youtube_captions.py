@@ -29,6 +29,7 @@ from kb.embedding import EmbedClient
 from kb.ingest import ingest
 from kb.progress import Summary
 from kb.quota import Ledger
+from kb.reading import read_item
 from kb.schema import TRANSCRIPT, Hit, at_moment
 from kb.search import Filters, search
 from kb.settings import Settings
@@ -174,6 +175,11 @@ def test_a_captioned_video_is_found_by_a_phrase_only_its_captions_hold_at_its_mo
     [zero] = [p for _, p in store.payloads(best.source) if p["chunk_index"] == 0]
     assert zero["text"].startswith("# Complete guide to chess endgames")
     assert Hit.from_payload(0.5, zero).url == "https://www.youtube.com/watch?v=chessLong01"
+
+    # read_note reads a video from what the index stored (it has no file), moment by moment
+    shown = read_item(settings, [store], best.source, 1, 2000).text
+    [moment] = [line for line in shown.splitlines() if "\t[12:34] " in line]
+    assert PHRASE in moment and "https://www.youtube.com/watch?v=chessLong01" in shown
 
     # a video without captions: none stored, and that is remembered (never asked again)
     assert passages(store, "chessShort1") == {}
