@@ -62,8 +62,10 @@ class EdgeClient:
     """A QDRANT_PATH folder of qdrant-edge shards, one per collection, opened on first use and
     locked for this process until `close`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, tuning: dict[str, Any] | None = None) -> None:
         self.root = edge_root(path)
+        # more qe.EdgeConfig arguments for a new collection (optimizers, quantization_config)
+        self.tuning = tuning or {}
         self.root.mkdir(parents=True, exist_ok=True)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._locks: dict[str, int] = {}
@@ -156,6 +158,7 @@ class EdgeClient:
                     )
                     for k, v in sparse.items()
                 },
+                **self.tuning,
             )
             self._shards[name] = qe.EdgeShard.create(str(folder / SHARD_DIR), config)
             self._write_meta(
@@ -215,6 +218,12 @@ class EdgeClient:
     def create_payload_index(self, name: str, field_name: str, field_schema: Any, **_: Any) -> None:
         kind = field_schema.value if hasattr(field_schema, "value") else str(field_schema)
         self._update(name, qe.UpdateOperation.create_field_index(field_name, _SCHEMAS[kind]))
+
+    def segments(self, name: str) -> tuple[int, int]:
+        """(segments, indexed vectors) of a collection's shard: what `optimize` changes."""
+        with self._mutex:
+            info = self._shard(name).info()
+        return info.segments_count, info.indexed_vectors_count
 
     def optimize(self, name: str) -> bool:
         """Merge segments and build the vector indexes (blocking: seconds to a minute)."""
