@@ -107,24 +107,44 @@ def percentiles(times: list[float]) -> tuple[float, float]:
     return statistics.median(ms), ms[min(len(ms) - 1, int(0.95 * len(ms)))]
 
 
-def measure(engine: str, n: int, optimize: bool = False) -> dict[str, float]:
-    """Write n chunks into a new store and time the three query kinds (one process)."""
-    from kb import collection
+def open_store(engine: str, folder: str) -> Store:
+    """`engine`: "local", "edge" (as ingest.py leaves it), "edge-raw" (as written, before the
+    index is built) or "edge-int8" (with Qdrant's int8 scalar quantization)."""
+    if engine == "local":
+        return Store.open("scale", path=folder, engine="local")
+    from kb import edge
+    from kb.store import _OneAtATime
+
+    tuning = {}
+    if engine == "edge-int8":
+        import qdrant_edge as qe
+
+        tuning["quantization_config"] = qe.ScalarQuantizationConfig(
+            type=qe.ScalarType.Int8, quantile=0.99, always_ram=True
+        )
+    client = edge.EdgeClient(folder, tuning=tuning)
+    return Store(_OneAtATime(client), "scale", f"embedded Qdrant in {folder}", embedded=True)
+
+
+def measure(engine: str, n: int) -> dict[str, float]:
+    """Write n chunks into a new store, leave it as ingest.py does, and time the three query
+    kinds (one process)."""
+    from kb import collection, optimize
 
     centroids: list[np.ndarray] = []
     rng = np.random.default_rng(11)
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
-        store = Store.open("scale", path=tmp, engine=engine)  # type: ignore[arg-type]
+        store = open_store(engine, tmp)
         collection.create(store, "synthetic", DIMS)
         write_s = 0.0
         for batch in corpus(n, centroids):
             started = time.perf_counter()
             store.replace(batch, [])  # new notes: nothing stale to delete
             write_s += time.perf_counter() - started
-        result: dict[str, float] = {"write_per_s": n / write_s}
-        if optimize:  # what a maintenance run would do: HNSW index, merged segments
+        result: dict[str, float] = {"write_per_s": n / write_s, "optimize_s": 0.0}
+        if engine in ("edge", "edge-int8"):  # what ingest.py does after its writes
             started = time.perf_counter()
-            store.optimize()
+            optimize.after_ingest(store, [store.collection], written=n)
             result["optimize_s"] = time.perf_counter() - started
         kinds = {
             "plain": {},
@@ -133,7 +153,7 @@ def measure(engine: str, n: int, optimize: bool = False) -> dict[str, float]:
         }
         for kind, extra in kinds.items():
             times = []
-            for _ in range(QUERIES[engine]):
+            for _ in range(QUERIES["local" if engine == "local" else "edge"]):
                 centre = centroids[int(rng.integers(len(centroids)))]
                 dense = centre + 0.8 * rng.standard_normal(DIMS)
                 dense /= np.linalg.norm(dense)
@@ -149,7 +169,6 @@ def measure(engine: str, n: int, optimize: bool = False) -> dict[str, float]:
 
 
 def run_child(engine: str, n: int) -> dict[str, float]:
-    """`engine` "edge+optimize": the engine after `Store.optimize()`."""
     out = subprocess.run(
         [sys.executable, __file__, "--one", engine, str(n)],
         check=True,
@@ -164,9 +183,14 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10k chunks only")
     parser.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     parser.add_argument(
-        "--optimize",
+        "--raw",
         action="store_true",
-        help="also measure the engine after Store.optimize() (builds the HNSW index: minutes)",
+        help="also measure the engine as written, before ingest.py builds its index (edge-raw)",
+    )
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="also measure the engine with int8 scalar quantization (edge-int8)",
     )
     parser.add_argument(
         "--sizes", help="comma-separated chunk counts instead of 10000,50000,100000"
@@ -174,8 +198,7 @@ def main() -> int:
     parser.add_argument("--one", nargs=2, metavar=("ENGINE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        engine, n = args.one[0].split("+")[0], int(args.one[1])
-        print(json.dumps(measure(engine, n, optimize=args.one[0].endswith("+optimize"))))
+        print(json.dumps(measure(args.one[0], int(args.one[1]))))
         return 0
     from common import format_table
 
@@ -187,7 +210,8 @@ def main() -> int:
     found: dict[tuple[str, int], dict[str, float]] = {}
     for n in sizes:
         engines = ["local", "edge"] if n <= SIZES[0] else ["edge"]
-        for engine in engines + (["edge+optimize"] if args.optimize else []):
+        extra = ["edge-raw"] * args.raw + ["edge-int8"] * args.int8
+        for engine in engines + extra:
             r = found[(engine, n)] = run_child(engine, n)
             rows.append(
                 [
@@ -197,14 +221,12 @@ def main() -> int:
                     f"{r['tag_p50_ms']:.1f} / {r['tag_p95_ms']:.1f}",
                     f"{r['grouped_p50_ms']:.1f} / {r['grouped_p95_ms']:.1f}",
                     f"{r['write_per_s']:.0f}",
+                    f"{r['optimize_s']:.0f}",
                     f"{r['rss_mb']:.0f}",
                 ]
             )
             print("  ".join(map(str, rows[-1])), file=sys.stderr, flush=True)  # as it comes
     print(format_table(HEADERS, rows))
-    for (_, n), r in found.items():
-        if "optimize_s" in r:
-            print(f"optimize() at {n:,} chunks took {r['optimize_s']:.1f} s (blocking)")
     local, edge = found.get(("local", SIZES[0])), found.get(("edge", SIZES[0]))
     if local and edge:
         grouped = local["grouped_p50_ms"] / edge["grouped_p50_ms"]
@@ -231,6 +253,7 @@ HEADERS = [
     "tag p50/p95 ms",
     "grouped p50/p95 ms",
     "writes/s",
+    "index s",
     "RSS MB",
 ]
 
