@@ -75,7 +75,9 @@ def sparse(rng: np.random.Generator, terms: int) -> KeywordVector:
     return KeywordVector(indices=[int(i) for i in ids], values=[float(w) for w in weights])
 
 
-def corpus(n: int, centroids: list[np.ndarray], seed: int = 7) -> Iterator[list[Point]]:
+def corpus(
+    n: int, centroids: list[np.ndarray], seed: int = 7, dims: int = DIMS
+) -> Iterator[list[Point]]:
     """n chunks in notes of 1-8 chunks, a batch of ~BATCH at a time (the whole corpus as Python
     floats would outweigh the store); each note's centroid goes to `centroids` (queries aim
     near them)."""
@@ -84,11 +86,11 @@ def corpus(n: int, centroids: list[np.ndarray], seed: int = 7) -> Iterator[list[
     made = note = 0
     while made < n:
         size = min(int(rng.integers(1, 9)), n - made)
-        centre = rng.standard_normal(DIMS)
+        centre = rng.standard_normal(dims)
         centroids.append(centre.astype(np.float32))
         tags = sorted({f"t{int(t) % TAGS}" for t in rng.zipf(1.5, int(rng.integers(1, 4)))})
         source = f"n{note}.md"
-        dense = centre + 0.6 * rng.standard_normal((size, DIMS))
+        dense = centre + 0.6 * rng.standard_normal((size, dims))
         dense /= np.linalg.norm(dense, axis=1, keepdims=True)
         for i in range(size):
             payload = {"source": source, "chunk_index": i, "tags": tags, "text": f"{source} {i}"}

@@ -71,6 +71,7 @@ class EdgeClient:
         self._locks: dict[str, int] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._mutex = threading.RLock()  # one shard object serves every thread of a server
+        self._written: set[str] = set()  # collections this process changed: flushed on close
 
     # --- locking and opening ------------------------------------------------------------
 
@@ -115,9 +116,11 @@ class EdgeClient:
 
     def close(self) -> None:
         with self._mutex:
-            for shard in self._shards.values():
-                shard.flush()
+            for name, shard in self._shards.items():
+                if name in self._written:  # a search-only process (query.py) skips the sync
+                    shard.flush()
                 shard.close()
+            self._written.clear()
             self._shards.clear()
             for fd in self._locks.values():
                 os.close(fd)  # releases the flock
@@ -161,6 +164,7 @@ class EdgeClient:
                 **self.tuning,
             )
             self._shards[name] = qe.EdgeShard.create(str(folder / SHARD_DIR), config)
+            self._written.add(name)
             self._write_meta(
                 name,
                 {
@@ -228,13 +232,17 @@ class EdgeClient:
     def optimize(self, name: str) -> bool:
         """Merge segments and build the vector indexes (blocking: seconds to a minute)."""
         with self._mutex:
-            return self._shard(name).optimize()
+            changed = self._shard(name).optimize()
+            if changed:
+                self._written.add(name)
+            return changed
 
     # --- points -------------------------------------------------------------------------
 
     def _update(self, name: str, operation: qe.UpdateOperation) -> None:
         with self._mutex:
             self._shard(name).update(operation)
+            self._written.add(name)
 
     def upsert(self, name: str, points: Sequence[models.PointStruct], **_: Any) -> None:
         batch = [qe.Point(_id(p.id), _vector(p.vector), p.payload or {}) for p in points]
