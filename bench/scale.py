@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def open_store(engine: str, folder: str) -> Store:
     return Store(_OneAtATime(client), "scale", f"embedded Qdrant in {folder}", embedded=True)
 
 
-def measure(engine: str, n: int) -> dict[str, float]:
+def measure(engine: str, n: int) -> dict[str, Any]:
     """Write n chunks into a new store, leave it as ingest.py does, and time the three query
     kinds (one process)."""
     from kb import collection, optimize
@@ -153,6 +154,7 @@ def measure(engine: str, n: int) -> dict[str, float]:
             "tag": {"where": payload_filter(tags_any=["t3"])},
             "grouped": {"per_note": 1},
         }
+        tops: list[list[str]] = []  # the grouped results, to compare engines (--raw)
         for kind, extra in kinds.items():
             times = []
             for _ in range(QUERIES["local" if engine == "local" else "edge"]):
@@ -164,13 +166,15 @@ def measure(engine: str, n: int) -> dict[str, float]:
                 hits = store.query(LIMIT, dense=dense.tolist(), keyword=keyword, **extra)
                 times.append(time.perf_counter() - t0)
                 assert hits, "a query found nothing"
+                if kind == "grouped":
+                    tops.append([f"{h.source}#{h.chunk_index}" for h in hits])
             result[f"{kind}_p50_ms"], result[f"{kind}_p95_ms"] = percentiles(times)
         result["rss_mb"] = rss_mb()
         store.close()
-    return result
+    return {**result, "grouped_top": tops}
 
 
-def run_child(engine: str, n: int) -> dict[str, float]:
+def run_child(engine: str, n: int) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--one", engine, str(n)],
         check=True,
@@ -178,6 +182,12 @@ def run_child(engine: str, n: int) -> dict[str, float]:
         text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def overlap(found: dict[str, Any], exact: dict[str, Any]) -> float:
+    """Share of the exact scan's grouped results that `found` returned too (recall@10)."""
+    pairs = list(zip(found["grouped_top"], exact["grouped_top"], strict=True))
+    return sum(len(set(a) & set(b)) for a, b in pairs) / sum(len(b) for _, b in pairs)
 
 
 def main() -> int:
@@ -197,6 +207,9 @@ def main() -> int:
     parser.add_argument(
         "--sizes", help="comma-separated chunk counts instead of 10000,50000,100000"
     )
+    parser.add_argument(
+        "--engines", help="comma-separated engines to run at every size instead of the default"
+    )
     parser.add_argument("--one", nargs=2, metavar=("ENGINE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -209,11 +222,13 @@ def main() -> int:
         sizes = tuple(int(n) for n in args.sizes.split(","))
     print(f"CPU: {cpu_class()}; {DIMS}-d dense + keyword, hybrid queries, top {LIMIT}")
     rows = []
-    found: dict[tuple[str, int], dict[str, float]] = {}
+    found: dict[tuple[str, int], dict[str, Any]] = {}
     for n in sizes:
         engines = ["local", "edge"] if n <= SIZES[0] else ["edge"]
-        extra = ["edge-raw"] * args.raw + ["edge-int8"] * args.int8
-        for engine in engines + extra:
+        engines += ["edge-raw"] * args.raw + ["edge-int8"] * args.int8
+        if args.engines:
+            engines = args.engines.split(",")
+        for engine in engines:
             r = found[(engine, n)] = run_child(engine, n)
             rows.append(
                 [
@@ -229,6 +244,12 @@ def main() -> int:
             )
             print("  ".join(map(str, rows[-1])), file=sys.stderr, flush=True)  # as it comes
     print(format_table(HEADERS, rows))
+    for n in sizes:  # the index and quantization against the exact scan, same queries
+        exact = found.get(("edge-raw", n))
+        for engine in ("edge", "edge-int8"):
+            if exact and (engine, n) in found:
+                print(f"{engine} at {n:,}: {overlap(found[(engine, n)], exact):.1%} of the exact "
+                      "scan's grouped top 10 (edge-raw)")  # fmt: skip
     local, edge = found.get(("local", SIZES[0])), found.get(("edge", SIZES[0]))
     if local and edge:
         grouped = local["grouped_p50_ms"] / edge["grouped_p50_ms"]
