@@ -9,7 +9,8 @@ its writes are done: the engine plans the work itself (a segment under its index
 10 MB of vectors, stays plain), so after a run that wrote little it returns at once.
 
 The MCP server does not: an ingest it runs for ingest.py (kb.handoff) or its watcher leaves
-the segments as written; the next `ingest.py` run with the server stopped optimizes them.
+the segments as written; `make local` (kb.local_stack) builds what they left at its next start,
+before the server opens the folder, and so does the next `ingest.py` run without a server.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from kb.backend import embed_client, open_store
 from kb.edge import EDGE_DIR, EdgeClient
 from kb.ingest import run
 from kb.lifecycle import soft_delete
+from kb.local_stack import Stack
 from kb.schema import point_id
 from kb.search import search
 from kb.store import Point, Store
@@ -128,3 +129,30 @@ def test_ingest_py_builds_the_engines_search_index_once_and_searches_find_the_sa
         assert found(store, client) == before
     again = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
     assert again.returncode == 0 and "search index" not in again.stderr  # nothing left to do
+
+
+def test_make_local_builds_the_index_the_servers_ingests_left_before_the_server_starts(
+    tmp_path: Path,
+):
+    settings = make_settings(tmp_path)
+    edge = EdgeClient(
+        settings.QDRANT_PATH, tuning={"optimizers": qe.EdgeOptimizersConfig(indexing_threshold=1)}
+    )
+    points = [
+        Point(point_id(f"n{i}.md", 0), [1.0, i / 200, 0.5, 0.1], {"source": f"n{i}.md"})
+        for i in range(200)
+    ]
+    with Store(edge, "notes", "test", embedded=True) as store:
+        collection.create(store, "m", 4)
+        store.replace(points, [])  # as the MCP server writes: nothing optimizes
+        plain = edge.segments("notes")
+        before = store.query(3, dense=[1.0, 0.5, 0.5, 0.1])
+    said: list[str] = []
+    Stack(settings, said.append).index()
+    assert said == [f"optimized the search index of notes in {said[0].split()[-1]}"]
+    with open_store(settings) as store:
+        assert store.client.segments("notes") != plain
+        assert store.query(3, dense=[1.0, 0.5, 0.5, 0.1]) == before
+    said.clear()
+    Stack(settings, said.append).index()  # nothing left to build: silent
+    assert said == []
