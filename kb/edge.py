@@ -9,8 +9,9 @@ the lock makes that a clear message). Requests arrive as qdrant-client `models` 
 translated here; results come back shaped as qdrant-client's. A shard has no grouped query:
 kb.store groups by note itself for embedded storage (`Store._collapsed`).
 
-`optimize()` (building HNSW and merging segments) blocks for seconds to a minute: it runs after
-an ingest run, never on a search.
+`optimize()` (building HNSW and merging segments) blocks, interpreter lock held, for up to
+minutes: kb.optimize runs it after ingest.py's writes and before make local's server starts,
+never on a search.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ class EdgeClient:
         return info.segments_count, info.indexed_vectors_count
 
     def optimize(self, name: str) -> bool:
-        """Merge segments and build the vector indexes (blocking: seconds to a minute)."""
+        """Merge segments and build the vector indexes (blocking: up to minutes)."""
         with self._mutex:
             changed = self._shard(name).optimize()
             if changed:

@@ -215,7 +215,8 @@ class Store:
 
     def optimize(self) -> bool:
         """Build the vector indexes of embedded storage on Qdrant's engine (kb.edge): blocks for
-        seconds to a minute, so an ingest run calls it, never a search. False: nothing to do."""
+        up to minutes, so kb.optimize calls it after an ingest, never a search. False: nothing
+        to do."""
         optimize = getattr(self.client, "optimize", None)
         if optimize is None:
             return False  # a server optimizes by itself; local mode has no indexes
