@@ -70,8 +70,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="500 chunks, 3 runs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON, last")
     parser.add_argument("--chunks", type=int, default=10_000, help="chunks stored (10000)")
+    parser.add_argument("--runs", type=int, help="processes timed per row (7; --quick 3)")
     args = parser.parse_args()
     n, runs = (500, 3) if args.quick else (args.chunks, 7)
+    runs = args.runs or runs
     print(f"CPU: {cpu_class()}; load average {os.getloadavg()[0]:.1f}")
     with embedder() as url, tempfile.TemporaryDirectory(prefix="kb-cold-") as tmp:
         folder = Path(tmp) / "qdrant"

@@ -169,8 +169,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="500 chunks, 10 queries")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON, last")
+    parser.add_argument("--queries", type=int, help="queries each way (40; --quick 10)")
     args = parser.parse_args()
     n, count = (500, 10) if args.quick else (10_000, 40)
+    count = args.queries or count
     print(f"CPU: {cpu_class()}; load average {os.getloadavg()[0]:.1f}")
     asked = queries(count)
     with embedder() as embed_url, tempfile.TemporaryDirectory(prefix="kb-mcp-bench-") as tmp:
