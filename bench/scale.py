@@ -118,9 +118,6 @@ def open_store(engine: str, folder: str) -> Store:
     index is built) or "edge-int8" (with Qdrant's int8 scalar quantization)."""
     if engine == "local":
         return Store.open("scale", path=folder, engine="local")
-    from kb import edge
-    from kb.store import _OneAtATime
-
     tuning = {}
     if engine == "edge-int8":
         import qdrant_edge as qe
@@ -128,8 +125,7 @@ def open_store(engine: str, folder: str) -> Store:
         tuning["quantization_config"] = qe.ScalarQuantizationConfig(
             type=qe.ScalarType.Int8, quantile=0.99, always_ram=True
         )
-    client = edge.EdgeClient(folder, tuning=tuning)
-    return Store(_OneAtATime(client), "scale", f"embedded Qdrant in {folder}", embedded=True)
+    return Store.open("scale", path=folder, tuning=tuning)
 
 
 def measure(engine: str, n: int) -> dict[str, Any]:

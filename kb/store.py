@@ -147,9 +147,11 @@ class Store:
         path: str | Path = "",
         api_key: str = "",
         engine: Literal["edge", "local"] = "edge",
+        tuning: dict[str, Any] | None = None,
     ) -> Store:
         """Embedded storage in folder `path` if given (Qdrant's engine in-process, kb.edge; or
-        with engine="local" qdrant-client's local mode), else the server at `url`.
+        with engine="local" qdrant-client's local mode), else the server at `url`. `tuning`:
+        more qdrant-edge settings for a collection the engine creates (bench/scale.py's int8).
 
         Raises StoreUnavailable when the server does not answer or the folder is in use.
         """
@@ -163,7 +165,7 @@ class Store:
             if engine == "edge":
                 from kb import edge, migrate_local  # only embedded storage loads the engine
 
-                client: Any = edge.EdgeClient(folder)
+                client: Any = edge.EdgeClient(folder, tuning=tuning)
                 try:
                     client.lock(collection)
                 except edge.CollectionBusy:
