@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from kb import handoff, lifecycle
+from kb import handoff, lifecycle, optimize
 from kb.backend import Backend, embed_client, open_store
 from kb.cli import fail, script, setup_logging
 from kb.errors import IngestError, StoreUnavailable
@@ -124,6 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 allow_deletes=args.allow_deletes,
                 youtube_only=args.youtube_only,
             )
+            if not stop.is_set():  # embedded storage: its search index, off the request path
+                optimize.after_ingest(
+                    store,
+                    [settings.COLLECTION, settings.CODE_COLLECTION],
+                    written=summary.written,
+                    say=lambda line: print(line, file=sys.stderr),
+                )
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
             print(format_summary(exc.summary, verbose=args.verbose))

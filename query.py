@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb import answer as kb_answer
 from kb import rerank as kb_rerank
 from kb.backend import embed_client, open_store
 from kb.chunking import PATH_SEPARATOR
@@ -240,6 +239,8 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
 
 def print_answer(settings: Settings, args: argparse.Namespace, hits: list[Hit]) -> int:
     """The cited answer LLM_URL writes from `hits` (citations only ever name these hits)."""
+    from kb import answer as kb_answer  # only --answer needs it: a plain search starts faster
+
     raw = "Nothing in the notes matches this question."
     if hits:
         raw = kb_answer.chat(
@@ -269,7 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, filters = parse_args(argv)
     settings = get_settings()
     if args.answer and not settings.LLM_URL:
-        return fail(f"--answer: {kb_answer.NO_MODEL}", 2)
+        from kb.answer import NO_MODEL
+
+        return fail(f"--answer: {NO_MODEL}", 2)
     if args.show is not None:
         return show(settings, args.show)
     try:

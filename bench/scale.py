@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,9 @@ LIMIT = 10
 BATCH = 512  # chunks per write (what one ingest group holds at most is similar)
 SIZES = (10_000, 50_000, 100_000)
 QUERIES = {"edge": 40, "local": 8}  # per kind; local mode takes ~0.5 s a query at 10k
+# untimed queries first: a freshly built index is read from disk into the page cache by the
+# first searches (tens of ms each at 50k chunks), as a long-running server's already is
+WARMUP = 20
 
 
 def cpu_class() -> str:
@@ -75,7 +79,9 @@ def sparse(rng: np.random.Generator, terms: int) -> KeywordVector:
     return KeywordVector(indices=[int(i) for i in ids], values=[float(w) for w in weights])
 
 
-def corpus(n: int, centroids: list[np.ndarray], seed: int = 7) -> Iterator[list[Point]]:
+def corpus(
+    n: int, centroids: list[np.ndarray], seed: int = 7, dims: int = DIMS
+) -> Iterator[list[Point]]:
     """n chunks in notes of 1-8 chunks, a batch of ~BATCH at a time (the whole corpus as Python
     floats would outweigh the store); each note's centroid goes to `centroids` (queries aim
     near them)."""
@@ -84,11 +90,11 @@ def corpus(n: int, centroids: list[np.ndarray], seed: int = 7) -> Iterator[list[
     made = note = 0
     while made < n:
         size = min(int(rng.integers(1, 9)), n - made)
-        centre = rng.standard_normal(DIMS)
+        centre = rng.standard_normal(dims)
         centroids.append(centre.astype(np.float32))
         tags = sorted({f"t{int(t) % TAGS}" for t in rng.zipf(1.5, int(rng.integers(1, 4)))})
         source = f"n{note}.md"
-        dense = centre + 0.6 * rng.standard_normal((size, DIMS))
+        dense = centre + 0.6 * rng.standard_normal((size, dims))
         dense /= np.linalg.norm(dense, axis=1, keepdims=True)
         for i in range(size):
             payload = {"source": source, "chunk_index": i, "tags": tags, "text": f"{source} {i}"}
@@ -107,33 +113,53 @@ def percentiles(times: list[float]) -> tuple[float, float]:
     return statistics.median(ms), ms[min(len(ms) - 1, int(0.95 * len(ms)))]
 
 
-def measure(engine: str, n: int, optimize: bool = False) -> dict[str, float]:
-    """Write n chunks into a new store and time the three query kinds (one process)."""
-    from kb import collection
+def open_store(engine: str, folder: str) -> Store:
+    """`engine`: "local", "edge" (as ingest.py leaves it), "edge-raw" (as written, before the
+    index is built) or "edge-int8" (with Qdrant's int8 scalar quantization)."""
+    if engine == "local":
+        return Store.open("scale", path=folder, engine="local")
+    tuning = {}
+    if engine == "edge-int8":
+        import qdrant_edge as qe
+
+        tuning["quantization_config"] = qe.ScalarQuantizationConfig(
+            type=qe.ScalarType.Int8, quantile=0.99, always_ram=True
+        )
+    return Store.open("scale", path=folder, tuning=tuning)
+
+
+def measure(engine: str, n: int) -> dict[str, Any]:
+    """Write n chunks into a new store, leave it as ingest.py does, and time the three query
+    kinds (one process)."""
+    from kb import collection, optimize
 
     centroids: list[np.ndarray] = []
     rng = np.random.default_rng(11)
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
-        store = Store.open("scale", path=tmp, engine=engine)  # type: ignore[arg-type]
+        store = open_store(engine, tmp)
         collection.create(store, "synthetic", DIMS)
         write_s = 0.0
         for batch in corpus(n, centroids):
             started = time.perf_counter()
             store.replace(batch, [])  # new notes: nothing stale to delete
             write_s += time.perf_counter() - started
-        result: dict[str, float] = {"write_per_s": n / write_s}
-        if optimize:  # what a maintenance run would do: HNSW index, merged segments
+        result: dict[str, float] = {"write_per_s": n / write_s, "optimize_s": 0.0}
+        if engine in ("edge", "edge-int8"):  # what ingest.py does after its writes
             started = time.perf_counter()
-            store.optimize()
+            optimize.after_ingest(store, [store.collection], written=n)
             result["optimize_s"] = time.perf_counter() - started
+        for _ in range(WARMUP if engine != "local" else 0):
+            centre = centroids[int(rng.integers(len(centroids)))]
+            store.query(LIMIT, dense=centre.tolist(), keyword=sparse(rng, 3), per_note=1)
         kinds = {
             "plain": {},
             "tag": {"where": payload_filter(tags_any=["t3"])},
             "grouped": {"per_note": 1},
         }
+        tops: list[list[str]] = []  # the grouped results, to compare engines (--raw)
         for kind, extra in kinds.items():
             times = []
-            for _ in range(QUERIES[engine]):
+            for _ in range(QUERIES["local" if engine == "local" else "edge"]):
                 centre = centroids[int(rng.integers(len(centroids)))]
                 dense = centre + 0.8 * rng.standard_normal(DIMS)
                 dense /= np.linalg.norm(dense)
@@ -142,14 +168,15 @@ def measure(engine: str, n: int, optimize: bool = False) -> dict[str, float]:
                 hits = store.query(LIMIT, dense=dense.tolist(), keyword=keyword, **extra)
                 times.append(time.perf_counter() - t0)
                 assert hits, "a query found nothing"
+                if kind == "grouped":
+                    tops.append([f"{h.source}#{h.chunk_index}" for h in hits])
             result[f"{kind}_p50_ms"], result[f"{kind}_p95_ms"] = percentiles(times)
         result["rss_mb"] = rss_mb()
         store.close()
-    return result
+    return {**result, "grouped_top": tops}
 
 
-def run_child(engine: str, n: int) -> dict[str, float]:
-    """`engine` "edge+optimize": the engine after `Store.optimize()`."""
+def run_child(engine: str, n: int) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--one", engine, str(n)],
         check=True,
@@ -159,23 +186,36 @@ def run_child(engine: str, n: int) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def overlap(found: dict[str, Any], exact: dict[str, Any]) -> float:
+    """Share of the exact scan's grouped results that `found` returned too (recall@10)."""
+    pairs = list(zip(found["grouped_top"], exact["grouped_top"], strict=True))
+    return sum(len(set(a) & set(b)) for a, b in pairs) / sum(len(b) for _, b in pairs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10k chunks only")
     parser.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     parser.add_argument(
-        "--optimize",
+        "--raw",
         action="store_true",
-        help="also measure the engine after Store.optimize() (builds the HNSW index: minutes)",
+        help="also measure the engine as written, before ingest.py builds its index (edge-raw)",
+    )
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="also measure the engine with int8 scalar quantization (edge-int8)",
     )
     parser.add_argument(
         "--sizes", help="comma-separated chunk counts instead of 10000,50000,100000"
     )
+    parser.add_argument(
+        "--engines", help="comma-separated engines to run at every size instead of the default"
+    )
     parser.add_argument("--one", nargs=2, metavar=("ENGINE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        engine, n = args.one[0].split("+")[0], int(args.one[1])
-        print(json.dumps(measure(engine, n, optimize=args.one[0].endswith("+optimize"))))
+        print(json.dumps(measure(args.one[0], int(args.one[1]))))
         return 0
     from common import format_table
 
@@ -184,10 +224,13 @@ def main() -> int:
         sizes = tuple(int(n) for n in args.sizes.split(","))
     print(f"CPU: {cpu_class()}; {DIMS}-d dense + keyword, hybrid queries, top {LIMIT}")
     rows = []
-    found: dict[tuple[str, int], dict[str, float]] = {}
+    found: dict[tuple[str, int], dict[str, Any]] = {}
     for n in sizes:
         engines = ["local", "edge"] if n <= SIZES[0] else ["edge"]
-        for engine in engines + (["edge+optimize"] if args.optimize else []):
+        engines += ["edge-raw"] * args.raw + ["edge-int8"] * args.int8
+        if args.engines:
+            engines = args.engines.split(",")
+        for engine in engines:
             r = found[(engine, n)] = run_child(engine, n)
             rows.append(
                 [
@@ -197,14 +240,18 @@ def main() -> int:
                     f"{r['tag_p50_ms']:.1f} / {r['tag_p95_ms']:.1f}",
                     f"{r['grouped_p50_ms']:.1f} / {r['grouped_p95_ms']:.1f}",
                     f"{r['write_per_s']:.0f}",
+                    f"{r['optimize_s']:.0f}",
                     f"{r['rss_mb']:.0f}",
                 ]
             )
             print("  ".join(map(str, rows[-1])), file=sys.stderr, flush=True)  # as it comes
     print(format_table(HEADERS, rows))
-    for (_, n), r in found.items():
-        if "optimize_s" in r:
-            print(f"optimize() at {n:,} chunks took {r['optimize_s']:.1f} s (blocking)")
+    for n in sizes:  # the index and quantization against the exact scan, same queries
+        exact = found.get(("edge-raw", n))
+        for engine in ("edge", "edge-int8"):
+            if exact and (engine, n) in found:
+                print(f"{engine} at {n:,}: {overlap(found[(engine, n)], exact):.1%} of the exact "
+                      "scan's grouped top 10 (edge-raw)")  # fmt: skip
     local, edge = found.get(("local", SIZES[0])), found.get(("edge", SIZES[0]))
     if local and edge:
         grouped = local["grouped_p50_ms"] / edge["grouped_p50_ms"]
@@ -231,6 +278,7 @@ HEADERS = [
     "tag p50/p95 ms",
     "grouped p50/p95 ms",
     "writes/s",
+    "index s",
     "RSS MB",
 ]
 

@@ -9,8 +9,9 @@ the lock makes that a clear message). Requests arrive as qdrant-client `models` 
 translated here; results come back shaped as qdrant-client's. A shard has no grouped query:
 kb.store groups by note itself for embedded storage (`Store._collapsed`).
 
-`optimize()` (building HNSW and merging segments) blocks for seconds to a minute: it runs after
-an ingest run, never on a search.
+`optimize()` (building HNSW and merging segments) blocks, interpreter lock held, for up to
+minutes: kb.optimize runs it after ingest.py's writes and before make local's server starts,
+never on a search.
 """
 
 from __future__ import annotations
@@ -62,13 +63,16 @@ class EdgeClient:
     """A QDRANT_PATH folder of qdrant-edge shards, one per collection, opened on first use and
     locked for this process until `close`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, tuning: dict[str, Any] | None = None) -> None:
         self.root = edge_root(path)
+        # more qe.EdgeConfig arguments for a new collection (optimizers, quantization_config)
+        self.tuning = tuning or {}
         self.root.mkdir(parents=True, exist_ok=True)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._locks: dict[str, int] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._mutex = threading.RLock()  # one shard object serves every thread of a server
+        self._written: set[str] = set()  # collections this process changed: flushed on close
 
     # --- locking and opening ------------------------------------------------------------
 
@@ -113,9 +117,11 @@ class EdgeClient:
 
     def close(self) -> None:
         with self._mutex:
-            for shard in self._shards.values():
-                shard.flush()
+            for name, shard in self._shards.items():
+                if name in self._written:  # a search-only process (query.py) skips the sync
+                    shard.flush()
                 shard.close()
+            self._written.clear()
             self._shards.clear()
             for fd in self._locks.values():
                 os.close(fd)  # releases the flock
@@ -156,8 +162,10 @@ class EdgeClient:
                     )
                     for k, v in sparse.items()
                 },
+                **self.tuning,
             )
             self._shards[name] = qe.EdgeShard.create(str(folder / SHARD_DIR), config)
+            self._written.add(name)
             self._write_meta(
                 name,
                 {
@@ -216,16 +224,26 @@ class EdgeClient:
         kind = field_schema.value if hasattr(field_schema, "value") else str(field_schema)
         self._update(name, qe.UpdateOperation.create_field_index(field_name, _SCHEMAS[kind]))
 
-    def optimize(self, name: str) -> bool:
-        """Merge segments and build the vector indexes (blocking: seconds to a minute)."""
+    def segments(self, name: str) -> tuple[int, int]:
+        """(segments, indexed vectors) of a collection's shard: what `optimize` changes."""
         with self._mutex:
-            return self._shard(name).optimize()
+            info = self._shard(name).info()
+        return info.segments_count, info.indexed_vectors_count
+
+    def optimize(self, name: str) -> bool:
+        """Merge segments and build the vector indexes (blocking: up to minutes)."""
+        with self._mutex:
+            changed = self._shard(name).optimize()
+            if changed:
+                self._written.add(name)
+            return changed
 
     # --- points -------------------------------------------------------------------------
 
     def _update(self, name: str, operation: qe.UpdateOperation) -> None:
         with self._mutex:
             self._shard(name).update(operation)
+            self._written.add(name)
 
     def upsert(self, name: str, points: Sequence[models.PointStruct], **_: Any) -> None:
         batch = [qe.Point(_id(p.id), _vector(p.vector), p.payload or {}) for p in points]

@@ -24,6 +24,7 @@ import httpx
 from kb.errors import EmbedError
 
 QUERY_CACHE_S = 60.0  # how long a query's vector is reused
+RERANK_DISABLED = "rerank_disabled"  # the error code of an embedder that serves no reranker
 QUERY_CACHE_SIZE = 256  # queries remembered (a 1024-d vector is ~8 KB as floats)
 
 RETRY_STATUSES = frozenset({429, 503})
@@ -78,6 +79,9 @@ class EmbedClient:
         self.timeout = timeout
         self.retries = retries
         self.calls = 0  # POST /v1/embeddings attempts made
+        self.rerank_calls = 0  # POST /v1/rerank requests made
+        # until when (monotonic) the embedder is taken to serve no reranker: it said so
+        self._no_reranker_until = 0.0
         self._health: dict[str, Any] | None = None
         # query text -> (when, vector): a query repeated within QUERY_CACHE_S skips the embedder
         self._queries: OrderedDict[str, tuple[float, list[float]]] = OrderedDict()
@@ -261,17 +265,26 @@ class EmbedClient:
             attempt += 1
 
     # --- reranking -------------------------------------------------------------------
+    @property
+    def reranker_off(self) -> bool:
+        """The embedder said within the last QUERY_CACHE_S that it serves no reranker."""
+        return time.monotonic() < self._no_reranker_until
+
     def rerank(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
         """POST /v1/rerank once: the relevance of each document, in input order. No retry: a
         reranker that is loading or busy is skipped by the caller, not waited for. EmbedError
         (`code` rerank_disabled when the embedder serves none)."""
         payload = {"query": query, "documents": list(documents)}
+        self.rerank_calls += 1
         try:
             response = self._http.post("/v1/rerank", json=payload, timeout=timeout)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.status_code != 200:
-            raise self._http_error(response)
+            error = self._http_error(response)
+            if error.code == RERANK_DISABLED:  # asked again in a minute, not every search
+                self._no_reranker_until = time.monotonic() + QUERY_CACHE_S
+            raise error
         scores = [0.0] * len(documents)
         try:
             for item in response.json()["results"]:

@@ -121,6 +121,7 @@ class _Writer:
         # to delete by filter, so skipping that for new notes keeps a first ingest linear
         stale = [p.note.source for p in group if p.note.source in self.stored]
         self.store.replace(points, stale)
+        self.summary.written += len(points)
         self.progress.stored([p.note.source for p in group])
         self.hand_over(group, written=True)
 

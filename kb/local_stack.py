@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from kb.errors import ConfigError
+from kb.errors import ConfigError, StoreError
 from kb.settings import REPO_ROOT, Settings
 
 EMBEDDER = REPO_ROOT / "embedder" / "app.py"
@@ -73,6 +73,8 @@ class Stack:
     def start(self) -> None:
         env = child_env(self.settings)
         for name, script in (("embedder", EMBEDDER), ("MCP server", MCP_SERVER)):
+            if script == MCP_SERVER:
+                self.index()  # while the embedder loads its model
             proc = subprocess.Popen(
                 [sys.executable, str(script)], env=env, cwd=REPO_ROOT, preexec_fn=_die_with_parent
             )
@@ -83,6 +85,20 @@ class Stack:
         self._wait(f"{base}/health", "MCP server", any_status=True)
         self.say(f"MCP server ready at {self.settings.mcp_url}")
         self.say(f"storage: {env_storage(self.settings)}; Ctrl-C stops both")
+
+    def index(self) -> None:
+        """Build the search index that ingests through the server left unbuilt (kb.optimize),
+        before the server holds the folder: the engine blocks its whole process meanwhile."""
+        from kb import optimize
+        from kb.store import Store
+
+        names = [self.settings.COLLECTION, self.settings.CODE_COLLECTION]
+        try:
+            store = Store.open(names[0], path=env_storage(self.settings))
+        except StoreError:
+            return  # held by another process: the MCP server says so
+        with store:
+            optimize.after_ingest(store, names, written=0, say=self.say)
 
     def _wait(self, url: str, name: str, *, any_status: bool = False) -> None:
         deadline = time.monotonic() + READY_S

@@ -38,6 +38,7 @@ class Summary:
     skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (path, gate): -v
     chunks: int = 0  # chunks of the notes handled (added, replaced, unchanged)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
+    written: int = 0  # points written (upserted) to the collection
     seconds: float = 0.0
     rebuilt: bool = False
 
@@ -57,6 +58,7 @@ class Summary:
         self.redacted.update(other.redacted)
         self.chunks += other.chunks
         self.embedded_cached += other.embedded_cached
+        self.written += other.written
         self.seconds += other.seconds
         self.rebuilt = self.rebuilt or other.rebuilt
 

@@ -172,6 +172,7 @@ def request(
     where: models.Filter | None,
     per_note: int | None,
     alternates: Sequence[Phrasing] = (),
+    depth: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
     keyword query, or both (hybrid: filtered prefetches fused by `fusion`).
@@ -179,16 +180,17 @@ def request(
     `alternates`: more phrasings of the same search (kb.search). Each becomes a prefetch of its
     own and reciprocal rank fusion merges their rankings: their scores live on different scales
     (a keyword-only phrasing scores BM25, a hybrid one cosine plus a bonus), their ranks do not.
+    `depth`: each prefetch's limit, instead of `_depth`'s.
     """
     phrasings = [p for p in ((dense, keyword), *alternates) if _searchable(p)]
     if len(phrasings) > 1:
-        depth = _depth(limit, per_note)
+        depth = depth or _depth(limit, per_note)
         prefetch = [phrasing_prefetch(p, where, depth) for p in phrasings]
         return {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
     if phrasings:
         dense, keyword = phrasings[0]
     if dense is not None and keyword is not None and keyword.indices:
-        depth = _depth(limit, per_note)
+        depth = depth or _depth(limit, per_note)
         prefetch = [
             models.Prefetch(query=query, using=using, filter=where, limit=depth)
             for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
@@ -229,6 +231,12 @@ def fusion(terms: int) -> models.FormulaQuery:
             sum=["$score[0]", models.MultExpression(mult=[KEYWORD_WEIGHT, bonus])]
         )
     )
+
+
+def grouped_depth(limit: int, per_note: int) -> int:
+    """Candidates each prefetch of a grouped query gets on a server: `_depth` per group, times
+    the groups asked for."""
+    return _depth(limit, per_note) * limit
 
 
 def _depth(limit: int, per_note: int | None) -> int:

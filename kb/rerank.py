@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kb import search as kb_search
+from kb.embedding import RERANK_DISABLED
 from kb.errors import EmbedError
 from kb.fusion import Domain, search_all
 from kb.schema import Hit
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 # Reciprocal-rank constant of the blend (RERANK_WEIGHT < 1), as in reciprocal rank fusion.
 BLEND_K = 60
-DISABLED = "rerank_disabled"  # the embedder's error code when it serves no reranker
+DISABLED = RERANK_DISABLED  # the embedder's error code when it serves no reranker
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,8 @@ def search(
             return kb_search.search(store, client, query, depth, **options)
         return search_all((store, client), code, query, depth, domain=domain, **options)
 
-    if rerank_hits is False:
-        return Reranked(first(k))
+    if rerank_hits is False or (rerank_hits is None and client.reranker_off):
+        return Reranked(first(k))  # no reranker to read more than k: fetch only k
     depth = min(kb_search.MAX_K, max(k, settings.RERANK_CANDIDATES))
     return rerank(
         client,

@@ -32,6 +32,7 @@ from kb.qdrant_models import exceptions, models
 from kb.qdrant_query import (
     PREFETCH_FACTOR,
     Phrasing,
+    grouped_depth,
     origin_filter,
     request,
     sparse_vector,
@@ -146,9 +147,11 @@ class Store:
         path: str | Path = "",
         api_key: str = "",
         engine: Literal["edge", "local"] = "edge",
+        tuning: dict[str, Any] | None = None,
     ) -> Store:
         """Embedded storage in folder `path` if given (Qdrant's engine in-process, kb.edge; or
-        with engine="local" qdrant-client's local mode), else the server at `url`.
+        with engine="local" qdrant-client's local mode), else the server at `url`. `tuning`:
+        more qdrant-edge settings for a collection the engine creates (bench/scale.py's int8).
 
         Raises StoreUnavailable when the server does not answer or the folder is in use.
         """
@@ -162,7 +165,7 @@ class Store:
             if engine == "edge":
                 from kb import edge, migrate_local  # only embedded storage loads the engine
 
-                client: Any = edge.EdgeClient(folder)
+                client: Any = edge.EdgeClient(folder, tuning=tuning)
                 try:
                     client.lock(collection)
                 except edge.CollectionBusy:
@@ -214,7 +217,8 @@ class Store:
 
     def optimize(self) -> bool:
         """Build the vector indexes of embedded storage on Qdrant's engine (kb.edge): blocks for
-        seconds to a minute, so an ingest run calls it, never a search. False: nothing to do."""
+        up to minutes, so kb.optimize calls it after an ingest, never a search. False: nothing
+        to do."""
         optimize = getattr(self.client, "optimize", None)
         if optimize is None:
             return False  # a server optimizes by itself; local mode has no indexes
@@ -462,14 +466,16 @@ class Store:
         where: Any,
         alternates: Sequence[Phrasing] = (),
     ) -> list[Hit]:
-        """What `query_points_groups` returns, for embedded Qdrant: the best chunks, at most
-        `per_note` of each note, from one ranked query deep enough to hold them.
+        """What `query_points_groups` returns, for embedded Qdrant (neither engine has it in
+        Python): the best chunks, at most `per_note` of each note, from one ranked query deep
+        enough to hold them, its prefetches as deep as a server's grouped query makes them.
 
-        Embedded Qdrant groups by prefetching the whole collection and scoring every point in
-        Python (a hybrid query on 1,755 chunks: 640 ms grouped against 180 ms for the plain
-        query); a server groups natively, so it gets `query_points_groups`.
+        The ranking reads only each point's `source`; the payloads of the chunks kept are read
+        after (bench/scale.py: the ranked query is most of the time, and its cost grows with
+        how many points it returns).
         """
         fetch = PREFETCH_FACTOR * limit * per_note
+        depth = grouped_depth(limit, per_note)
         while True:
             search = request(
                 fetch,
@@ -478,24 +484,38 @@ class Store:
                 where=where,
                 per_note=None,
                 alternates=alternates,
+                depth=max(depth, fetch),
             )
             with self.calls():
                 points = self.client.query_points(
-                    self.collection, limit=fetch, with_payload=True, **search
+                    self.collection, limit=fetch, with_payload=[SOURCE], **search
                 ).points
-            kept: list[Hit] = []
+            kept: list[tuple[str, float]] = []
             taken: dict[Any, int] = {}
             for p in points:
                 source = (p.payload or {}).get(SOURCE)
                 if source is None or taken.get(source, 0) >= per_note:
                     continue  # as the server does, a point without a source joins no group
                 taken[source] = taken.get(source, 0) + 1
-                kept.append(Hit.from_payload(p.score, p.payload or {}))
+                kept.append((str(p.id), p.score))
                 if len(kept) == limit:
-                    return kept
-            if len(points) < fetch:
-                return kept  # the whole (filtered) collection was ranked
+                    break
+            if len(kept) == limit or len(points) < fetch:
+                # enough notes, or the whole (filtered) collection was ranked
+                return self._hits(kept)
             fetch *= 4  # a few notes hold most of the best chunks: look deeper
+
+    def _hits(self, scored: Sequence[tuple[str, float]]) -> list[Hit]:
+        """Hits for (point id, score) pairs, in their order, with the points' payloads."""
+        if not scored:
+            return []
+        with self.calls():
+            records = self.client.retrieve(
+                self.collection, [i for i, _ in scored], with_payload=True
+            )
+        payloads = {str(r.id): r.payload or {} for r in records}
+        # a point deleted since it was ranked has no payload left: it is no hit any more
+        return [Hit.from_payload(s, payloads[i]) for i, s in scored if i in payloads]
 
     def note_counts(self, key: str) -> tuple[int, list[tuple[str, int]]]:
         """Live (not soft-deleted) notes: how many, and per value of payload field `key` (e.g.

@@ -5,16 +5,26 @@ import logging
 from pathlib import Path
 
 import pytest
-from ingest_fixtures import KIMCHI, SHOCK, make_settings, stored_vectors, write
+import qdrant_edge as qe
+from ingest_fixtures import (
+    KIMCHI,
+    SHOCK,
+    make_settings,
+    run_script,
+    script_env,
+    stored_vectors,
+    write,
+)
 
 from kb import collection
 from kb.backend import embed_client, open_store
-from kb.edge import EDGE_DIR
+from kb.edge import EDGE_DIR, EdgeClient
 from kb.ingest import run
 from kb.lifecycle import soft_delete
+from kb.local_stack import Stack
 from kb.schema import point_id
 from kb.search import search
-from kb.store import Point
+from kb.store import Point, Store
 
 
 def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing(
@@ -83,3 +93,66 @@ def test_search_on_the_engine_answers_with_the_ingested_notes(tmp_path: Path, em
         assert store.optimize() in (True, False)  # blocking, but callable any time
         hits = search(store, client, "supersonic pressure jump", 2)
     assert hits[0].source == "shock.md"
+
+
+def test_ingest_py_builds_the_engines_search_index_once_and_searches_find_the_same(
+    tmp_path: Path, embedder_url: str
+):
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
+    write(settings.NOTES_DIR / "shock.md", SHOCK)
+    # a shard that indexes from 1 KB of vectors (the engine's default, 10 MB, takes thousands
+    # of chunks), written as the MCP server's ingests write: no optimize
+    edge = EdgeClient(
+        settings.QDRANT_PATH, tuning={"optimizers": qe.EdgeOptimizersConfig(indexing_threshold=1)}
+    )
+    queries = ["supersonic pressure jump", "fermented cabbage", "kimchi"]
+
+    def found(store: Store, client) -> list[list[tuple[str | None, int | None, float]]]:
+        return [
+            [(h.source, h.chunk_index, round(h.score, 4)) for h in search(store, client, q, 3)]
+            for q in queries
+        ]
+
+    with Store(edge, "notes", "test", embedded=True) as store, embed_client(settings) as client:
+        collection.create(store, client.model, client.dimensions)
+        assert run(settings, client, store).written > 0
+        before = found(store, client)
+        plain = edge.segments("notes")
+
+    done = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "optimized the search index of notes" in done.stderr  # what the earlier run wrote
+
+    with open_store(settings) as store, embed_client(settings) as client:
+        assert store.client.segments("notes") != plain
+        assert found(store, client) == before
+    again = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
+    assert again.returncode == 0 and "search index" not in again.stderr  # nothing left to do
+
+
+def test_make_local_builds_the_index_the_servers_ingests_left_before_the_server_starts(
+    tmp_path: Path,
+):
+    settings = make_settings(tmp_path)
+    edge = EdgeClient(
+        settings.QDRANT_PATH, tuning={"optimizers": qe.EdgeOptimizersConfig(indexing_threshold=1)}
+    )
+    points = [
+        Point(point_id(f"n{i}.md", 0), [1.0, i / 200, 0.5, 0.1], {"source": f"n{i}.md"})
+        for i in range(200)
+    ]
+    with Store(edge, "notes", "test", embedded=True) as store:
+        collection.create(store, "m", 4)
+        store.replace(points, [])  # as the MCP server writes: nothing optimizes
+        plain = edge.segments("notes")
+        before = store.query(3, dense=[1.0, 0.5, 0.5, 0.1])
+    said: list[str] = []
+    Stack(settings, said.append).index()
+    assert said == [f"optimized the search index of notes in {said[0].split()[-1]}"]
+    with open_store(settings) as store:
+        assert store.client.segments("notes") != plain
+        assert store.query(3, dense=[1.0, 0.5, 0.5, 0.1]) == before
+    said.clear()
+    Stack(settings, said.append).index()  # nothing left to build: silent
+    assert said == []

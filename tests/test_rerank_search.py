@@ -90,6 +90,20 @@ def test_an_embedder_without_reranker_keeps_the_first_stage_and_says_so_when_ask
     assert asked.note and "RERANK_MODEL" in asked.note
 
 
+def test_an_embedder_that_said_it_has_no_reranker_is_not_asked_again_on_the_next_searches(
+    embedder_url: str, store_copy
+) -> None:
+    settings = make_settings(embedder_url, store_copy())
+    expected = first_stage(settings, QUERY, 5)
+    with open_store(settings) as store, embed_client(settings) as client:
+        found = [kb_rerank.search(store, client, settings, QUERY, 5) for _ in range(3)]
+        assert client.rerank_calls == 1 and client.reranker_off  # told once, for a minute
+        asked = kb_rerank.search(store, client, settings, QUERY, 5, rerank_hits=True)
+        assert client.rerank_calls == 2  # asked for by name: asked, and the note says why
+    assert all(f.hits == expected and f.note is None for f in found)
+    assert asked.hits == expected and asked.note and "RERANK_MODEL" in asked.note
+
+
 def test_a_reranker_that_is_down_degrades_to_the_first_stage_with_a_note(
     embedder_url: str, store_copy
 ) -> None:

@@ -1,0 +1,216 @@
+"""`search_notes` over MCP against the work it wraps (the query's embedding + the store query),
+on 10,000 chunks in embedded storage, measured in the same run.
+
+    uv run bench/mcp_search.py            # 10,000 chunks, 40 queries each way
+    uv run bench/mcp_search.py --quick    # 500 chunks, 10 queries
+    uv run bench/mcp_search.py --json     # ... and the figures as JSON, last
+
+First, in this process: each query embedded (the embedder request itself, past the client's
+query-vector cache) and then searched (`Store.query`, hybrid, one chunk per note, k 5: what
+search_notes asks for). Then the same queries through `python mcp/server.py` (a real process on
+the same folder, once this process has closed it) with the MCP SDK's client over streamable
+HTTP, one session for all calls. Every query is new, so the server's 60 s query-vector cache
+never answers: the ratio compares like with like. Last, one query repeated: the cached figure
+(what an assistant repeating a search with other filters gets).
+
+The collection is synthetic (bench/scale.py's chunks at the embedder's dimension, under its
+model name) and left as ingest.py leaves it; the embedder is real (EMBED_URL, or MiniLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from cold_query import COLLECTION, build
+from common import REPO_ROOT, _free_port, embedder, format_table
+from scale import cpu_class
+
+from kb.embedding import EmbedClient
+from kb.keywords import query_vector
+from kb.store import Store
+
+TARGET_RATIO = 1.3
+K = 5
+WORDS = [
+    "shock",
+    "wave",
+    "swept",
+    "wing",
+    "boundary",
+    "layer",
+    "heat",
+    "transfer",
+    "pressure",
+    "drag",
+    "lift",
+    "flutter",
+    "nozzle",
+    "flow",
+    "turbulence",
+    "laminar",
+    "supersonic",
+    "subsonic",
+    "buckling",
+    "panel",
+    "cylinder",
+]
+
+
+def queries(n: int) -> list[str]:
+    """n distinct questions (none repeats, so no cache answers one)."""
+    return [
+        f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7 + 3) % len(WORDS)]} question {i}" for i in range(n)
+    ]
+
+
+def p50_ms(times: Sequence[float]) -> float:
+    return statistics.median(times) * 1000
+
+
+def direct(folder: Path, url: str, asked: list[str]) -> list[float]:
+    """Seconds per query: the embedder request plus Store.query, in this process."""
+    times = []
+    with EmbedClient(url) as client, Store.open(COLLECTION, path=folder) as store:
+        client.embed_query("warm up")  # a first request opens the connection
+        for text in asked:
+            started = time.perf_counter()
+            dense = client._embed([text], "query")[0]  # the request itself: no cache
+            hits = store.query(K, dense=dense, keyword=query_vector(text), per_note=1)
+            times.append(time.perf_counter() - started)
+            assert hits, "a query found nothing"
+    return times
+
+
+def over_mcp(url: str, asked: list[str]) -> list[float]:
+    """Seconds per search_notes call through the SDK client, one session for all."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run() -> list[float]:
+        times = []
+        http = httpx2.AsyncClient(timeout=60.0)
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            await client.call_tool("search_notes", {"query": "warm up", "k": K})
+            for text in asked:
+                started = time.perf_counter()
+                result = await client.call_tool("search_notes", {"query": text, "k": K})
+                times.append(time.perf_counter() - started)
+                if result.is_error:
+                    raise SystemExit(f"error: search_notes failed: {result.content}")
+        return times
+
+    return anyio.run(run)
+
+
+def server(folder: Path, embed_url: str, state: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`python mcp/server.py` on a free loopback port over `folder`; (process, base URL)."""
+    port = _free_port()
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("QDRANT", "MCP", "EMBED"))}
+    env = {
+        **keep,
+        "MCP_HOST": "127.0.0.1",
+        "MCP_PORT": str(port),
+        "MCP_TOKEN": "",
+        "QDRANT_PATH": str(folder),
+        "EMBED_URL": embed_url,
+        "COLLECTION": COLLECTION,
+        "STATE_DIR": str(state),
+        "NOTES_DIR": str(state.parent / "notes"),
+        "LOG_LEVEL": "WARNING",
+    }
+    (state.parent / "notes").mkdir(exist_ok=True)
+    log = (state.parent / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "mcp" / "server.py")],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    end = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            tail = (state.parent / "server.log").read_text(errors="replace")[-2000:]
+            raise SystemExit(f"error: the MCP server exited:\n{tail}")
+        try:
+            httpx.get(f"{base}/health", timeout=5)
+            return proc, base
+        except httpx.TransportError:
+            if time.monotonic() > end:
+                raise SystemExit("error: the MCP server did not start in 120 s") from None
+            time.sleep(0.1)
+
+
+def stopped(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=20)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="500 chunks, 10 queries")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON, last")
+    parser.add_argument("--queries", type=int, help="queries each way (40; --quick 10)")
+    args = parser.parse_args()
+    n, count = (500, 10) if args.quick else (10_000, 40)
+    count = args.queries or count
+    print(f"CPU: {cpu_class()}; load average {os.getloadavg()[0]:.1f}")
+    asked = queries(count)
+    with embedder() as embed_url, tempfile.TemporaryDirectory(prefix="kb-mcp-bench-") as tmp:
+        folder = Path(tmp) / "qdrant"
+        started = time.perf_counter()
+        build(folder, embed_url, n)
+        print(f"{n:,} chunks stored and indexed in {time.perf_counter() - started:.0f}s")
+        inner = direct(folder, embed_url, asked)
+        proc, base = server(folder, embed_url, Path(tmp) / "state")
+        try:
+            mcp = over_mcp(f"{base}/mcp", asked)
+            repeated = over_mcp(f"{base}/mcp", [asked[0]] * count)  # within the 60 s cache
+        finally:
+            stopped(proc)
+    rows = [
+        ["embedding + store query (in process)", f"{p50_ms(inner):.1f}"],
+        ["search_notes over MCP, new queries", f"{p50_ms(mcp):.1f}"],
+        ["search_notes over MCP, one query repeated", f"{p50_ms(repeated):.1f}"],
+    ]
+    print(format_table(["k 5, hybrid, one per note", "p50 ms"], rows))
+    ratio = p50_ms(mcp) / p50_ms(inner)
+    print(f"search_notes / (embedding + store query) on {n:,} chunks: {ratio:.2f}x "
+          f"(target {TARGET_RATIO}x)")  # fmt: skip
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "chunks": n,
+                    "direct_p50_ms": p50_ms(inner),
+                    "mcp_p50_ms": p50_ms(mcp),
+                    "mcp_cached_p50_ms": p50_ms(repeated),
+                    "ratio": ratio,
+                    "target_ratio": TARGET_RATIO,
+                }
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
