@@ -450,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:55s} {rate:7.3f} chunks/s  {rate / baseline:5.2f}x", flush=True)
         for name, reason in peers_missing().items():
             print(f"  {name:55s} skipped: {reason}")
+        if speed["peer_load_rss_mb"]:
+            isa = peer_engines.llama_isa() if "llama.cpp" not in str(peers_missing()) else "-"
+            print(f"  ISA: llama.cpp build {isa}; OpenVINO, ONNX Runtime: this CPU's own (no cap)")
         print(f"one query of {QUERY_TOKENS} tokens, alone (best of 3):")
         for name, latency in speed["query_latency_s"].items():
             print(f"  {name:15s} {latency * 1000:7.0f} ms")

@@ -74,6 +74,17 @@ def llama_missing() -> str | None:
     return None
 
 
+def llama_isa() -> str:
+    """The instruction sets this llama.cpp build uses (a build with GGML_NATIVE=OFF and only
+    GGML_AVX2/FMA/F16C on runs AVX2 kernels on any CPU: an honest AVX2-class figure)."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    return " ".join(
+        part.split("=")[0].strip() for part in info.split("|") if part.strip().endswith("= 1")
+    )
+
+
 def convert_gguf(folder: Path, out: Path, outtype: str) -> Path:
     """`folder` (a Hugging Face model) as a GGUF file of `outtype`, in a child process."""
     converter = Path(os.environ["LLAMA_CPP_CONVERT"]).resolve()
