@@ -80,9 +80,8 @@ def llama_isa() -> str:
     import llama_cpp
 
     info = llama_cpp.llama_print_system_info().decode()
-    return " ".join(
-        part.split("=")[0].strip() for part in info.split("|") if part.strip().endswith("= 1")
-    )
+    flags = (part.split(":")[-1] for part in info.split("|") if part.strip().endswith("= 1"))
+    return " ".join(flag.split("=")[0].strip() for flag in flags)
 
 
 def convert_gguf(folder: Path, out: Path, outtype: str) -> Path:
