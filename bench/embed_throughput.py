@@ -174,13 +174,6 @@ def peers_missing() -> dict[str, str]:
     return {label(p): reasons[p[0]] for p in PEERS if reasons[p[0]]}
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return math.nan
-
-
 def load_peer(
     model: Path, peer: Engine_, exports: Path, fp32: Embedder
 ) -> Embedder | peer_engines.LlamaEmbedder:
@@ -249,12 +242,11 @@ def throughput(
                 models[c], [chunks]
             )
     peers: dict[Engine_, Any] = {}
-    rss: dict[str, float] = {}
+    sizes: dict[str, float] = {}
     for peer in PEERS:
         if label(peer) not in peers_missing():
-            before = _rss_mb()
             peers[peer] = load_peer(model, peer, exports, fp32)
-            rss[label(peer)] = _rss_mb() - before
+            sizes[label(peer)] = peer_engines.files_mb(peers[peer])
             runs[f"{label(peer)} (peer engine)"] = lambda p=peer: timed(peers[p], chunks)
     for embedder in [*models.values(), *peers.values()]:  # first touch: buffers sized on first use
         timed(embedder, sorted(chunks, key=len)[-2:])
@@ -275,7 +267,7 @@ def throughput(
     engines |= {label(p): rates[f"{label(p)} (peer engine)"] for p in peers}
     latency = {label(c): query_latency(m) for c, m in [*models.items(), *peers.items()]}
     return {
-        "peer_load_rss_mb": rss,
+        "peer_files_mb": sizes,
         "default_engine": default,
         "rates": rates,
         "engines": engines,
@@ -450,14 +442,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:55s} {rate:7.3f} chunks/s  {rate / baseline:5.2f}x", flush=True)
         for name, reason in peers_missing().items():
             print(f"  {name:55s} skipped: {reason}")
-        if speed["peer_load_rss_mb"]:
+        if speed["peer_files_mb"]:
             isa = peer_engines.llama_isa() if "llama.cpp" not in str(peers_missing()) else "-"
             print(f"  ISA: llama.cpp build {isa}; OpenVINO, ONNX Runtime: this CPU's own (no cap)")
         print(f"one query of {QUERY_TOKENS} tokens, alone (best of 3):")
         for name, latency in speed["query_latency_s"].items():
             print(f"  {name:15s} {latency * 1000:7.0f} ms")
-        for name, mb in speed["peer_load_rss_mb"].items():
-            print(f"  {name:15s} resident memory added by loading it: {mb:,.0f} MB")
+        for name, mb in speed["peer_files_mb"].items():
+            print(f"  {name:15s} model files: {mb:,.0f} MB")
         memory = embed_memory.measure(model, args.memory_inputs) if args.memory_inputs else None
         acc = accuracy(minilm, exports, args.dataset, args.docs or (300 if args.quick else 1400))
     first = next(iter(acc.values()))
@@ -505,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             "engines_chunks_per_s": {k: round(v, 4) for k, v in speed["engines"].items()},
             "query_latency_s": {k: round(v, 4) for k, v in speed["query_latency_s"].items()},
             "peers_skipped": peers_missing(),
-            "peer_load_rss_mb": {k: round(v, 1) for k, v in speed["peer_load_rss_mb"].items()},
+            "peer_files_mb": {k: round(v, 1) for k, v in speed["peer_files_mb"].items()},
             "one_request_over_small_requests": round(fast / small, 3),
             "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
             "memory": memory,

@@ -121,6 +121,7 @@ class LlamaEmbedder:
             "mean": llama_cpp.LLAMA_POOLING_TYPE_MEAN,
             "lasttoken": llama_cpp.LLAMA_POOLING_TYPE_LAST,
         }
+        self.files = [path]
         self.llm = llama_cpp.Llama(
             model_path=str(path),
             embedding=True,
@@ -174,6 +175,7 @@ class OpenVinoModel:
     def __init__(self, path: Path, threads: int) -> None:
         import openvino as ov
 
+        self.files = [path, path.with_suffix(".bin")]
         core = ov.Core()
         self.compiled = core.compile_model(
             str(path),
@@ -193,6 +195,12 @@ class OpenVinoModel:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
         result = self.request.infer(feed)
         return torch.from_numpy(np.array(result[self.compiled.output(0)]))
+
+
+def files_mb(engine: Any) -> float:
+    """Size of the converted model files a peer engine loaded (what an image would carry)."""
+    holder = getattr(engine, "onnx", engine)
+    return sum(f.stat().st_size for f in holder.files) / 2**20
 
 
 def openvino_embedder(embedder: Any, ir: Path) -> Any:
