@@ -10,7 +10,11 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
   request, each sent after the previous answer: one big request must not be slower;
 - every candidate engine (EMBED_BACKEND x EMBED_DTYPE: torch fp32/bf16/int8, ONNX Runtime
   fp32/int8 from an export made here as the image makes it) through the default engine, and its
-  latency for one 20-token query.
+  latency for one 20-token query;
+- peer engines, where installed (bench/peer_engines.py; each skipped with its reason when not):
+  OpenVINO fp32 and int8 weights inside the service's engine, llama.cpp f32 and Q8_0 GGUF
+  through llama-cpp-python (its own batching and pooling; LLAMA_CPP_CONVERT names llama.cpp's
+  convert_hf_to_gguf.py), with the resident memory each adds when loaded.
 
 The CPU class (embedder/hardware.py: amx, avx512-bf16, avx2, arm, other) decides the default.
 `--emulate-avx2` reruns the bench with torch capped to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
@@ -21,7 +25,8 @@ when quoting the figures).
 Settings run interleaved, `--repeats` times, and each keeps its best time: the machine may be
 shared, and ratios measured side by side in one run are what count. Accuracy of each precision
 is measured on real weights (MiniLM) over the Cranfield collection: the lowest cosine of any
-document or query vector to fp32's, nDCG@10, and agreement with fp32's top 10. Last, the peak
+document or query vector to fp32's (one- and two-word inputs apart), nDCG@10, and agreement
+with fp32's top 10. Last, the peak
 memory of the real embedder process under a maximum-size request (bench/embed_memory.py).
 
     uv run --group dev bench/embed_throughput.py [--quick] [--json] [--emulate-avx2] [--chunks N]
@@ -50,11 +55,13 @@ sys.path.insert(0, str(ROOT / "embedder"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import embed_memory  # noqa: E402
+import peer_engines  # noqa: E402
 from batching import Engine  # noqa: E402
 from common import CRANFIELD, BenchError, require_folder  # noqa: E402
 from config import EmbedderSettings  # noqa: E402
 from hardware import cpu_class, cpu_features, resolve_device, resolve_engine  # noqa: E402
 from model import Embedder  # noqa: E402
+from onnx_backend import FILES, onnx_dir  # noqa: E402
 from qwen3_shape import QWEN3_06B, build_apart, make_chunks  # noqa: E402
 
 # (EMBED_BACKEND, EMBED_DTYPE); torch fp32 first: the reference of the accuracy figures.
@@ -64,6 +71,13 @@ CANDIDATES = (
     ("torch", "int8"),
     ("onnx", "fp32"),
     ("onnx", "int8"),
+)
+# Peer engines (bench/peer_engines.py): not EMBED_BACKENDs, measured for comparison.
+PEERS = (
+    ("openvino", "fp32"),
+    ("openvino", "int8"),
+    ("llama.cpp", "f32"),
+    ("llama.cpp", "q8_0"),
 )
 DEFAULTS = EmbedderSettings.model_fields
 BATCH_TOKENS = DEFAULTS["EMBED_BATCH_TOKENS"].default
@@ -111,10 +125,10 @@ def export_apart(model: Path, exports: Path) -> None:
     )
 
 
-def query_latency(embedder: Embedder, repeats: int = 3) -> float:
+def query_latency(embedder: Any, repeats: int = 3) -> float:
     """Best seconds for one query of QUERY_TOKENS tokens, alone, through the engine."""
     text = [" ".join(f"w{i}" for i in range(QUERY_TOKENS - 1))]
-    return min(engine(embedder, [text]) for _ in range(repeats))
+    return min(timed(embedder, text) for _ in range(repeats))
 
 
 def naive(embedder: Embedder, chunks: list[str], batch: int = 16) -> float:
@@ -151,6 +165,53 @@ def split(chunks: list[str], size: int) -> list[list[str]]:
     return [chunks[i : i + size] for i in range(0, len(chunks), size)]
 
 
+def peers_missing() -> dict[str, str]:
+    """Peer engine -> why it is skipped, for the peers that cannot run here."""
+    reasons = {
+        "openvino": peer_engines.openvino_missing(),
+        "llama.cpp": peer_engines.llama_missing(),
+    }
+    return {label(p): reasons[p[0]] for p in PEERS if reasons[p[0]]}
+
+
+def load_peer(
+    model: Path, peer: Engine_, exports: Path, fp32: Embedder
+) -> Embedder | peer_engines.LlamaEmbedder:
+    """A peer engine on `model`: OpenVINO inside the service's Embedder, or llama.cpp; the
+    conversion as a user would make it (files under `exports`)."""
+    kind, dtype = peer
+    if kind == "openvino":
+        source = onnx_dir(exports, model) / FILES["fp32"]
+        ir = peer_engines.convert_openvino(source, exports / "openvino", dtype)
+        return peer_engines.openvino_embedder(load(model, ("onnx", "fp32"), exports), ir)
+    gguf = peer_engines.convert_gguf(model, exports / "gguf", dtype)
+    # The Qwen3-shaped test model's word-level tokenizer is the service's (see peer_engines).
+    ids = (lambda text: fp32.tokenize([text])[0]) if fp32.is_qwen3 else None
+    return peer_engines.LlamaEmbedder(
+        gguf, fp32.pooling, fp32.threads, fp32.max_input_tokens, token_ids=ids
+    )
+
+
+def embed_all(embedder: Embedder | peer_engines.LlamaEmbedder, texts: list[str]) -> np.ndarray:
+    """Unit vectors of `texts`: through the service's engine, or llama.cpp's own batching."""
+    if isinstance(embedder, peer_engines.LlamaEmbedder):
+        return embedder.embed(texts)
+    eng = Engine(embedder, batch_tokens=BATCH_TOKENS, queue_size=4, max_round_inputs=1 << 16)
+    eng.start()
+    try:
+        return eng.submit(texts).result().vectors
+    finally:
+        eng.stop()
+
+
+def timed(embedder: Embedder | peer_engines.LlamaEmbedder, texts: list[str]) -> float:
+    if isinstance(embedder, peer_engines.LlamaEmbedder):
+        start = time.perf_counter()
+        embedder.embed(texts)
+        return time.perf_counter() - start
+    return engine(embedder, [texts])
+
+
 BASELINE = "baseline: fp32, arrival order, batches of 16"
 DEFAULT = "default: {engine}, sorted micro-batches"
 SMALL = "default, requests of {size} one after another"
@@ -180,8 +241,15 @@ def throughput(
             runs[f"{label(candidate)} through the default engine"] = lambda c=candidate: engine(
                 models[c], [chunks]
             )
-    for embedder in models.values():  # first touch: ONNX Runtime sizes its buffers on first use
-        engine(embedder, [sorted(chunks, key=len)[-2:]])
+    peers: dict[Engine_, Any] = {}
+    sizes: dict[str, float] = {}
+    for peer in PEERS:
+        if label(peer) not in peers_missing():
+            peers[peer] = load_peer(model, peer, exports, fp32)
+            sizes[label(peer)] = peer_engines.files_mb(peers[peer])
+            runs[f"{label(peer)} (peer engine)"] = lambda p=peer: timed(peers[p], chunks)
+    for embedder in [*models.values(), *peers.values()]:  # first touch: buffers sized on first use
+        timed(embedder, sorted(chunks, key=len)[-2:])
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
@@ -196,8 +264,10 @@ def throughput(
         ]
         for c in CANDIDATES
     }
-    latency = {label(c): query_latency(m) for c, m in models.items()}
+    engines |= {label(p): rates[f"{label(p)} (peer engine)"] for p in peers}
+    latency = {label(c): query_latency(m) for c, m in [*models.items(), *peers.items()]}
     return {
+        "peer_files_mb": sizes,
         "default_engine": default,
         "rates": rates,
         "engines": engines,
@@ -216,8 +286,8 @@ def _ndcg10(ranked: list[str], relevant: dict[str, float]) -> float:
 
 
 def accuracy(model: Path, exports: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, float]]:
-    """Per candidate engine: lowest cosine to torch fp32 (docs and queries), nDCG@10 and
-    agreement with its top 10.
+    """Per candidate and peer engine: lowest cosine to torch fp32 (docs and queries; one- and
+    two-word inputs apart), nDCG@10 and agreement with its top 10.
 
     `dataset`: a folder with docs/*.md and, optionally, queries.jsonl (Cranfield's layout).
     """
@@ -234,33 +304,41 @@ def accuracy(model: Path, exports: Path, dataset: Path, n_docs: int) -> dict[str
             relevant = {k: v for k, v in item["relevant"].items() if k in set(names)}
             if relevant:
                 queries.append((item["query"], relevant))
+    # One- and two-word inputs: where per-tensor activation scales (int8) hurt most.
+    heads = [q.split() for q, _ in queries] or [d.split() for d in docs]
+    shorts = sorted({" ".join(h[:n]) for h in heads for n in (1, 2) if len(h) >= n})[:100]
     ref: dict[str, np.ndarray] = {}
     out: dict[str, dict[str, float]] = {}
-    for candidate in CANDIDATES:
-        embedder = load(model, candidate, exports)
-        eng = Engine(embedder, batch_tokens=BATCH_TOKENS, queue_size=4, max_round_inputs=1 << 16)
-        eng.start()
-        try:
-            doc_vecs = eng.submit(docs).result().vectors
-            texts = [embedder.prompt("query") + q for q, _ in queries]
-            query_vecs = eng.submit(texts).result().vectors if texts else doc_vecs[:0]
-        finally:
-            eng.stop()
+    fp32 = load(model, CANDIDATES[0], exports)
+    skipped = peers_missing()
+    for candidate in [*CANDIDATES, *(p for p in PEERS if label(p) not in skipped)]:
+        if candidate in CANDIDATES:
+            embedder: Any = fp32 if candidate == CANDIDATES[0] else load(model, candidate, exports)
+        else:
+            embedder = load_peer(model, candidate, exports, fp32)
+        doc_vecs = embed_all(embedder, docs)
+        texts = [fp32.prompt("query") + q for q, _ in queries]
+        query_vecs = embed_all(embedder, texts) if texts else doc_vecs[:0]
+        short_vecs = embed_all(embedder, shorts)
         top = [np.argsort(-(doc_vecs @ q))[:10] for q in query_vecs]
         if not ref:
             ref = {"docs": doc_vecs, "queries": query_vecs, "top": np.array(top)}
+            ref["shorts"] = short_vecs
         cosines = np.concatenate(
             [np.sum(ref["docs"] * doc_vecs, 1), np.sum(ref["queries"] * query_vecs, 1)]
         )
         overlap = [len(set(t) & set(r)) / 10 for t, r in zip(top, ref["top"], strict=True)]
         ndcg = [_ndcg10([names[i] for i in t], r) for t, (_, r) in zip(top, queries, strict=True)]
+        short_cosines = np.sum(ref["shorts"] * short_vecs, 1)
         out[label(candidate)] = {
             "min_cosine": float(cosines.min()),
+            "min_cosine_short": float(short_cosines.min()),
             "ndcg10": statistics.fmean(ndcg) if ndcg else math.nan,
             "same_top10": sum(o == 1 for o in overlap) / len(overlap) if overlap else math.nan,
             "overlap_top10": statistics.fmean(overlap) if overlap else math.nan,
             "docs": len(docs),
             "queries": len(queries),
+            "shorts": len(shorts),
         }
     return out
 
@@ -362,18 +440,27 @@ def main(argv: list[str] | None = None) -> int:
         baseline = speed["baseline"]
         for name, rate in speed["rates"].items():
             print(f"  {name:55s} {rate:7.3f} chunks/s  {rate / baseline:5.2f}x", flush=True)
+        for name, reason in peers_missing().items():
+            print(f"  {name:55s} skipped: {reason}")
+        if speed["peer_files_mb"]:
+            isa = peer_engines.llama_isa() if "llama.cpp" not in str(peers_missing()) else "-"
+            print(f"  ISA: llama.cpp build {isa}; OpenVINO, ONNX Runtime: this CPU's own (no cap)")
         print(f"one query of {QUERY_TOKENS} tokens, alone (best of 3):")
         for name, latency in speed["query_latency_s"].items():
-            print(f"  {name:10s} {latency * 1000:7.0f} ms")
+            print(f"  {name:15s} {latency * 1000:7.0f} ms")
+        for name, mb in speed["peer_files_mb"].items():
+            print(f"  {name:15s} model files: {mb:,.0f} MB")
         memory = embed_memory.measure(model, args.memory_inputs) if args.memory_inputs else None
         acc = accuracy(minilm, exports, args.dataset, args.docs or (300 if args.quick else 1400))
     first = next(iter(acc.values()))
     print(
-        f"accuracy on MiniLM, {first['docs']} documents, {first['queries']} queries, vs torch fp32:"
+        f"accuracy on MiniLM, {first['docs']} documents, {first['queries']} queries, "
+        f"{first['shorts']} one- and two-word inputs, vs torch fp32:"
     )
     for dtype, a in acc.items():
         print(
-            f"  {dtype:10s} min cosine {a['min_cosine']:.5f}  nDCG@10 {a['ndcg10']:.4f}  "
+            f"  {dtype:15s} min cosine {a['min_cosine']:.5f}, short {a['min_cosine_short']:.5f}  "
+            f"nDCG@10 {a['ndcg10']:.4f}  "
             f"top 10 identical for {a['same_top10']:.0%} of queries, "
             f"{a['overlap_top10']:.1%} of fp32's top 10 kept"
         )
@@ -409,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
             "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},
             "engines_chunks_per_s": {k: round(v, 4) for k, v in speed["engines"].items()},
             "query_latency_s": {k: round(v, 4) for k, v in speed["query_latency_s"].items()},
+            "peers_skipped": peers_missing(),
+            "peer_files_mb": {k: round(v, 1) for k, v in speed["peer_files_mb"].items()},
             "one_request_over_small_requests": round(fast / small, 3),
             "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
             "memory": memory,
