@@ -314,7 +314,7 @@ def render_default(name: str) -> str:
 
 
 def readme_row(name: str) -> str:
-    """The README configuration-table row for a setting: name, default, read by, meaning."""
+    """The docs/configuration.md table row for a setting: name, default, read by, meaning."""
     fields = setting_fields().get(name, [])
     readers = [reader for reader, _ in fields]
     passed = {n for p in COMPOSE_FILES for n in compose_variables(p)}
