@@ -180,13 +180,19 @@ def embedder() -> Iterator[str]:
                 _wait_healthy(url, proc, log)
                 yield url
             finally:
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=15)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait(timeout=15)
+                stop_process(proc, timeout=15)
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    """Terminate a child the bench started, killing it if it outlives `timeout` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -30,7 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BenchError, require_folder  # noqa: E402
+from common import BenchError, require_folder, stop_process  # noqa: E402
 from qwen3_shape import QWEN3_06B, WORDS, build_apart  # noqa: E402
 
 TARGET = 1.3
@@ -114,12 +114,7 @@ def measure(model: Path, inputs: int, env: dict[str, str] | None = None) -> dict
             sys.stderr.write(log.read().decode(errors="replace")[-3000:])
             raise
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, timeout=30)
     return {
         "dtype": health["dtype"],
         "device": health["device"],

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 from cold_query import COLLECTION, build
-from common import REPO_ROOT, _free_port, embedder, format_table
+from common import REPO_ROOT, _free_port, embedder, format_table, stop_process
 from scale import cpu_class
 
 from kb.embedding import EmbedClient
@@ -156,15 +156,6 @@ def server(folder: Path, embed_url: str, state: Path) -> tuple[subprocess.Popen[
             time.sleep(0.1)
 
 
-def stopped(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=20)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="500 chunks, 10 queries")
@@ -186,7 +177,7 @@ def main() -> int:
             mcp = over_mcp(f"{base}/mcp", asked)
             repeated = over_mcp(f"{base}/mcp", [asked[0]] * count)  # within the 60 s cache
         finally:
-            stopped(proc)
+            stop_process(proc)
     rows = [
         ["embedding + store query (in process)", f"{p50_ms(inner):.1f}"],
         ["search_notes over MCP, new queries", f"{p50_ms(mcp):.1f}"],
