@@ -17,10 +17,12 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
   convert_hf_to_gguf.py), with the resident memory each adds when loaded.
 
 The CPU class (embedder/hardware.py: amx, avx512-bf16, avx2, arm, other) decides the default.
-`--emulate-avx2` reruns the bench with torch capped to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2,
-ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2), so the avx2 class's default is measured
-on a CPU that has more; ONNX Runtime has no such cap and runs the CPU's own instructions (say so
-when quoting the figures).
+`--emulate-avx2` reruns the bench as on an AVX2-only CPU: bench/avx2_only.c (built with gcc,
+preloaded) hides AVX-512, VNNI, AVX-VNNI, AMX and BF16 from the CPUID instruction, so torch,
+ONNX Runtime and OpenVINO all pick their AVX2 kernels; torch is also capped by its own settings
+(ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2). It needs Linux
+on x86 with CPUID faulting (`cpuid_fault` in /proc/cpuinfo). The cores, caches and clocks stay
+this machine's: say so when quoting the figures.
 
 Settings run interleaved, `--repeats` times, and each keeps its best time: the machine may be
 shared, and ratios measured side by side in one run are what count. Accuracy of each precision
@@ -35,10 +37,13 @@ memory of the real embedder process under a maximum-size request (bench/embed_me
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import math
 import os
+import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -85,7 +90,10 @@ AVX2_CAP = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "ATEN_CPU_CAPABILITY": "avx2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    # glibc chose its string functions before the preloaded library hides AVX-512
+    "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD",
 }
+SHIM = Path(__file__).resolve().parent / "avx2_only.c"
 QUERY_TOKENS = 20
 Engine_ = tuple[str, str]
 
@@ -365,21 +373,44 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--emulate-avx2",
         action="store_true",
-        help="cap torch to AVX2 (oneDNN, ATen, MKL) as on most laptops: the avx2 class's default",
+        help="run as on an AVX2-only CPU (bench/avx2_only.c hides AVX-512, VNNI, AMX, BF16)",
     )
     return parser
 
 
+def emulating() -> bool:
+    """True in the process --emulate-avx2 started (the CPUID shim preloaded)."""
+    return SHIM.stem in os.environ.get("LD_PRELOAD", "")
+
+
+def build_shim() -> Path:
+    """bench/avx2_only.c compiled into the temporary folder (once per source version)."""
+    if platform.machine().lower() not in {"x86_64", "amd64"} or not Path("/proc").exists():
+        raise BenchError("--emulate-avx2 needs Linux on x86-64")
+    flags = Path("/proc/cpuinfo").read_text().split()
+    if "cpuid_fault" not in flags:
+        raise BenchError("--emulate-avx2: this CPU or kernel has no CPUID faulting (cpuid_fault)")
+    if shutil.which("gcc") is None:
+        raise BenchError("--emulate-avx2 builds bench/avx2_only.c with gcc: gcc is not installed")
+    digest = hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]
+    target = Path(tempfile.gettempdir()) / f"avx2_only-{digest}.so"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.so")
+        subprocess.run(
+            ["gcc", "-O2", "-shared", "-fPIC", "-o", str(partial), str(SHIM)], check=True
+        )
+        partial.replace(target)
+    return target
+
+
 def cpu_line() -> str:
-    """The detected CPU class, and what of it is emulated (an ISA cap in the environment)."""
+    """The detected CPU class, and whether it is this CPU's or emulated."""
     klass = cpu_class(cpu_features())
-    caps = {k: os.environ[k] for k in AVX2_CAP if k in os.environ}
-    if not caps:
+    if not emulating():
         return f"CPU class: {klass} (native)"
-    told = " ".join(f"{k}={v}" for k, v in caps.items())
     return (
-        f"CPU class: {klass}, emulated: torch capped by {told}; ONNX Runtime has no ISA cap and "
-        "runs this CPU's own instructions (AVX-512/VNNI where present)"
+        f"CPU class: {klass}, emulated: CPUID shows no AVX-512, VNNI, AVX-VNNI, AMX or BF16 to "
+        "any engine (bench/avx2_only.c); cores, caches and clocks are this machine's"
     )
 
 
@@ -409,10 +440,16 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.emulate_avx2 and any(os.environ.get(k) != v for k, v in AVX2_CAP.items()):
-        # The caps are read when torch loads: a fresh process, this one's arguments.
+    if args.emulate_avx2 and not emulating():
+        # CPUID is read when each library loads: a fresh process, this one's arguments.
+        try:
+            shim = build_shim()
+        except BenchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         argv = sys.argv[1:] if argv is None else argv
-        env = {**os.environ, **AVX2_CAP}
+        preload = " ".join(filter(None, [str(shim), os.environ.get("LD_PRELOAD", "")]))
+        env = {**os.environ, **AVX2_CAP, "LD_PRELOAD": preload}
         return subprocess.run([sys.executable, __file__, *argv], env=env, check=False).returncode
     embed_memory.exit_on_sigterm()
     n = args.chunks or (8 if args.quick else 12)
@@ -444,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:55s} skipped: {reason}")
         if speed["peer_files_mb"]:
             isa = peer_engines.llama_isa() if "llama.cpp" not in str(peers_missing()) else "-"
-            print(f"  ISA: llama.cpp build {isa}; OpenVINO, ONNX Runtime: this CPU's own (no cap)")
+            others = "AVX2 (emulated)" if emulating() else "this CPU's own"
+            print(f"  ISA: llama.cpp build {isa}; OpenVINO, ONNX Runtime, torch: {others}")
         print(f"one query of {QUERY_TOKENS} tokens, alone (best of 3):")
         for name, latency in speed["query_latency_s"].items():
             print(f"  {name:15s} {latency * 1000:7.0f} ms")
@@ -487,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
             "default_dtype": speed["default_engine"][1],
             "default_backend": speed["default_engine"][0],
             "cpu_class": klass,
-            "emulated": {k: os.environ[k] for k in AVX2_CAP if k in os.environ},
+            "emulated": "avx2 (CPUID shim, bench/avx2_only.c)" if emulating() else None,
             "batch_tokens": BATCH_TOKENS,
             "threads": settings.EMBED_THREADS,
             "layers": args.layers,

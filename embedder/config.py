@@ -103,11 +103,12 @@ class EmbedderSettings(BaseSettings):
     EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(
         "auto",
         description="Engine: auto = by CPU class (docs/embedder.md): torch bf16 with AMX; onnx "
-        "(ONNX Runtime) fp32 on other x86 CPUs with AVX2 or AVX512-BF16 (exact; there faster "
-        "than torch bf16 and mostly than torch fp32), when the model was exported (the image "
-        "does it at build time), else torch; torch = PyTorch (fp32, bf16, int8); onnx = ONNX "
-        "Runtime (fp32, or int8: faster, but cosine to fp32 0.98 on one-word inputs), CPU only, "
-        "from the export in EMBED_ONNX_DIR. /health reports the engine in use.",
+        "(ONNX Runtime) fp32 with AVX512-BF16 but no AMX, when the model was exported (the "
+        "image does it at build time with ONNX_EXPORT=true), else torch fp32; torch fp32 on "
+        "AVX2-only CPUs (faster there than ONNX Runtime fp32), ARM and others; torch = PyTorch "
+        "(fp32, bf16, int8); onnx = ONNX Runtime (fp32, or int8: faster, but cosine to fp32 "
+        "0.98 on one-word inputs), CPU only, from the export in EMBED_ONNX_DIR. /health reports "
+        "the engine in use.",
     )
     EMBED_ONNX_DIR: str = Field(
         "~/.cache/personal-vector-mcp/onnx",

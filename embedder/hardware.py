@@ -55,16 +55,18 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
 
 
 # What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound
-# (cosine >= 0.995 to fp32 per vector on MiniLM); bench/embed_throughput.py, docs/embedder.md.
-# amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16 ran 0.65x, slower
-# than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: ONNX Runtime fp32 likewise (measured on this
-# AVX-512 CPU: ONNX Runtime has no ISA cap). ONNX Runtime int8 is faster (1.9-2.8x) but its
-# lowest cosine is 0.9945 on Cranfield and 0.98 on one-word inputs, so it is opt-in. ARM is
-# not measured here: it keeps torch fp32.
+# (cosine >= 0.995 to fp32 per vector on MiniLM, nDCG@10 within 0.005); bench/embed_throughput.py,
+# docs/embedder.md. amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16 ran
+# 0.65x, slower than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: every engine measured as on
+# an AVX2-only CPU (--emulate-avx2, CPUID without AVX-512/VNNI): torch fp32 1.42x, ONNX Runtime
+# fp32 1.24x (four interleaved rounds); the int8 paths that are faster (torch 2.2x, ONNX Runtime
+# 1.8x) miss the bound (cosine 0.96 / 0.98 on one-word inputs), and those that keep it do not
+# speed up there (OpenVINO int8 weights 1.04x, llama.cpp Q8_0 0.53x). ARM is not measured here:
+# torch fp32.
 AUTO_ENGINE = {
     "amx": ("torch", "bf16"),
     "avx512-bf16": ("onnx", "fp32"),
-    "avx2": ("onnx", "fp32"),
+    "avx2": ("torch", "fp32"),
     "arm": ("torch", "fp32"),
     "other": ("torch", "fp32"),
 }
@@ -103,11 +105,13 @@ def cpu_class(features: set[str], machine: str | None = None) -> str:
 
 def auto_engine(klass: str, dtype_setting: str = "auto") -> tuple[str, str]:
     """(backend, dtype) `auto` picks for a CPU class; with an explicit EMBED_DTYPE, the engine
-    that runs it best (bf16 is torch's only)."""
+    that runs it best: bf16 is torch's only; int8 is ONNX Runtime's where exported (closer to
+    fp32: lowest cosine 0.99 vs torch's 0.96 on MiniLM; torch without an export)."""
     backend, dtype = AUTO_ENGINE[klass]
     if dtype_setting == "auto":
         return backend, dtype
-    return ("torch" if dtype_setting == "bf16" else backend), dtype_setting
+    engines = {"bf16": "torch", "int8": "onnx"}
+    return engines.get(dtype_setting, backend), dtype_setting
 
 
 def resolve_engine(

@@ -1,0 +1,66 @@
+"""`bench/embed_throughput.py --emulate-avx2` measures every engine as on an AVX2-only CPU:
+bench/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from CPUID for the whole process."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO_ROOT, import_from
+
+throughput = import_from(REPO_ROOT / "bench", "embed_throughput")
+
+
+def can_fault_cpuid() -> bool:
+    cpuinfo = Path("/proc/cpuinfo")
+    return (
+        platform.machine() == "x86_64"
+        and cpuinfo.exists()
+        and "cpuid_fault" in cpuinfo.read_text().split()
+        and shutil.which("gcc") is not None
+    )
+
+
+# Reads torch's own CPU detection and the embedder's class for it, in a fresh process.
+PROBE = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from hardware import cpu_class, cpu_features
+print(torch.backends.cpu.get_cpu_capability(), torch.cpu._is_avx512_bf16_supported(),
+      cpu_class(cpu_features()))
+"""
+
+
+def probe(env: dict[str, str]) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO_ROOT / "embedder")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+@pytest.mark.skipif(not can_fault_cpuid(), reason="needs x86-64 Linux with CPUID faulting and gcc")
+def test_the_avx2_shim_makes_torch_and_the_cpu_class_see_an_avx2_only_cpu() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in throughput.AVX2_CAP}
+    native = probe(env)
+    shim = throughput.build_shim()
+    assert probe({**env, "LD_PRELOAD": str(shim)}) == ["AVX2", "False", "avx2"]
+    # The shim hides, it never adds: an AVX2-only machine reads the same with or without it.
+    if native[0] == "AVX2":
+        assert native == ["AVX2", "False", "avx2"]
+
+
+def test_the_cpu_line_says_when_the_class_is_emulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/avx2_only-0123.so")
+    assert "emulated: CPUID shows no AVX-512" in throughput.cpu_line()
+    monkeypatch.delenv("LD_PRELOAD")
+    assert throughput.cpu_line().endswith("(native)")
