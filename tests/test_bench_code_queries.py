@@ -33,3 +33,27 @@ def test_documents_of_every_indexed_kind_can_be_judged(tmp_path: Path):
     queries.write_text(json.dumps({"id": "q", "query": "x", "relevant": relevant}) + "\n")
     (query,) = retrieval.load_queries(queries, tmp_path)
     assert set(query.relevant) == set(relevant)
+
+
+def test_the_retrieval_bench_scores_an_hnsw_and_an_int8_index_on_the_engine(
+    tmp_path: Path, embedder_url: str
+):
+    """--index: the engine's HNSW index (int8: with scalar quantization) built after ingest, as
+    ingest.py builds it; each distinct note is found first by its own words either way."""
+    topics = ["shock waves on a swept wing", "heat transfer in a boundary layer", "rye bread"]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, topic in enumerate(topics):
+        (docs / f"{i}.md").write_text(f"# Note {i}\n\n{topic}, described at length.\n")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "query": t, "relevant": {f"{i}.md": 1}}) + "\n"
+            for i, t in enumerate(topics)
+        )
+    )
+    loaded = retrieval.load_queries(queries, docs)
+    for index in ("hnsw", "int8"):
+        result = retrieval.evaluate(docs, loaded, embedder_url, index=index)
+        assert (result.notes, result.counts["all"]) == (3, 3), index
+        assert result.metrics["semantic"]["all"]["mrr@10"] == 1.0, index
