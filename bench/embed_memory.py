@@ -6,7 +6,11 @@ high-water mark (`/proc/PID/clear_refs` = 5), sends one request of inputs that e
 EMBED_MAX_TOKENS (several micro-batches, and more than one wave of them), and reads the peak
 (VmHWM). Linux only. Target: peak <= 1.3x the loaded size.
 
-    uv run --group dev bench/embed_memory.py [--model DIR] [--inputs N] [--layers N] [--json]
+`--engines torch:fp32,onnx:int8,...` measures one embedder process per EMBED_BACKEND:EMBED_DTYPE
+(ONNX engines from an export made first, as the image makes it), so engines compare side by side.
+
+    uv run --group dev bench/embed_memory.py [--model DIR] [--inputs N] [--layers N]
+        [--engines B:D,...] [--json]
 
 Without --model it builds the Qwen3-Embedding-0.6B-shaped random model (bench/qwen3_shape.py).
 """
@@ -116,6 +120,7 @@ def measure(model: Path, inputs: int, env: dict[str, str] | None = None) -> dict
         finally:
             stop_process(proc, timeout=30)
     return {
+        "backend": health.get("backend", "torch"),
         "dtype": health["dtype"],
         "device": health["device"],
         "inputs": inputs,
@@ -130,8 +135,9 @@ def measure(model: Path, inputs: int, env: dict[str, str] | None = None) -> dict
 def report(result: dict[str, Any]) -> str:
     verdict = "ok" if result["peak_over_resident"] <= TARGET else f"OVER the {TARGET}x target"
     return (
-        f"memory ({result['dtype']} on {result['device']}): one request of {result['inputs']} "
-        f"inputs x {result['tokens'] // result['inputs']} tokens in {result['request_s']:.1f} s; "
+        f"memory ({result['backend']} {result['dtype']} on {result['device']}): one request of "
+        f"{result['inputs']} inputs x {result['tokens'] // result['inputs']} tokens in "
+        f"{result['request_s']:.1f} s; "
         f"resident after load {result['resident_mb']} MB, peak {result['peak_rss_mb']} MB = "
         f"{result['peak_over_resident']:.2f}x ({verdict})"
     )
@@ -143,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", type=int, default=4, help="maximum-length inputs (default 4)")
     parser.add_argument(
         "--layers", type=int, default=QWEN3_06B["num_hidden_layers"], help="default 28 (0.6B)"
+    )
+    parser.add_argument(
+        "--engines",
+        type=engines,
+        default=[],
+        help="comma-separated EMBED_BACKEND:EMBED_DTYPE, one process each (default: the service's)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
@@ -159,12 +171,38 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     exit_on_sigterm()
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model or build_apart(Path(tmp), args.layers)
-        result = measure(model, args.inputs)
-    print(report(result))
+        model = args.model or build_apart(Path(tmp) / "model", args.layers)
+        if not args.engines:
+            result = measure(model, args.inputs)
+            print(report(result))
+            if args.json:
+                print(json.dumps(result))
+            return 0
+        exports = Path(tmp) / "onnx"
+        if any(backend == "onnx" for backend, _ in args.engines):
+            export = [sys.executable, str(ROOT / "embedder" / "export_onnx.py"), str(model)]
+            subprocess.run([*export, "--onnx-dir", str(exports)], check=True, stdout=sys.stderr)
+        results = []
+        for backend, dtype in args.engines:
+            env = {"EMBED_BACKEND": backend, "EMBED_DTYPE": dtype, "EMBED_ONNX_DIR": str(exports)}
+            results.append(measure(model, args.inputs, env))
+            print(report(results[-1]), flush=True)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps({"engines": results}))
     return 0
+
+
+def engines(text: str) -> list[tuple[str, str]]:
+    """`torch:fp32,onnx:int8` -> [("torch", "fp32"), ("onnx", "int8")]; argparse reports errors."""
+    out = []
+    for item in filter(None, text.split(",")):
+        backend, _, dtype = item.partition(":")
+        if backend not in {"torch", "onnx"} or dtype not in {"fp32", "bf16", "int8"}:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected torch or onnx, a colon, then fp32, bf16 or int8"
+            )
+        out.append((backend, dtype))
+    return out
 
 
 if __name__ == "__main__":

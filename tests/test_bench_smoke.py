@@ -86,3 +86,27 @@ def test_memory_bench_measures_a_real_embedder_process(tiny_qwen3_path: Path) ->
     assert result["tokens"] == 3 * 512  # the tiny model's own limit caps EMBED_MAX_TOKENS
     assert result["peak_rss_mb"] >= result["resident_mb"] > 0
     assert result["peak_over_resident"] >= 1.0
+
+
+def test_memory_bench_measures_one_process_per_engine_side_by_side(tiny_qwen3_path: Path) -> None:
+    _, result = run_bench(
+        str(BENCH / "embed_memory.py"),
+        f"--model={tiny_qwen3_path}",
+        "--inputs=1",
+        "--engines=torch:fp32,onnx:int8",
+        "--json",
+    )
+    engines = [(r["backend"], r["dtype"]) for r in result["engines"]]
+    assert engines == [("torch", "fp32"), ("onnx", "int8")]  # as asked, each in its own process
+    for one in result["engines"]:
+        assert one["peak_rss_mb"] >= one["resident_mb"] > 0
+
+
+def test_memory_bench_refuses_an_unknown_engine_naming_it() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "embed_memory.py"), "--engines=torch:fp16"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "'torch:fp16': expected torch or onnx" in proc.stderr
