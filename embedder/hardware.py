@@ -58,11 +58,11 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
 # (cosine >= 0.995 to fp32 per vector on MiniLM, nDCG@10 within 0.005); bench/embed_throughput.py,
 # docs/embedder.md. amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16 ran
 # 0.65x, slower than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: every engine measured as on
-# an AVX2-only CPU (--emulate-avx2, CPUID without AVX-512/VNNI): torch fp32 1.42x, ONNX Runtime
-# fp32 1.24x (four interleaved rounds); the int8 paths that are faster (torch 2.2x, ONNX Runtime
-# 1.8x) miss the bound (cosine 0.96 / 0.98 on one-word inputs), and those that keep it do not
-# speed up there (OpenVINO int8 weights 1.04x, llama.cpp Q8_0 0.53x). ARM is not measured here:
-# torch fp32.
+# an AVX2-only CPU (--emulate-avx2, CPUID without AVX-512/VNNI; two runs and four interleaved
+# rounds): torch fp32 1.27-1.42x, ONNX Runtime fp32 1.12-1.24x; the int8 paths that are faster
+# (torch 2.1-2.2x, ONNX Runtime 1.6-1.9x) miss the bound (cosine 0.96 / 0.98 on one-word inputs),
+# and those that keep it do not speed up there (OpenVINO int8 weights 1.02-1.04x, llama.cpp Q8_0
+# 0.52-0.53x). ARM is not measured here: torch fp32.
 AUTO_ENGINE = {
     "amx": ("torch", "bf16"),
     "avx512-bf16": ("onnx", "fp32"),
