@@ -27,6 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
+    # SIGINT too: a shell starts background jobs with SIGINT ignored, and Python keeps that.
+    signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
         stack.start()
