@@ -26,6 +26,7 @@ from kb.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
+EXPORT_ONNX = REPO_ROOT / "embedder" / "export_onnx.py"
 # The Cranfield collection shipped with the repository (its README.md): the benchmarks' default.
 CRANFIELD = REPO_ROOT / "bench" / "datasets" / "cranfield"
 EMBEDDER_START_S = 180.0  # loading MiniLM takes seconds; a busy 2-core machine needs headroom
@@ -181,6 +182,17 @@ def embedder() -> Iterator[str]:
                 yield url
             finally:
                 stop_process(proc, timeout=15)
+
+
+def export_apart(model: Path, exports: Path) -> None:
+    """The image's build step (embedder/export_onnx.py) in a child process: it needs the fp32
+    model and its graph in memory, which this process would keep reserved."""
+    subprocess.run(
+        [sys.executable, str(EXPORT_ONNX), str(model), "--onnx-dir", str(exports)],
+        check=True,
+        timeout=900,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:

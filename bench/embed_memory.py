@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BenchError, require_folder, stop_process  # noqa: E402
+from common import BenchError, export_apart, require_folder, stop_process  # noqa: E402
 from qwen3_shape import QWEN3_06B, WORDS, build_apart  # noqa: E402
 
 TARGET = 1.3
@@ -180,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         exports = Path(tmp) / "onnx"
         if any(backend == "onnx" for backend, _ in args.engines):
-            export = [sys.executable, str(ROOT / "embedder" / "export_onnx.py"), str(model)]
-            subprocess.run([*export, "--onnx-dir", str(exports)], check=True, stdout=sys.stderr)
+            export_apart(model, exports)
         results = []
         for backend, dtype in args.engines:
             env = {"EMBED_BACKEND": backend, "EMBED_DTYPE": dtype, "EMBED_ONNX_DIR": str(exports)}

@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import embed_memory  # noqa: E402
 import peer_engines  # noqa: E402
 from batching import Engine  # noqa: E402
-from common import CRANFIELD, BenchError, require_folder  # noqa: E402
+from common import CRANFIELD, BenchError, export_apart, require_folder  # noqa: E402
 from config import EmbedderSettings  # noqa: E402
 from hardware import cpu_class, cpu_features, resolve_device, resolve_engine  # noqa: E402
 from model import Embedder  # noqa: E402
@@ -118,18 +118,6 @@ def load(model: Path, engine: Engine_, exports: Path) -> Embedder:
             EMBED_DTYPE=dtype,
             EMBED_ONNX_DIR=str(exports),
         )
-    )
-
-
-def export_apart(model: Path, exports: Path) -> None:
-    """The image's build step (embedder/export_onnx.py) in a child process: it needs the fp32
-    model and its graph in memory, which this process would keep reserved."""
-    script = ROOT / "embedder" / "export_onnx.py"
-    subprocess.run(
-        [sys.executable, str(script), str(model), "--onnx-dir", str(exports)],
-        check=True,
-        timeout=900,
-        stdout=subprocess.DEVNULL,
     )
 
 
