@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, embedder_module
 from test_bench_smoke import tiny_dataset
 
 BENCH = REPO_ROOT / "bench"
@@ -39,13 +39,19 @@ def test_rerank_bench_measures_the_shipped_default_beside_the_levers() -> None:
         "--passage-tokens=6",
         "--repeats=1",
     )
-    # the --json figure is the configuration a fresh install runs: the settings' defaults
-    assert result["default"] == {"model": tiny, "dtype": "fp32", "max_tokens": 512, "threads": 0}
+    # the --json figure is the configuration a fresh install runs: the settings' defaults, with
+    # RERANK_DTYPE=auto as it resolves on this machine's CPU class (bf16 on AMX, else fp32)
+    import torch
+
+    hardware = embedder_module("hardware")
+    dtype = hardware.resolve_rerank_dtype("auto", torch.device("cpu"))
+    assert dtype == hardware.RERANK_AUTO_DTYPE[hardware.cpu_class(hardware.cpu_features())]
+    assert result["default"] == {"model": tiny, "dtype": dtype, "max_tokens": 512, "threads": 0}
     assert result["default_model"] == tiny and result["added_p50_ms_30"] > 0
     assert "CPU: " in out and "passages p50 / p95 ms" in out and "<- shipped default" in out
     rows = result["latency_s"]
     assert {"ms-marco-MiniLM-L6-v2 fp32 512t", "ms-marco-MiniLM-L6-v2 int8 512t"} <= set(rows)
-    assert rows["ms-marco-TinyBERT-L2-v2 fp32 512t"]["30"]["runs"] == 1
+    assert rows[f"ms-marco-TinyBERT-L2-v2 {dtype} 512t"]["30"]["runs"] == 1
     assert rows["ms-marco-MiniLM-L6-v2 int8 512t"]["4"]["p50"] > 0
 
 
