@@ -15,10 +15,10 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kb.notes import Note, read_note
+from kb.notes import Note, NoteError, read_note
 from kb.schema import INBOX
 from kb.sources.base import Failure, Item, Listing
-from kb.sources.files import DEFAULT_SUFFIXES, discover
+from kb.sources.files import DEFAULT_SUFFIXES, discover, listed_now
 
 INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
@@ -82,6 +82,14 @@ class InboxSource:
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
         return read_note(item.path, item.source, max_bytes=max_bytes)
+
+    def file_now(self, source: str) -> Path:
+        """The file of the stored note `source` in ingested/ if a full build's listing would
+        hold it now (the same gates, on that file alone); NoteError with the reason otherwise."""
+        problem = listed_now(self.ingested, source, self.root, suffixes=self.suffixes)
+        if problem is not None:
+            raise NoteError(source, problem)
+        return self.ingested / source
 
     def holds(self, source: str) -> bool:
         return os.path.lexists(self.ingested / source) or os.path.lexists(self.root / source)
