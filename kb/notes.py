@@ -11,7 +11,7 @@ A note is a UTF-8 `.md` or `.txt` file. An optional frontmatter block opens it:
 
 Files that cannot be notes (binary, not UTF-8, empty, too large) raise `NoteError` with a reason;
 the caller reports them and leaves them where they are. Frontmatter that is not valid YAML raises
-`FrontmatterError`, which stops an ingest run.
+`FrontmatterError`, which stops an inbox run (a folder's note fails alone: kb.prepare).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class NoteError(Exception):
 
 
 class FrontmatterError(NoteError):
-    """The frontmatter block is not valid YAML (or not a mapping): stops an ingest run."""
+    """The frontmatter block is not valid YAML (or not a mapping): stops an inbox run."""
 
 
 class PrivateFieldError(NoteError):
