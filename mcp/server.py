@@ -97,14 +97,13 @@ from kb import status as kb_status
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
 from kb.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
-from kb.settings import Settings, get_settings
+from kb.settings import LOG_LEVELS, Settings, get_settings
 from kb.state import State
 from kb.store import Store
 from kb.watch import in_background
 
 log = logging.getLogger("mcp-server")
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 T = TypeVar("T")
 
 
