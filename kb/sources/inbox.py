@@ -11,6 +11,7 @@ the run emptied are removed from the inbox (never a folder that still holds anyt
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -139,6 +140,8 @@ def _makedirs_durably(path: Path) -> None:
         path = path.parent
     for folder in reversed(missing):
         folder.mkdir()
+        # the user's folder, not ours: as open as the one it sits in, whatever our umask (kb.state)
+        os.chmod(folder, stat.S_IMODE(folder.parent.stat().st_mode))
         _fsync_dir(folder.parent)
 
 
