@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -112,6 +113,22 @@ def file_text(settings: Settings, source: str, origin: str) -> str:
     return note.text
 
 
+@lru_cache(maxsize=4)
+def shown_lines(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """An item's lines as they may be returned (invisible characters removed, then secrets
+    redacted: a key block's lines kept), and the characters removed from each. Cached by
+    content: paging through a big file redacts it once (seconds for megabytes)."""
+    raw = text.split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()  # the file's last newline ends its last line
+    # per line (no hidden character spans lines), then redacted as a whole (a key block does)
+    cleaned = [strip_invisible(line) for line in raw]
+    if not cleaned:
+        return (), ()
+    lines = redact_text("\n".join(line for line, _ in cleaned), keep_lines=True).split("\n")
+    return tuple(lines), tuple(count for _, count in cleaned)
+
+
 def read_item(
     settings: Settings,
     stores: Sequence[Store],
@@ -130,12 +147,7 @@ def read_item(
         text = video_text(payloads)
     else:
         text = file_text(settings, source, str(payloads[0].get("origin") or INBOX))
-    raw = text.split("\n")
-    if raw and raw[-1] == "":
-        raw.pop()  # the file's last newline ends its last line
-    # per line (no hidden character spans lines), then redacted as a whole (a key block does)
-    cleaned = [strip_invisible(line) for line in raw]
-    all_lines = redact_text("\n".join(line for line, _ in cleaned), keep_lines=True).split("\n")
+    all_lines, hidden_per_line = shown_lines(text)
     shown: list[str] = []
     size = hidden = 0
     truncated = False
@@ -146,6 +158,6 @@ def read_item(
             truncated = True
             break
         shown.append(line)
-        hidden += cleaned[number - 1][1]
+        hidden += hidden_per_line[number - 1]
     end = start_line + len(shown) - 1 if shown else 0
     return Passage(source, start_line, end, len(all_lines), "\n".join(shown), truncated, hidden)
