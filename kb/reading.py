@@ -109,7 +109,9 @@ def file_text(settings: Settings, source: str, origin: str) -> str:
     except OSError as exc:
         raise NoteNotFound(f"{source}: not read: cannot read it ({exc.strerror})") from None
     if is_private(note, normalise_tags(settings.PRIVATE_TAGS)):
-        raise NoteNotFound(f"{source}: not read: the note is private (never indexed or returned)")
+        raise NoteNotFound(
+            f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
+        )
     return note.text
 
 
