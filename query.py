@@ -328,7 +328,9 @@ def show(settings: Settings, target: str) -> int:
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""
     shown = f"lines {passage.start_line}-{passage.end_line} of {passage.total_lines}"
-    print(f"({source}: {shown}{tail})", file=sys.stderr)
+    n = passage.hidden_chars_removed
+    hidden = f"; !{n} hidden characters removed" if n else ""
+    print(f"({source}: {shown}{tail}{hidden})", file=sys.stderr)
     return 0
 
 

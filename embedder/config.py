@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# as kb/settings.py reads LOG_LEVEL (this package is built into its image on its own)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 QWEN3_RETRIEVAL_TASK = "Given a web search query, retrieve relevant passages that answer the query"
 ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
 
@@ -22,6 +24,14 @@ def env_file() -> Path:
     """The `.env` file settings are read from (looked up when settings are built)."""
     default = Path(__file__).resolve().parent.parent / ".env"
     return Path(os.environ.get(ENV_FILE_VARIABLE) or default)
+
+
+def log_level(value: str) -> str:
+    """LOG_LEVEL in any case, as the logging module names it; ValueError for another word."""
+    level = value.strip().upper()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"{value!r} is not a logging level (one of {', '.join(LOG_LEVELS)})")
+    return level
 
 
 def _cores() -> int:
@@ -157,4 +167,7 @@ class EmbedderSettings(BaseSettings):
         description="Most documents in one /v1/rerank request, Cohere's own limit (more -> 413 "
         "too_many_documents).",
     )
-    LOG_LEVEL: str = Field("INFO", description="Python logging level.")
+    LOG_LEVEL: Annotated[str, AfterValidator(log_level)] = Field(
+        "INFO",
+        description="Python logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL, any case.",
+    )

@@ -5,17 +5,20 @@
     def main(argv: Sequence[str] | None = None) -> int: ...
 
 Exit codes: 0 ok, 1 a failure the user can fix (or Ctrl-C), 2 invalid settings or arguments.
+Every script's files (storage, state) are its user's alone, whatever the umask (kb.state).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import ParamSpec
 
 from kb.errors import KbError
+from kb.state import owner_only
 
 P = ParamSpec("P")
 
@@ -28,12 +31,15 @@ def fail(message: str, code: int = 1) -> int:
 def script(main: Callable[P, int]) -> Callable[P, int]:
     @functools.wraps(main)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> int:
+        umask = owner_only()
         try:
             return main(*args, **kwargs)
         except KbError as exc:
             return fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             return fail("interrupted")
+        finally:
+            os.umask(umask)  # as it was, for a caller in the same process
 
     return wrapped
 

@@ -32,6 +32,7 @@ import qdrant_edge as qe
 
 from kb.errors import StoreError
 from kb.qdrant_models import models
+from kb.state import PRIVATE_FILE, private_folder
 
 EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode uses `collection/`
 META_FILE = "collection.json"
@@ -67,7 +68,8 @@ class EdgeClient:
         self.root = edge_root(path)
         # more qe.EdgeConfig arguments for a new collection (optimizers, quantization_config)
         self.tuning = tuning or {}
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_folder(Path(path))  # note text inside: the user's alone (kb.state)
+        private_folder(self.root)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._locks: dict[str, int] = {}
         self._meta: dict[str, dict[str, Any]] = {}
@@ -81,7 +83,7 @@ class EdgeClient:
         with self._mutex:
             if name in self._locks:
                 return
-            fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -111,7 +113,9 @@ class EdgeClient:
     def _write_meta(self, name: str, meta: dict[str, Any]) -> None:
         target = self._dir(name) / META_FILE
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=1), "utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(meta, indent=1))
         os.replace(tmp, target)  # atomic: a crash leaves the old or the new file
         self._meta[name] = meta
 

@@ -1,12 +1,13 @@
 """Ingest: a source's notes -> chunks -> embedder -> Qdrant, then the source's after-store hook.
 
 A run (1) takes the ingest lock, (2) reads and chunks every listed note first, so bad
-frontmatter stops the run before anything is written and progress knows the total, (3) plans
-with kb.sync which notes changed, (4) embeds those in groups (vectors by content hash from
-kb.embed_cache) and writes each group's points with wait=True, deleting the notes' stale chunks,
-and (5) only then calls the source's `after_store` for the group (the inbox moves the files into
-ingested/). A run killed at any point leaves every note either still to do (re-ingested next
-run, overwriting its points: ids are deterministic) or stored and done.
+frontmatter in the inbox stops the run before anything is written (a folder's note fails alone,
+kb.prepare) and progress knows the total, (3) plans with kb.sync which notes changed, (4)
+embeds those in groups (vectors by content hash from kb.embed_cache) and writes each group's
+points with wait=True, deleting the notes' stale chunks, and (5) only then calls the source's
+`after_store` for the group (the inbox moves the files into ingested/). A run killed at any
+point leaves every note either still to do (re-ingested next run, overwriting its points: ids
+are deterministic) or stored and done.
 
 A NOTE_FOLDERS folder is synced in full each run (its listing is complete): only its own
 stored notes (payload `origin`) are compared with it; a note whose file is gone is soft-deleted
@@ -183,7 +184,8 @@ def ingest(
 
     Returns the Summary; items that could not be ingested are in `summary.failed` and were left
     untouched. Raises IngestError (its `.summary` says what was finished) when the run stops:
-    bad frontmatter, another ingest running, `stop` set, the embedder or Qdrant failing.
+    bad frontmatter in the inbox, another ingest running, `stop` set, the embedder or Qdrant
+    failing.
     """
     progress = progress or Progress()
     summary = Summary(rebuilt=rebuild)
@@ -206,7 +208,7 @@ def ingest(
             source.finish()
             summary.seconds = time.monotonic() - started
             progress.finish(summary)
-            state.log_run(_run_record(summary, date_ingested, source))
+            state.log_run(_run_record(summary, date_ingested, source, store.collection))
     log.debug("ingest finished: %d notes, %d chunks", len(summary.ingested), summary.chunks)
     return summary
 
@@ -333,11 +335,15 @@ def check_deletes(
         )
 
 
-def _run_record(summary: Summary, date_ingested: str, source: Source) -> dict[str, object]:
-    """The run log's line: counts, and the names of failed notes (never their text)."""
+def _run_record(
+    summary: Summary, date_ingested: str, source: Source, collection_name: str
+) -> dict[str, object]:
+    """The run log's line: counts, and the names of failed notes with the reason (never their
+    text). A source is synced once per collection (its notes, its code): one line each."""
     return {
         "started": date_ingested,
         "source": str(source.root),
+        "collection": collection_name,
         "seconds": round(summary.seconds, 3),
         "rebuild": summary.rebuilt,
         "added": len(summary.added),

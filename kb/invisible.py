@@ -3,8 +3,9 @@
 A note (or anything pasted into one) can carry text a reader never sees but a language model
 reads: zero-width characters, bidirectional overrides and isolates that reorder what is shown,
 and Unicode tag characters (U+E0000..U+E007F) that spell out ASCII invisibly. `strip_invisible`
-removes them from what a search returns and counts them; stored payloads and the notes on disk
-are never changed.
+removes them from what a search, a browse, `read_note` and the dashboard's preview return and
+counts them; stored payloads and the notes on disk are never changed (kb.redact looks through
+them with `hidden_spans`, so they cannot split a secret out of its pattern's reach).
 
 Kept, because they are part of visible text: ZWNJ/ZWJ (U+200C/U+200D) between two letters, marks
 or symbols outside ASCII (Persian, Indic scripts, emoji sequences such as a family), the tag
@@ -37,21 +38,28 @@ def _joins(char: str) -> bool:
     return category[0] in "LM" or category in ("So", "Sk")
 
 
+def hidden_spans(text: str) -> list[tuple[int, int]]:
+    """Where `text` holds the characters `strip_invisible` removes: (start, end) of each."""
+    spans = []
+    for match in _PATTERN.finditer(text):
+        if match.group(1):  # a subdivision flag (England, Scotland, Wales)
+            continue
+        start, end = match.span()
+        inside = start > 0 and end < len(text)
+        if match.group(3) and inside and _joins(text[start - 1]) and _joins(text[end]):
+            continue
+        spans.append((start, end))
+    return spans
+
+
 def strip_invisible(text: str) -> tuple[str, int]:
     """`text` without invisible characters that can hide instructions, and how many went."""
-    removed = 0
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal removed
-        if match.group(1):  # a subdivision flag (England, Scotland, Wales)
-            return match.group(1)
-        start, end = match.span()
-        source = match.string
-        inside = start > 0 and end < len(source)
-        if match.group(3) and inside and _joins(source[start - 1]) and _joins(source[end]):
-            return match.group(3)
-        removed += 1
-        return ""
-
-    cleaned = _PATTERN.sub(replace, text)
-    return cleaned, removed
+    spans = hidden_spans(text)
+    if not spans:
+        return text, 0
+    kept, cursor = [], 0
+    for start, end in spans:
+        kept.append(text[cursor:start])
+        cursor = end
+    kept.append(text[cursor:])
+    return "".join(kept), len(spans)

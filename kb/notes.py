@@ -11,12 +11,15 @@ A note is a UTF-8 `.md` or `.txt` file. An optional frontmatter block opens it:
 
 Files that cannot be notes (binary, not UTF-8, empty, too large) raise `NoteError` with a reason;
 the caller reports them and leaves them where they are. Frontmatter that is not valid YAML raises
-`FrontmatterError`, which stops an ingest run.
+`FrontmatterError`, which stops an inbox run (a folder's note fails alone: kb.prepare).
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -46,7 +49,7 @@ class NoteError(Exception):
 
 
 class FrontmatterError(NoteError):
-    """The frontmatter block is not valid YAML (or not a mapping): stops an ingest run."""
+    """The frontmatter block is not valid YAML (or not a mapping): stops an inbox run."""
 
 
 class PrivateFieldError(NoteError):
@@ -224,20 +227,37 @@ def parse_note(text: str, path: Path, source: str) -> Note:
     )
 
 
+def file_bytes(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path`, opened without following a link (one swapped in
+    after the listing's gates looked is refused, not read); NoteError past `max_bytes`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NoteError(path, "symlink (not followed)") from None
+        raise
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NoteError(path, "not a regular file")
+        if info.st_size > max_bytes:
+            raise NoteError(
+                path,
+                f"too large ({info.st_size:,} bytes > NOTE_MAX_BYTES={max_bytes:,}); split it up",
+            )
+        return file.read()
+
+
 def read_note(path: Path, source: str, *, max_bytes: int, max_chars: int = 1500) -> Note:
-    """Read and parse the regular file at `path` (the caller has ruled out links and folders):
-    a `.md`/`.txt` note with its frontmatter, or another kind through its kb.formats reader
-    (`max_chars`: the chunk size its code readers cut to)."""
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise NoteError(
-            path, f"too large ({size:,} bytes > NOTE_MAX_BYTES={max_bytes:,}); split it up"
-        )
+    """Read and parse the regular file at `path` (never through a link): a `.md`/`.txt` note
+    with its frontmatter, or another kind through its kb.formats reader (`max_chars`: the chunk
+    size its code readers cut to)."""
+    data = file_bytes(path, max_bytes)
     if source.lower().endswith(NOTE_SUFFIXES):
-        note = parse_note(decode_note(path.read_bytes(), path), path, source)
+        note = parse_note(decode_note(data, path), path, source)
         return replace(note, markdown=source.lower().endswith(".md"))
     try:
-        parsed = formats.parse(path.name, path.read_bytes(), max_chars)
+        parsed = formats.parse(path.name, data, max_chars)
     except FormatError as exc:
         raise NoteError(path, exc.reason) from None
     if not parsed.text.strip():

@@ -8,6 +8,12 @@ not a boolean (it fails with the reason: it may well be meant as private).
 
 Credentials in a note (keys, tokens, passwords) are replaced in what is embedded and stored
 (kb.redact); the summary counts them per note, and the file keeps them.
+
+Frontmatter that is not valid YAML stops an inbox run before anything is written (its notes
+would move into ingested/ otherwise). In a NOTE_FOLDERS folder (often shared, synced, a git
+repository) such a note fails by name with the line, like any unreadable note: what the index
+holds of it stays (the folder still lists the file, so it is not gone), and the rest of the
+folder syncs, private notes taken out of the index included.
 """
 
 from __future__ import annotations
@@ -106,8 +112,8 @@ def prepare(
     progress: Progress,
     private_tags: Collection[str] = (),
 ) -> Read:
-    """Read and chunk every listed note, setting private ones apart; stops the run on bad
-    frontmatter."""
+    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops an
+    inbox run (IngestError) and fails that note alone elsewhere."""
     listing = source.listing(everything=full)
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
@@ -127,7 +133,10 @@ def prepare(
             if not chunks:
                 raise NoteError(item.path, "no text to index")
         except FrontmatterError as exc:
-            bad_yaml.append(f"{item.shown}: {exc.reason}")
+            if source.origin == INBOX:
+                bad_yaml.append(f"{item.shown}: {exc.reason}")
+            else:
+                failed.append(Failure(item.shown, exc.reason))
             continue
         except PrivateFieldError as exc:
             failed.append(Failure(item.shown, exc.reason))

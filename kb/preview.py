@@ -5,16 +5,18 @@ cannot be pointed at a file the index does not know. Each chunk holds its exact 
 it sits in the file (kb.chunking: `char_start`/`char_end`, `line_start`); chunks are laid out
 in file order, overlapping text is shown once, and what no chunk holds (frontmatter, blank
 lines between sections) becomes a gap. A note bigger than the budget is cut to a window around
-the chunk asked for.
+the chunk asked for. As in search results, the stored text (redacted at ingest, kb.redact) is
+shown without its invisible characters (kb.invisible), counted in `hidden_chars_removed`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kb.errors import NoteNotFound
+from kb.invisible import strip_invisible
 from kb.schema import CHUNK_INDEX, DELETED_AT, SOURCE
 from kb.store import Store
 
@@ -37,6 +39,7 @@ class Preview:
     deleted_at: str | None
     segments: list[Segment]
     trimmed: bool  # the note is bigger than the budget: only a window around the hit is shown
+    hidden_chars_removed: int = 0  # invisible characters taken out of the title and segments
 
 
 def preview(
@@ -49,14 +52,21 @@ def preview(
     first = min(payloads, key=_index)
     segments = layout(payloads)
     kept, trimmed = window(segments, hit, budget)
+    title, hidden = strip_invisible(first["title"] if isinstance(first.get("title"), str) else "")
+    shown = []
+    for segment in kept:  # returned text never carries hidden characters (kb.schema.Hit too)
+        text, count = strip_invisible(segment.text)
+        shown.append(replace(segment, text=text))
+        hidden += count
     tags = first.get("tags")
     return Preview(
         source=source,
-        title=first.get("title") if isinstance(first.get("title"), str) else None,
+        title=title or None,
         tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
         deleted_at=first.get(DELETED_AT) if isinstance(first.get(DELETED_AT), str) else None,
-        segments=kept,
+        segments=shown,
         trimmed=trimmed,
+        hidden_chars_removed=hidden,
     )
 
 

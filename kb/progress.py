@@ -71,7 +71,8 @@ class Progress:
     """Receives ingest events. This base class ignores them (in-process callers, tests)."""
 
     def start(self, notes: int, chunks: int) -> None:
-        """About to embed `notes` notes made of `chunks` chunks."""
+        """About to embed `notes` notes made of `chunks` chunks: one source's, into one
+        collection (a run syncs several, each started and finished in turn)."""
 
     def failed(self, failure: Failure) -> None:
         """A file was not ingested; it stays where it is."""
@@ -117,7 +118,9 @@ class ConsoleProgress(Progress):
         self._live = False  # a TTY line is drawn and must be cleared before other output
 
     def start(self, notes: int, chunks: int) -> None:
+        # counts are per source: done ones from the source before must not count against these
         self.notes_total, self.chunks_total = notes, chunks
+        self.notes_done = self.chunks_done = self._shown = 0
         self.started = self.last_line = self.clock()
         self._write(f"ingesting {notes} notes ({chunks} chunks)", live=False)
 
@@ -135,6 +138,7 @@ class ConsoleProgress(Progress):
             self._live = False
         elif not self.tty and self.notes_done != self._shown:
             self._write(self.line(), live=False)  # logs end with the final counts
+            self._shown = self.notes_done
         self.stream.flush()
 
     def line(self, now: float | None = None) -> str:

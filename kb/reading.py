@@ -1,28 +1,39 @@
 """Read an indexed item's text around a search hit: `read_note` (MCP) and `query.py --show`.
 
 Only items the index knows are read: the source is looked up in the collections first (never
-taken as a path), a soft-deleted item is refused, and the file is resolved inside its source's
-folder (the inbox's ingested/ or its NOTE_FOLDERS folder) and must stay there once links are
-resolved, so neither `..` nor a symlink reaches anything else. The text is the item's readable
-text (kb.formats: a PDF page by page, a table row by row, a notebook cell by cell) with line
-numbers matching the `line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved
-video has no file: its stored text is read instead.
+taken as a path), and a soft-deleted item is refused. Its file is then checked as it is now by
+the gates of the listing that indexed it (kb.sources.files through its source's `file_now`: no
+link, no hidden or git-ignored path, no secrets file, a kind INDEX_EXTENSIONS indexes, a
+regular file inside the inbox's ingested/ or its NOTE_FOLDERS folder), read without following
+a link, and refused when it is private now (`private: true`, a PRIVATE_TAGS tag) or its
+frontmatter no longer parses: what ingest would not index is not returned either.
+
+What is returned gets what search results get: credentials redacted as the index redacts them
+(kb.redact, a key block's lines kept so line numbers still match the file) and invisible
+characters removed and counted (kb.invisible). The text is the item's readable text (kb.formats:
+a PDF page by page, a table row by row, a notebook cell by cell) with line numbers matching the
+`line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video has no file: its
+stored text is read instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kb import collection
 from kb.errors import NoteNotFound
-from kb.notes import NoteError, read_note
+from kb.invisible import strip_invisible
+from kb.notes import NoteError, normalise_tags, read_note
+from kb.prepare import is_private
+from kb.redact import redact_text
 from kb.schema import INBOX, TRANSCRIPT
 from kb.settings import Settings
-from kb.sources.folder import configured
-from kb.sources.inbox import INGESTED
+from kb.sources.folder import FolderSource, configured
+from kb.sources.inbox import InboxSource
 from kb.store import Store
 
 MAX_BYTES = 500_000  # per call: what an assistant's context can take in one go
@@ -37,6 +48,7 @@ class Passage:
     total_lines: int
     text: str  # the lines, each as "N<tab>line"
     truncated: bool  # stopped at MAX_BYTES before `lines` lines
+    hidden_chars_removed: int = 0  # invisible characters taken out of the lines shown
 
 
 def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]]:
@@ -67,26 +79,56 @@ def video_text(payloads: Sequence[dict[str, Any]]) -> str:
 
 
 def locate(settings: Settings, source: str, origin: str) -> Path:
-    """The file of an indexed item, checked to lie inside its source's folder."""
+    """The file of an indexed item, if its source's listing would hold it now."""
     parts = PurePosixPath(source).parts
     if not parts or source.startswith("/") or ".." in parts or "\\" in source:
         raise NoteNotFound(f"{source!r} is not a note's name")
     if origin == INBOX:
-        root, rel = settings.NOTES_DIR / INGESTED, parts
+        listing: InboxSource | FolderSource = InboxSource(
+            settings.NOTES_DIR, suffixes=settings.index_extensions
+        )
     else:
-        folders = {f.name: f.root for f in configured(settings)}
+        folders = {f.name: f for f in configured(settings)}
         if origin not in folders or parts[0] != origin:
             raise NoteNotFound(f"{source}: its folder {origin!r} is no longer in NOTE_FOLDERS")
-        root, rel = folders[origin], parts[1:]
-    base = root.resolve()
-    path = base.joinpath(*rel)
+        listing = folders[origin]
     try:
-        real = path.resolve(strict=True)
-    except (FileNotFoundError, RuntimeError):
-        raise NoteNotFound(f"{source}: its file is gone from {root}") from None
-    if not real.is_relative_to(base) or not real.is_file():
-        raise NoteNotFound(f"{source}: its file leads outside {root} (a symlink?); not read")
-    return real
+        return listing.file_now(source)
+    except NoteError as exc:
+        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+
+
+def file_text(settings: Settings, source: str, origin: str) -> str:
+    """The readable text of an indexed item's file, as ingest would read it now; NoteNotFound
+    when ingest would not index it (unreadable, private now)."""
+    path = locate(settings, source, origin)
+    try:
+        note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+    except NoteError as exc:
+        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+    except OSError as exc:
+        raise NoteNotFound(f"{source}: not read: cannot read it ({exc.strerror})") from None
+    if is_private(note, normalise_tags(settings.PRIVATE_TAGS)):
+        raise NoteNotFound(
+            f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
+        )
+    return note.text
+
+
+@lru_cache(maxsize=4)
+def shown_lines(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """An item's lines as they may be returned (invisible characters removed, then secrets
+    redacted: a key block's lines kept), and the characters removed from each. Cached by
+    content: paging through a big file redacts it once (seconds for megabytes)."""
+    raw = text.split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()  # the file's last newline ends its last line
+    # per line (no hidden character spans lines), then redacted as a whole (a key block does)
+    cleaned = [strip_invisible(line) for line in raw]
+    if not cleaned:
+        return (), ()
+    lines = redact_text("\n".join(line for line, _ in cleaned), keep_lines=True).split("\n")
+    return tuple(lines), tuple(count for _, count in cleaned)
 
 
 def read_item(
@@ -106,16 +148,10 @@ def read_item(
     if payloads[0].get("kind") == "video":
         text = video_text(payloads)
     else:
-        path = locate(settings, source, str(payloads[0].get("origin") or INBOX))
-        try:
-            text = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES).text
-        except NoteError as exc:
-            raise NoteNotFound(f"{source}: {exc.reason}") from None
-    all_lines = text.split("\n")
-    if all_lines and all_lines[-1] == "":
-        all_lines.pop()  # the file's last newline ends its last line
+        text = file_text(settings, source, str(payloads[0].get("origin") or INBOX))
+    all_lines, hidden_per_line = shown_lines(text)
     shown: list[str] = []
-    size = 0
+    size = hidden = 0
     truncated = False
     for number in range(start_line, min(len(all_lines), start_line + lines - 1) + 1):
         line = f"{number}\t{all_lines[number - 1]}"
@@ -124,5 +160,6 @@ def read_item(
             truncated = True
             break
         shown.append(line)
+        hidden += hidden_per_line[number - 1]
     end = start_line + len(shown) - 1 if shown else 0
-    return Passage(source, start_line, end, len(all_lines), "\n".join(shown), truncated)
+    return Passage(source, start_line, end, len(all_lines), "\n".join(shown), truncated, hidden)

@@ -15,8 +15,9 @@ A secret becomes `[redacted <kind>]`; the count per note is distinct secrets, ne
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from detect_secrets.plugins import keyword
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
@@ -41,6 +42,7 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from kb.chunking import Chunk
+from kb.invisible import hidden_spans, strip_invisible
 from kb.notes import Note
 
 
@@ -126,25 +128,41 @@ def _matches(
             yield offset + start, offset + end, kind, text[start:end]
 
 
-def redact_text(text: str, found: set[str] | None = None) -> str:
+def redact_text(text: str, found: set[str] | None = None, *, keep_lines: bool = False) -> str:
     """`text` with every secret replaced by `[redacted <kind>]`; the secrets are added to
-    `found`."""
-    spans = sorted(_spans(text))
-    if not spans:
-        return text
-    out, cursor = [], 0
-    for start, end, kind, secret in spans:
+    `found`. Secrets are looked for in the text as a reader sees it (kb.invisible: a zero-width
+    character inside a key does not hide it). `keep_lines`: a marker keeps the line breaks of
+    what it replaces (a key block), so the lines after it keep their numbers."""
+    hidden = hidden_spans(text)
+    seen = strip_invisible(text)[0] if hidden else text
+    merged: list[list[Any]] = []  # [start, end, kind] in `seen`, overlapping spans joined
+    for start, end, kind, secret in sorted(_spans(seen)):
         if found is not None:
             found.add(secret)
-        if end <= cursor:  # inside a span already replaced
-            continue
-        if start < cursor:  # overlaps it: extend that replacement
-            cursor = end
-            continue
-        out += [text[cursor:start], f"[redacted {kind.lower()}]"]
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end, kind])
+    if not merged:
+        return text
+    at = _offsets(len(text), hidden)
+    out, cursor = [], 0
+    for start, end, kind in merged:
+        start, end = at(start), at(end - 1) + 1  # into `text`
+        breaks = "\n" * text.count("\n", start, end) if keep_lines else ""
+        out += [text[cursor:start], f"[redacted {kind.lower()}]", breaks]
         cursor = end
     out.append(text[cursor:])
     return "".join(out)
+
+
+def _offsets(size: int, hidden: list[tuple[int, int]]) -> Callable[[int], int]:
+    """Maps an offset in the text without its hidden characters to one in the text itself."""
+    if not hidden:
+        return lambda offset: offset
+    gone = {i for start, end in hidden for i in range(start, end)}
+    kept = [i for i in range(size) if i not in gone]
+    return kept.__getitem__
 
 
 def redact_note(note: Note, chunks: list[Chunk], title: str) -> Redacted:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kb import formats
@@ -26,6 +26,15 @@ from kb.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(value: str) -> str:
+    """LOG_LEVEL in any case, as the logging module names it; ValueError for another word."""
+    level = value.strip().upper()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"{value!r} is not a logging level (one of {', '.join(LOG_LEVELS)})")
+    return level
 
 
 def env_file() -> Path:
@@ -276,7 +285,11 @@ class Settings(BaseSettings):
         "http://MCP_HOST:MCP_PORT/mcp (127.0.0.1 when MCP_HOST is 0.0.0.0, localhost when ::).",
     )
 
-    LOG_LEVEL: str = Field("INFO", description="Python logging level for scripts and servers.")
+    LOG_LEVEL: Annotated[str, AfterValidator(log_level)] = Field(
+        "INFO",
+        description="Python logging level for scripts and servers: DEBUG, INFO, WARNING, ERROR or "
+        "CRITICAL, any case.",
+    )
 
     @model_validator(mode="after")
     def _one_store(self) -> Settings:
@@ -350,5 +363,6 @@ def get_settings() -> Settings:
 def describe_invalid(exc: ValidationError) -> str:
     """Every invalid setting with its problem, for a one-line `error: ...` from a script."""
     return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+        f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()
     )

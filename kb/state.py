@@ -2,6 +2,12 @@
 the embedding cache, the run log and, while `ingest.py --watch` (or MCP_WATCH) runs, the
 watcher's status file.
 
+It holds note text (the cache's keys are hashes, but its vectors are of the notes; the YouTube
+state keeps video details), so it is the user's alone whatever the umask: STATE_DIR (and
+QDRANT_PATH, kb.store) is made or set 0700 when opened, the files made here are 0600, and every
+process (kb.cli.script, the MCP server) first calls `owner_only`, so what libraries write on
+their own (SQLite's journal, qdrant-edge's segments) is 0600 too.
+
 Deleting STATE_DIR is always safe: the next ingest embeds again what it needs. Versions before
 STATE_DIR kept the cache and the lock in the notes folder; `embed_cache_path` carries an old
 cache over (moved, or merged into one already here) so no vector embedded before is lost.
@@ -15,6 +21,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +42,10 @@ OLD_LOCK_NAME = ".ingest.lock"
 # status tools read it): a watcher runs while it exists and its pid is alive
 WATCHER_NAME = "watcher.json"
 
+OWNER_ONLY = 0o077  # umask bits: files this process makes are 0600, folders 0700
+PRIVATE_FILE = 0o600
+PRIVATE_FOLDER = 0o700
+
 # locks each thread holds (re-entrant per thread): another thread of the same process (the MCP
 # server's watcher beside a write tool) opens its own descriptor, which flock then refuses
 _local = threading.local()
@@ -46,6 +57,32 @@ def _held() -> set[Path]:
     return _local.held
 
 
+def owner_only() -> int:
+    """From now on, what this process creates is its user's alone (files 0600, folders 0700),
+    whatever umask it was started with; only ever tightens the umask. Returns the one before."""
+    current = os.umask(OWNER_ONLY)
+    os.umask(current | OWNER_ONLY)
+    return current
+
+
+def private_folder(path: Path) -> Path:
+    """`path` made if missing (its parents too) and set to 0700: a folder of the project's own
+    (an older version may have made it under a looser umask)."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
+    if stat.S_IMODE(path.stat().st_mode) != PRIVATE_FOLDER:
+        os.chmod(path, PRIVATE_FOLDER)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """`path` made empty if missing and set to 0600, so a library that then opens it (SQLite)
+    writes into a file only its user can read."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE))
+    if stat.S_IMODE(path.stat().st_mode) != PRIVATE_FILE:
+        os.chmod(path, PRIVATE_FILE)
+    return path
+
+
 class State:
     """STATE_DIR; made on first use."""
 
@@ -54,7 +91,7 @@ class State:
 
     def _ready(self) -> Path:
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            private_folder(self.folder)
         except OSError as exc:
             raise IngestError(f"STATE_DIR {self.folder} cannot be made: {exc.strerror}") from None
         return self.folder
@@ -72,7 +109,7 @@ class State:
         if path in held:
             yield
             return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -103,17 +140,17 @@ class State:
         if notes_dir is not None:
             _carry_over_cache(notes_dir / OLD_CACHE_NAME, path)
             _remove_old_lock(notes_dir / OLD_LOCK_NAME)
-        return path
+        return private_file(path)
 
     def youtube_dir(self) -> Path:
         """Where the YouTube sources keep what they fetched (video details, units spent)."""
-        folder = self._ready() / YOUTUBE_DIR_NAME
-        folder.mkdir(exist_ok=True)
-        return folder
+        return private_folder(self._ready() / YOUTUBE_DIR_NAME)
 
     def log_run(self, record: dict[str, Any]) -> None:
         """Append one JSON line about a run (counts and paths, never note text)."""
-        with (self._ready() / RUN_LOG_NAME).open("a", encoding="utf-8") as out:
+        path = self._ready() / RUN_LOG_NAME
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 

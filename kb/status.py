@@ -175,7 +175,8 @@ def _modified_after(path: Path, since: float | None) -> bool:
 
 
 def last_runs(state_dir: Path) -> dict[str, dict[str, Any]]:
-    """The last run log record of each source folder (key: the folder path it logged)."""
+    """The last sync of each source folder (key: the folder path it logged): a sync writes one
+    line per collection (notes, code), merged here so a failure logged by either is shown."""
     path = state_dir / RUN_LOG_NAME
     try:
         with path.open("rb") as log:
@@ -187,7 +188,22 @@ def last_runs(state_dir: Path) -> dict[str, dict[str, Any]]:
     lines = tail.splitlines()
     if len(tail.encode()) >= RUN_LOG_TAIL and lines:
         lines = lines[1:]  # the first line may be cut
-    return {str(r.get("source")): r for r in _records(lines)}
+    last: dict[str, dict[Any, dict[str, Any]]] = {}
+    for record in _records(lines):
+        per = last.setdefault(str(record.get("source")), {})
+        if record.get("collection") is None:
+            per.clear()  # an older version's line: one per sync, of every collection
+        else:
+            per.pop(None, None)
+        per[record.get("collection")] = record
+    return {source: _merged(list(per.values())) for source, per in last.items()}
+
+
+def _merged(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One source's last line per collection as one record: the latest start, every failure."""
+    merged = dict(max(records, key=lambda r: str(r.get("started") or "")))
+    merged["failed"] = [f for r in records for f in r.get("failed") or [] if isinstance(f, dict)]
+    return merged
 
 
 def _records(lines: Iterable[str]) -> Iterable[dict[str, Any]]:

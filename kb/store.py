@@ -54,6 +54,7 @@ from kb.schema import (
     TAGS,
     Hit,
 )
+from kb.state import private_folder
 
 KEYWORD_INDEX = models.PayloadSchemaType.KEYWORD
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
@@ -156,7 +157,7 @@ class Store:
         Raises StoreUnavailable when the server does not answer or the folder is in use.
         """
         if path:
-            folder = Path(path)
+            folder = private_folder(Path(path))  # note text inside: the user's alone (kb.state)
             location = f"embedded Qdrant in {folder} (QDRANT_PATH)"
             busy = StoreUnavailable(
                 f"{location} is in use by another process (the MCP server or another "

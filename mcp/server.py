@@ -97,14 +97,13 @@ from kb import status as kb_status
 from kb.backend import Backend, embedder_message
 from kb.cli import fail
 from kb.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
-from kb.settings import Settings, get_settings
-from kb.state import State
+from kb.settings import LOG_LEVELS, Settings, get_settings
+from kb.state import State, owner_only
 from kb.store import Store
 from kb.watch import in_background
 
 log = logging.getLogger("mcp-server")
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 T = TypeVar("T")
 
 
@@ -443,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         "--stdio", action="store_true", help="serve over stdin/stdout instead of HTTP"
     )
     args = parser.parse_args(argv)
+    owner_only()  # storage, state and server.json hold note text or a key: 0600 (kb.state)
     try:
         settings = get_settings()
         level = _log_level(settings)

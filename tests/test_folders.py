@@ -4,10 +4,12 @@ kept) and comes back with no embedding; the mass-deletion guard stops first."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from ingest_fixtures import (
     BREAD,
@@ -19,17 +21,25 @@ from ingest_fixtures import (
     tree_state,
     write,
 )
+from mcp_fixtures import ServerFactory, call_tool
 
-from kb.backend import open_store
+from kb import lifecycle
+from kb.backend import embed_client, open_store
 from kb.errors import IngestError
 from kb.ingest import run
 from kb.progress import format_summary
 from kb.schema import FILE_DELETED
 from kb.search import Filters, search, tag_usage
 from kb.settings import Settings
+from kb.status import status
 from kb.store import Store
 
 KIMCHI_QUERY = "how do I ferment napa cabbage with gochugaru"
+BAD_YAML = "---\ntags: [food, kimchi\ntopic: an unclosed list\n---\n# Kimchi\n\nBroken now.\n"
+PYTHON_TAG = (
+    "---\ntitle: Evil\nrun: !!python/object/apply:os.system ['touch owned']\n---\n# Evil\n\n"
+    "A tag that must never be constructed.\n"
+)
 
 
 @pytest.fixture
@@ -194,3 +204,62 @@ def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
         plain = format_summary(run(settings, client, store)).splitlines()
     assert any(line.startswith("  skipped: ") for line in plain)
     assert not any(line in plain for line in listed)
+
+
+def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_its_folder_syncs(
+    settings: Settings, vault: Path, tmp_path: Path, start_server: ServerFactory
+):
+    write(vault / "tools" / "tool.py", "def tool():\n    return 42\n")  # a code sync beside
+    write(vault / "journal.md", "# Journal\n\nThe trip to the mountain hut in June.\n")
+    with open_store(settings) as store, embed_client(settings) as client:
+        assert len(run(settings, client, store).ingested) == 5
+    write(vault / "food" / "kimchi.md", BAD_YAML)  # stored before: that version stays
+    write(vault / "evil.md", PYTHON_TAG)  # new: left out
+    write(vault / "journal.md", "---\nprivate: true\n---\n# Journal\n\nPrivate now.\n")
+    write(vault / "bread.txt", BREAD + "\nBake it longer in winter.\n")
+    env = script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS)
+    done = run_script("ingest.py", env=env, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    kimchi = "vault/food/kimchi.md: frontmatter is not valid YAML (line 3: expected ','"
+    evil = "vault/evil.md: frontmatter is not valid YAML (line 3: could not determine a constructor"
+    assert f"failed: {kimchi}" in done.stdout and f"failed: {evil}" in done.stdout
+    assert "1 taken out of the index (private)" in done.stdout and "1 replaced" in done.stdout
+    assert not (tmp_path / "owned").exists()
+    with open_store(settings) as store, embed_client(settings) as client:
+        assert found(store, client)[0] == "vault/food/kimchi.md"  # its last good version
+        assert store.payloads("vault/evil.md") == [] and store.payloads("vault/journal.md") == []
+        assert any("winter" in p["text"] for _, p in store.payloads("vault/bread.txt"))
+        assert lifecycle.list_deleted(store) == []  # a failed note is not gone
+        folder = status(settings, store).sources[1]
+    logged = [
+        json.loads(line) for line in (settings.STATE_DIR / "runs.jsonl").read_text().splitlines()
+    ]
+    failed = [f["source"] + ": " + f["reason"] for r in logged for f in r["failed"]]
+    assert any(f.startswith(kimchi) for f in failed) and any(f.startswith(evil) for f in failed)
+    assert sorted(f.source for f in folder.failed) == ["vault/evil.md", "vault/food/kimchi.md"]
+    server = start_server(
+        EMBED_URL=settings.EMBED_URL,
+        QDRANT_PATH=settings.QDRANT_PATH,
+        NOTES_DIR=str(settings.NOTES_DIR),
+        STATE_DIR=str(settings.STATE_DIR),
+        NOTE_FOLDERS=settings.NOTE_FOLDERS,
+    )
+    report = call_tool(server.url, "status").structured_content or {}
+    shown = {f["source"]: f["reason"] for f in report["sources"][1]["failed"]}
+    assert "line 3" in shown["vault/food/kimchi.md"] and "line 3" in shown["vault/evil.md"]
+    page = httpx.get(server.url.removesuffix("/mcp") + "/", timeout=30).text
+    assert "<code>vault/food/kimchi.md</code>: frontmatter is not valid YAML (line 3" in page
+    assert "<code>vault/evil.md</code>: frontmatter is not valid YAML (line 3" in page
+
+
+def test_notes_failing_on_their_frontmatter_are_not_gone_so_the_deletion_guard_stays_quiet(
+    settings: Settings, client, store: Store, vault: Path
+):
+    run(settings, client, store)
+    for path in (vault / "food" / "kimchi.md", vault / "bread.txt"):  # 2 of 3, were they gone
+        write(path, BAD_YAML)
+    summary = run(settings, client, store)
+    assert sorted(f.source for f in summary.failed) == ["vault/bread.txt", "vault/food/kimchi.md"]
+    assert summary.deleted == [] and lifecycle.list_deleted(store) == []
+    assert summary.unchanged == ["vault/physics/shock.md"]
+    assert found(store, client)[0] == "vault/food/kimchi.md"

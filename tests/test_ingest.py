@@ -1,6 +1,7 @@
 import io
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -505,3 +506,20 @@ def test_progress_prints_plain_lines_at_intervals_when_not_a_terminal():
         "ingesting 3 notes (300 chunks)",
         "2/3 notes, 200/300 chunks, 20.0 chunks/s, ETA 5s",
     ]
+
+
+def test_each_sources_progress_counts_its_own_notes_so_done_never_passes_the_total(
+    settings: Settings, tmp_path
+):
+    vault = tmp_path / "vault"
+    write(vault / "bread.txt", BREAD)
+    for n in range(3):
+        write(settings.NOTES_DIR / f"inbox-{n}.md", f"# Note {n}\n\nAn inbox note, number {n}.\n")
+    env = script_env(settings, NOTE_FOLDERS=f"vault={vault}", LOG_LEVEL="WARNING")
+    done = run_script("ingest.py", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    counts = [
+        tuple(map(int, m.groups()))
+        for m in re.finditer(r"(\d+)/(\d+) notes, (\d+)/(\d+) chunks", done.stderr)
+    ]
+    assert counts == [(3, 3, 3, 3), (1, 1, 1, 1)], done.stderr  # the inbox, then the folder

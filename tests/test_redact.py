@@ -11,6 +11,7 @@ from ingest_fixtures import KIMCHI, make_settings, tree_state, write
 
 from kb.backend import embed_client, open_store
 from kb.ingest import run
+from kb.invisible import strip_invisible
 from kb.progress import format_summary
 from kb.redact import redact_text
 from kb.search import search
@@ -81,6 +82,25 @@ def test_a_private_key_block_is_replaced_whole_even_when_a_chunk_starts_inside_i
     assert redact_text(f"key:\n{PRIVATE_KEY}\nnext") == "key:\n[redacted private key]\nnext"
     tail = f"{KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----\nnext"
     assert redact_text(tail) == "[redacted private key]\nnext"
+
+
+def test_a_key_block_keeps_its_line_breaks_when_lines_must_stay_numbered() -> None:
+    # read_note numbers the file's lines: what follows a redacted block keeps its number
+    clean = redact_text(f"key:\n{PRIVATE_KEY}\nnext", keep_lines=True)
+    assert clean == "key:\n[redacted private key]\n\n\nnext"
+    assert clean.count("\n") == f"key:\n{PRIVATE_KEY}\nnext".count("\n")
+
+
+@pytest.mark.parametrize(("kind", "line", "secret"), SECRETS, ids=[k for k, _, _ in SECRETS])
+def test_an_invisible_character_inside_a_secret_does_not_hide_it(
+    kind: str, line: str, secret: str
+) -> None:
+    # output strips invisible characters (kb.invisible): a secret split by one must not come
+    # back whole in a result, so redaction reads the text as a reader sees it
+    middle = len(secret) // 2
+    split = line.replace(secret, f"{secret[:middle]}\u200b{secret[middle:]}")
+    clean = redact_text(f"before\n{split}\nafter")
+    assert strip_invisible(clean)[0] == redact_text(f"before\n{line}\nafter")
 
 
 def test_prose_hashes_and_urls_are_left_alone() -> None:

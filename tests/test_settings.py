@@ -4,6 +4,7 @@ scripts and MCP server (kb/settings.py) and for the embedder (embedder/config.py
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,3 +71,56 @@ def test_the_suite_sees_no_setting_from_the_shell_or_the_repositorys_env_file() 
     assert not leaked, f"settings from the shell reach the tests: {sorted(leaked)}"
     assert Path(os.environ[ENV_FILE_VARIABLE]).read_text() == ""
     assert get_settings() == Settings(_env_file=None)
+
+
+def test_log_level_is_read_in_any_case_by_the_scripts_and_the_embedder_alike() -> None:
+    embedder = embedder_settings_class()
+    for given, level in (("info", "INFO"), ("Warning", "WARNING"), (" debug ", "DEBUG")):
+        read = Settings(_env_file=None, LOG_LEVEL=given), embedder(_env_file=None, LOG_LEVEL=given)
+        assert [s.LOG_LEVEL for s in read] == [level, level]
+
+
+REFUSED_LEVEL = "LOG_LEVEL: 'verbose' is not a logging level (one of DEBUG, INFO, WARNING"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "say"),
+    [
+        ("ingest.py", [], "error: "),
+        ("mcp/server.py", [], "error: "),
+        ("embedder/app.py", [], "error: embedder settings: "),
+    ],
+)
+def test_an_unknown_log_level_stops_each_process_with_one_error_line_naming_it(
+    script: str, args: list[str], say: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "LOG_LEVEL": "verbose", "NOTES_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(kb_settings.REPO_ROOT / script), *args],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    # the embedder's own error line (embedder/app.py) keeps pydantic's "Value error, "
+    assert line.replace("Value error, ", "") == f"{say}{REFUSED_LEVEL}, ERROR, CRITICAL)"
+
+
+def test_ingest_runs_at_a_log_level_written_in_lower_case(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "LOG_LEVEL": "info",
+        "NOTES_DIR": str(tmp_path / "data"),
+        "STATE_DIR": str(tmp_path / "state"),
+        "QDRANT_PATH": str(tmp_path / "qdrant"),
+        "EMBED_URL": "http://127.0.0.1:9",  # nothing listens: the run gets that far, no further
+        "EMBED_RETRIES": "0",
+    }
+    (tmp_path / "data").mkdir()
+    done = subprocess.run(
+        [sys.executable, str(kb_settings.REPO_ROOT / "ingest.py")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr and done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert "indexing everything" in lines[0]  # an INFO line: the level took effect
+    assert lines[-1].startswith("error: embedder at http://127.0.0.1:9 unreachable")

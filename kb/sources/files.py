@@ -3,6 +3,9 @@ gates, cheapest first: hidden files and folders, editor swap and backup files, f
 not track (an in-place folder that is a git work tree), secrets and keys, other file kinds (not
 in INDEX_EXTENSIONS), then links and anything that is not a regular file. The size cap and the
 binary and UTF-8 checks come when a note is read (kb.notes, kb.formats).
+
+Each gate is one function (`folder_gate`, `file_gate`, `file_problem`): `discover` runs them
+over a walk, `listed_now` over one file as it is now, before kb.reading returns its text.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ HIDDEN = "hidden"
 EDITOR = "editor swap or backup file"
 UNTRACKED = "not tracked by git (.gitignore)"
 SECRET = "secret or key file (never indexed)"
+OTHER_KIND = "a file kind not indexed (INDEX_EXTENSIONS)"
+SYMLINKED_FOLDER = "symlinked folder (not followed)"
+BAD_NAME = "file name is not valid UTF-8; rename it"
+GONE = "the file is gone"
 DEFAULT_SUFFIXES = tuple(DEFAULT_EXTENSIONS.split(","))
 GIT_TIMEOUT_S = 60
 
@@ -49,21 +56,81 @@ def is_editor_file(name: str) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in EDITOR_FILES)
 
 
-def git_files(folder: Path) -> set[str] | None:
+def git_files(folder: Path, path: str | None = None) -> set[str] | None:
     """The files git would track in `folder` (tracked, plus untracked ones not ignored), as POSIX
-    paths relative to it; None when it is not in a git work tree or git is missing."""
+    paths relative to it; None when it is not in a git work tree or git is missing. `path`: only
+    that file is asked about (a set holding it, or an empty one)."""
+    only = ["--", path] if path is not None else []
     try:
         done = subprocess.run(
-            ["git", "-C", str(folder), "ls-files", "-z", "-co", "--exclude-standard"],
+            ["git", "--literal-pathspecs", "-C", str(folder), "ls-files", "-z", "-co",
+             "--exclude-standard", *only],
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
             check=False,
-        )
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
         return None
     return {os.fsdecode(name) for name in done.stdout.split(b"\0") if name}
+
+
+def folder_gate(name: str, rel: str, kept_dirs: set[str] | None) -> str | None:
+    """The gate that leaves the folder `rel` (named `name`) unwalked, or None."""
+    if name.startswith("."):
+        return HIDDEN
+    if kept_dirs is not None and rel not in kept_dirs:
+        return UNTRACKED
+    return None
+
+
+def file_gate(
+    name: str, rel: str, tracked: set[str] | None, suffixes: tuple[str, ...]
+) -> str | None:
+    """The gate that skips the file `rel` (named `name`), OTHER_KIND for a file of a kind not
+    indexed, or None: one that is listed if it is a regular file (file_problem)."""
+    if name.startswith("."):
+        return HIDDEN
+    if is_editor_file(name):
+        return EDITOR
+    if tracked is not None and rel not in tracked:
+        return UNTRACKED
+    if is_secret(name):
+        return SECRET
+    if not is_note_name(name, suffixes):
+        return OTHER_KIND
+    return None
+
+
+def file_problem(path: Path, rel: str, real_root: Path) -> str | None:
+    """Why the file at `path` is refused (a link, not a regular file, a name that is not
+    UTF-8), GONE when it is not there, or None."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return BAD_NAME
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return GONE
+    if stat.S_ISLNK(mode):
+        target = Path(os.path.realpath(path))
+        if not target.exists():
+            return "broken symlink"
+        if not target.is_relative_to(real_root):
+            return "symlink pointing outside the notes folder (not followed)"
+        return "symlink (not followed; its target is ingested on its own)"
+    if not stat.S_ISREG(mode):
+        return "not a regular file"
+    return None
+
+
+def _kept_dirs(tracked: set[str] | None) -> set[str] | None:
+    """With `tracked`: the folders holding tracked files (no other folder is walked)."""
+    if tracked is None:
+        return None
+    return {p.rsplit("/", n)[0] for p in tracked for n in range(1, p.count("/") + 1)}
 
 
 def discover(
@@ -82,9 +149,7 @@ def discover(
     are. Links are never followed: a note must be a regular file.
     """
     found = Found()
-    kept_dirs = None  # with `tracked`: the folders holding tracked files (others are not walked)
-    if tracked is not None:
-        kept_dirs = {p.rsplit("/", n)[0] for p in tracked for n in range(1, p.count("/") + 1)}
+    kept_dirs = _kept_dirs(tracked)
     real_root = notes_root.resolve()
     for dirpath, dirnames, filenames in os.walk(top):
         here = Path(dirpath)
@@ -94,12 +159,11 @@ def discover(
         for name in sorted(dirnames):
             path = here / name
             rel = path.relative_to(top).as_posix()
-            if name.startswith("."):
-                found.skip(f"{rel}/", HIDDEN)
-            elif kept_dirs is not None and rel not in kept_dirs:
-                found.skip(f"{rel}/", UNTRACKED)
+            gate = folder_gate(name, rel, kept_dirs)
+            if gate is not None:
+                found.skip(f"{rel}/", gate)
             elif path.is_symlink():
-                found.failed.append(Failure(rel, "symlinked folder (not followed)"))
+                found.failed.append(Failure(rel, SYMLINKED_FOLDER))
             else:
                 if is_note_name(name, suffixes):
                     found.failed.append(
@@ -110,41 +174,45 @@ def discover(
         for name in sorted(filenames):
             path = here / name
             rel = path.relative_to(top).as_posix()
-            if name.startswith("."):
-                found.skip(rel, HIDDEN)
-            elif is_editor_file(name):
-                found.skip(rel, EDITOR)
-            elif tracked is not None and rel not in tracked:
-                found.skip(rel, UNTRACKED)
-            elif is_secret(name):
-                found.skip(rel, SECRET)
-            elif not is_note_name(name, suffixes):
+            gate = file_gate(name, rel, tracked, suffixes)
+            if gate == OTHER_KIND:
                 found.ignored.append(rel)
+            elif gate is not None:
+                found.skip(rel, gate)
+            elif (problem := file_problem(path, rel, real_root)) == GONE:
+                continue  # removed while we were looking
+            elif problem is not None:
+                shown = rel if problem != BAD_NAME else repr(rel)
+                found.failed.append(Failure(shown, problem))
             else:
-                _check_file(path, rel, real_root, found)
+                found.files.append((path, rel))
     return found
 
 
-def _check_file(path: Path, rel: str, real_root: Path, found: Found) -> None:
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        found.failed.append(Failure(repr(rel), "file name is not valid UTF-8; rename it"))
-        return
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return  # removed while we were looking
-    if stat.S_ISLNK(mode):
-        target = Path(os.path.realpath(path))
-        if not target.exists():
-            reason = "broken symlink"
-        elif not target.is_relative_to(real_root):
-            reason = "symlink pointing outside the notes folder (not followed)"
-        else:
-            reason = "symlink (not followed; its target is ingested on its own)"
-        found.failed.append(Failure(rel, reason))
-    elif not stat.S_ISREG(mode):
-        found.failed.append(Failure(rel, "not a regular file"))
-    else:
-        found.files.append((path, rel))
+def listed_now(
+    top: Path,
+    rel: str,
+    notes_root: Path,
+    *,
+    tracked: set[str] | None = None,
+    suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
+) -> str | None:
+    """Why `discover(top, notes_root, tracked=..., suffixes=...)` would not list the file `rel`
+    now (the gate of a folder on its way or of the file itself, or the file's problem), or None
+    when it would: the same gates, on one file (kb.reading checks a file so before reading it)."""
+    parts = rel.split("/")
+    kept_dirs = _kept_dirs(tracked)
+    here = top
+    for depth, name in enumerate(parts[:-1], start=1):
+        here = here / name
+        gate = folder_gate(name, "/".join(parts[:depth]), kept_dirs)
+        if gate is not None:
+            return f"in a folder skipped ({gate})"
+        if here.is_symlink():
+            return SYMLINKED_FOLDER
+        if not here.is_dir():
+            return GONE
+    gate = file_gate(parts[-1], rel, tracked, suffixes)
+    if gate is not None:
+        return gate
+    return file_problem(top / rel, rel, notes_root.resolve())

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb.errors import ConfigError
-from kb.notes import Note, read_note
+from kb.notes import Note, NoteError, read_note
 from kb.schema import INBOX
 from kb.settings import Settings, from_root
 from kb.sources.base import Failure, Item, Listing
-from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files
+from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files, listed_now
 from kb.sources.inbox import INGESTED
 
 # names a folder may not take: another source's (the inbox's, its ingested/ folder)
@@ -59,6 +59,16 @@ class FolderSource:
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
         return read_note(item.path, item.source, max_bytes=max_bytes)
+
+    def file_now(self, source: str) -> Path:
+        """The file of the note `source` if a listing would hold it now (the same gates, on that
+        file alone); NoteError with the gate's reason otherwise."""
+        rel = source.removeprefix(f"{self.name}/")
+        tracked = git_files(self.root, rel) if self.git else None
+        problem = listed_now(self.root, rel, self.root, tracked=tracked, suffixes=self.suffixes)
+        if problem is not None:
+            raise NoteError(source, problem)
+        return self.root / rel
 
     def holds(self, source: str) -> bool:
         """A file the last listing named but that could not be read keeps its note; one the

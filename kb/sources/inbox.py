@@ -11,14 +11,15 @@ the run emptied are removed from the inbox (never a folder that still holds anyt
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kb.notes import Note, read_note
+from kb.notes import Note, NoteError, read_note
 from kb.schema import INBOX
 from kb.sources.base import Failure, Item, Listing
-from kb.sources.files import DEFAULT_SUFFIXES, discover
+from kb.sources.files import DEFAULT_SUFFIXES, discover, listed_now
 
 INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
@@ -83,6 +84,14 @@ class InboxSource:
     def read(self, item: Item, *, max_bytes: int) -> Note:
         return read_note(item.path, item.source, max_bytes=max_bytes)
 
+    def file_now(self, source: str) -> Path:
+        """The file of the stored note `source` in ingested/ if a full build's listing would
+        hold it now (the same gates, on that file alone); NoteError with the reason otherwise."""
+        problem = listed_now(self.ingested, source, self.root, suffixes=self.suffixes)
+        if problem is not None:
+            raise NoteError(source, problem)
+        return self.ingested / source
+
     def holds(self, source: str) -> bool:
         return os.path.lexists(self.ingested / source) or os.path.lexists(self.root / source)
 
@@ -131,6 +140,8 @@ def _makedirs_durably(path: Path) -> None:
         path = path.parent
     for folder in reversed(missing):
         folder.mkdir()
+        # the user's folder, not ours: as open as the one it sits in, whatever our umask (kb.state)
+        os.chmod(folder, stat.S_IMODE(folder.parent.stat().st_mode))
         _fsync_dir(folder.parent)
 
 
