@@ -53,10 +53,10 @@ def check_vectors(query: list[float], docs: list[list[float]], dims: int, via: s
         )
 
 
-def wait_healthy(url: str, wait_s: float) -> dict[str, Any]:
+def wait_healthy(url: str, wait_s: float, api_key: str = "") -> dict[str, Any]:
     """/health once the model is ready, saying once on stderr what it waits for (a silent
     minute looks like a hang)."""
-    with EmbedClient(url, retries=0) as client:
+    with EmbedClient(url, api_key=api_key, retries=0) as client:
         try:
             return client.health()
         except EmbedError as exc:
@@ -70,7 +70,7 @@ def wait_healthy(url: str, wait_s: float) -> dict[str, Any]:
 
 
 def check_http(url: str, wait_s: float, api_key: str = "") -> None:
-    health = wait_healthy(url, wait_s)
+    health = wait_healthy(url, wait_s, api_key)
     with httpx.Client(base_url=url, timeout=60.0, headers=auth_headers(api_key)) as http:
         docs = http.post(
             "/v1/embeddings", json={"input": [RELATED, UNRELATED], "encoding_format": "float"}

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 import uvicorn
-from auth import KeyMiddleware
+from auth import KeyMiddleware, key_given
 from batching import Encoder, Engine, QueueFull, start_engine
 from config import EmbedderSettings
 from errors import (
@@ -57,9 +57,11 @@ from errors import (
     ModelLoadError,
     install_error_handlers,
     internal_error,
+    not_served,
 )
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from hosts import HostMiddleware, allowed_hosts
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rerank_api import RerankService, install_rerank, load_reranker
 
@@ -80,8 +82,8 @@ class EmbeddingRequest(BaseModel):
     )
     model: str | None = Field(
         None,
-        description="The served model to use (EMBED_MODEL or EMBED_CODE_MODEL); any name means "
-        "EMBED_MODEL while it is the only one served.",
+        description="The served model to use (EMBED_MODEL or EMBED_CODE_MODEL, as /v1/models "
+        "lists them); absent: EMBED_MODEL. Another name is refused (404 model_not_found).",
     )
     encoding_format: Literal["float", "base64"] | None = Field(None, description="Default float.")
     dimensions: int | None = Field(None, ge=1, description="Matryoshka truncation (Qwen3).")
@@ -200,18 +202,14 @@ def served_models(settings: EmbedderSettings) -> list[str]:
 
 
 def pick(services: dict[str, Service], model: str | None) -> Service:
-    """The service a request's `model` names; with one model served, any name means it."""
+    """The service a request's `model` names (absent: the default, EMBED_MODEL). Any other
+    name is refused as OpenAI's API refuses one: 404 model_not_found, here naming the served
+    models, so a client never gets vectors of another model than the one it asked for."""
+    if model is None:
+        return next(iter(services.values()))
     if model in services:
         return services[model]
-    if len(services) == 1 or model is None:
-        return next(iter(services.values()))
-    raise APIError(
-        404,
-        f"model {model} is not served here; served: {', '.join(services)}",
-        type="invalid_request_error",
-        code="model_not_found",
-        param="model",
-    )
+    raise not_served(model, list(services))
 
 
 def create_app(
@@ -244,14 +242,25 @@ def create_app(
     app = FastAPI(title="embedder", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.EMBED_MAX_BODY_BYTES)
-    # Outermost: without the key nothing else runs, not even the body read.
+    # Without the key nothing else runs, not even the body read.
     app.add_middleware(KeyMiddleware, key=settings.EMBED_API_KEY)
+    # Outermost: a request under another host name (DNS rebinding) reaches nothing.
+    app.add_middleware(HostMiddleware, hosts=allowed_hosts(settings))
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health(request: Request) -> dict[str, Any]:
         services: dict[str, Service] = app.state.services
         for one in services.values():
-            one.require_ready()
+            try:
+                one.require_ready()
+            except APIError as exc:
+                if key_given(request):
+                    raise
+                # the messages name the model (a folder of this machine) and why it failed
+                raise APIError(exc.status, "not ready", type=exc.type, code=exc.code,
+                               retry_after=exc.retry_after) from None  # fmt: skip
+        if not key_given(request):
+            return {"status": "ok"}  # EMBED_API_KEY is set: the rest is for its holders
 
         def described(name: str, one: Service) -> dict[str, Any]:
             return {
@@ -334,7 +343,8 @@ def main() -> int:
         settings = EmbedderSettings()
     except ValidationError as exc:  # one line naming each bad setting, no traceback
         problems = "; ".join(
-            f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(map(str, err['loc']))}: {str(err['msg']).removeprefix('Value error, ')}"
+            for err in exc.errors()
         )
         print(f"error: embedder settings: {problems}", file=sys.stderr)
         return 2

@@ -3,6 +3,8 @@ every route but /health.
 
 OpenAI clients send their `api_key` as `Authorization: Bearer <key>`. A missing or wrong key gets
 401 in the one error envelope before anything reads the body; the comparison is constant-time.
+/health stays open (container healthchecks send no key) and learns from `key_given` whether
+the caller sent the key: without it, it shows only the status, not what the service holds.
 """
 
 from __future__ import annotations
@@ -11,9 +13,15 @@ import hmac
 
 from errors import APIError, send_error
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/health"})  # container healthchecks; shows no secret
+KEY_GIVEN = "embed_key_given"  # scope["state"] entry: no key set, or the request carried it
+
+
+def key_given(request: Request) -> bool:
+    return bool(request.scope.get("state", {}).get(KEY_GIVEN))
 
 
 class KeyMiddleware:
@@ -22,11 +30,13 @@ class KeyMiddleware:
         self.key = key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.key or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.key):
+        sent = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.key)
+        if not self.key or sent or scope["path"] in OPEN_PATHS:
+            scope.setdefault("state", {})[KEY_GIVEN] = not self.key or sent
             await self.app(scope, receive, send)
             return
         message = (

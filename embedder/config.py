@@ -8,14 +8,19 @@ read instead of that `.env` (the test suite points it at an empty file, as for k
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # as kb/settings.py reads LOG_LEVEL (this package is built into its image on its own)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# host[:port]: a name or IPv4 address, or an IPv6 address in brackets
+HOST_VALUE = re.compile(
+    r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:[0-9]{1,5})?"
+)
 QWEN3_RETRIEVAL_TASK = "Given a web search query, retrieve relevant passages that answer the query"
 ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
 
@@ -67,6 +72,12 @@ class EmbedderSettings(BaseSettings):
     )
     EMBED_HOST: str = Field("127.0.0.1", description="Interface the embedder binds.")
     EMBED_PORT: int = Field(8080, ge=1, le=65535, description="Port the embedder listens on.")
+    EMBED_ALLOWED_HOSTS: str = Field(
+        "",
+        description="Comma-separated Host values accepted besides the defaults localhost, "
+        "127.0.0.1, [::1] and embedder (the compose service name), each on EMBED_PORT; other "
+        "Host headers get 421, an Origin of another host 403 (DNS rebinding, docs/security.md).",
+    )
     EMBED_MAX_TOKENS: int = Field(
         2048,
         ge=8,
@@ -171,3 +182,14 @@ class EmbedderSettings(BaseSettings):
         "INFO",
         description="Python logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL, any case.",
     )
+
+    @field_validator("EMBED_ALLOWED_HOSTS")
+    @classmethod
+    def _exact_hosts(cls, value: str) -> str:
+        for host in value.split(","):
+            if host.strip() and not HOST_VALUE.fullmatch(host.strip()):
+                raise ValueError(
+                    f"{host.strip()!r} is not a host[:port] value (no wildcard, scheme or path): "
+                    "list the exact Host headers clients send"
+                )
+        return value

@@ -69,6 +69,17 @@ def internal_error() -> APIError:
     )
 
 
+def not_served(model: str, served: list[str]) -> APIError:
+    """A request named a model this service does not serve: OpenAI's answer (404
+    model_not_found), naming the ones it does."""
+    return APIError(
+        404,
+        f"model {model!r} is not served here; served: {', '.join(served)}",
+        code="model_not_found",
+        param="model",
+    )
+
+
 def _validation_error(exc: RequestValidationError) -> APIError:
     errors = list(exc.errors())
     if any(err.get("type") == "json_invalid" for err in errors):

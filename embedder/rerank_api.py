@@ -17,7 +17,7 @@ from typing import Any
 
 from batching import Engine, QueueFull, start_engine
 from config import EmbedderSettings
-from errors import APIError, ModelLoadError, internal_error
+from errors import APIError, ModelLoadError, internal_error, not_served
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,7 +33,9 @@ class RerankRequest(BaseModel):
 
     query: str = Field(description="The question the documents are ranked for.")
     documents: list[str] = Field(description="Texts to rank (Cohere's string form).")
-    model: str | None = Field(None, description="Accepted and ignored: one reranker is served.")
+    model: str | None = Field(
+        None, description="RERANK_MODEL, or absent; another name is refused (404)."
+    )
     top_n: int | None = Field(None, ge=1, description="Return only the best N (default all).")
     return_documents: bool | None = Field(None, description="Echo each document's text.")
 
@@ -113,6 +115,8 @@ class RerankService:
 
 
 def _validate(request: RerankRequest, settings: EmbedderSettings) -> None:
+    if request.model is not None and request.model != settings.RERANK_MODEL:
+        raise not_served(request.model, [settings.RERANK_MODEL])
     if not request.query.strip():
         raise APIError(422, "query must not be empty", code="empty_input", param="query")
     if not request.documents:

@@ -112,6 +112,8 @@ class EmbedClient:
         if response.status_code != 200:
             raise self._http_error(response)
         body = response.json()
+        if "model" not in body:  # an embedder with a key describes itself only to its holders
+            raise key_refused(self.url, self.api_key)
         self._health = body
         return body
 
@@ -307,17 +309,22 @@ def auth_headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+def key_refused(url: str, api_key: str) -> EmbedError:
+    """The embedder wants EMBED_API_KEY and did not get it (or got another one)."""
+    if api_key:
+        message = "EMBED_API_KEY is not the key the embedder expects (its EMBED_API_KEY)"
+    else:
+        message = "the embedder requires a key: set EMBED_API_KEY to the embedder's key"
+    return EmbedError(
+        f"embedder at {url} refused the request (401): {message}", 401, "invalid_api_key"
+    )
+
+
 def http_error(url: str, response: httpx.Response, api_key: str = "") -> EmbedError:
     """EmbedError from an error answer of the embedder at `url` (its envelope's message); a 401
     names EMBED_API_KEY instead, whatever the server said."""
     if response.status_code == 401:
-        if api_key:
-            message = "EMBED_API_KEY is not the key the embedder expects (its EMBED_API_KEY)"
-        else:
-            message = "the embedder requires a key: set EMBED_API_KEY to the embedder's key"
-        return EmbedError(
-            f"embedder at {url} refused the request (401): {message}", 401, "invalid_api_key"
-        )
+        return key_refused(url, api_key)
     code = None
     try:
         error = response.json()["error"]

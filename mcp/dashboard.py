@@ -3,12 +3,13 @@ deleted notes), for looking at what the index holds and what a query returns.
 
 Jinja2 templates (autoescaped: note text is always shown as text) in templates/, and htmx
 (one committed file, no build step) in static/; no asset comes from elsewhere, so it works
-offline. security.Guard in front checks Host/Origin, the token cookie and every POST's Origin;
-each page also forbids inline script and framing (CSP). Writes (restore, delete) exist only with
-MCP_WRITE_TOOLS=true and take the ingest lock, like the MCP write tools; so does the Sync button
-(it moves inbox files into ingested/).
+offline. security.Guard in front checks Host/Origin, the session cookie (sessions.py) and every
+POST's Origin; each page also forbids inline script and framing (CSP). Writes (restore, delete)
+exist only with MCP_WRITE_TOOLS=true and take the ingest lock, like the MCP write tools; so does
+the Sync button (it moves inbox files into ingested/).
 
-A sibling module of server.py (this folder is not a package): `routes(backend)` lists them.
+A sibling module of server.py (this folder is not a package): `routes(backend, sessions)` lists
+them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from urllib.parse import urlencode
 import anyio
 from dashboard_sync import Busy, SyncRunner, stream
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from security import LOGIN_PATH, TOKEN_COOKIE
+from security import LOGIN_PATH, LOGOUT_PATH
+from sessions import SESSION_COOKIE, Sessions
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -84,10 +86,16 @@ def bars(counts: list[tuple[str, int]]) -> list[dict[str, Any]]:
 
 
 class Dashboard:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, sessions: Sessions) -> None:
         self.backend = backend
         self.settings = backend.settings
+        self.sessions = sessions
         self.sync = SyncRunner(backend)
+
+    def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        # with a token, every page but the login form offers to sign out
+        return render(name, status_code, signed=bool(self.settings.MCP_TOKEN),
+                      session_hours=self.sessions.ttl_s // 3600, **context)  # fmt: skip
 
     def store_or_none(self) -> Any:
         try:
@@ -113,10 +121,10 @@ class Dashboard:
         return {"report": report, "embedder": embedder, "chart": chart}
 
     async def status_page(self, request: Request) -> Response:
-        return render("status.html", page="status", **await blocking(self._status))
+        return self.render("status.html", page="status", **await blocking(self._status))
 
     async def status_panel(self, request: Request) -> Response:
-        return render("_status_panel.html", **await blocking(self._status))
+        return self.render("_status_panel.html", **await blocking(self._status))
 
     def _search(self, params: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"hits": [], "error": None, "tags": [], "note": None}
@@ -153,8 +161,8 @@ class Dashboard:
         if found["hits"] or params["q"]:
             log.info("dashboard search mode=%s k=%d hits=%d", mode, k, len(found["hits"]))
         name = "_results.html" if request.headers.get("hx-target") == "results" else "search.html"
-        return render(name, page="search", params=params, modes=search.MODES, domains=DOMAINS,
-                      **found)  # fmt: skip
+        return self.render(name, page="search", params=params, modes=search.MODES, domains=DOMAINS,
+                           **found)  # fmt: skip
 
     async def preview_page(self, request: Request) -> Response:
         source = request.query_params.get("source") or ""
@@ -167,11 +175,11 @@ class Dashboard:
         try:
             note = await blocking(lambda: preview(store(), source, hit))
         except NoteNotFound as exc:
-            return render("message.html", 404, page="search", title="Not found", text=str(exc))
+            return self.render("message.html", 404, page="search", title="Not found", text=str(exc))
         except StoreError as exc:
-            return render("message.html", 503, page="search", title="Index", text=str(exc))
+            return self.render("message.html", 503, page="search", title="Index", text=str(exc))
         back = request.query_params.get("q")
-        return render("preview.html", page="search", note=note, hit=hit, back=back)
+        return self.render("preview.html", page="search", note=note, hit=hit, back=back)
 
     def sync_blocked(self) -> str | None:
         """Why the Sync button is off: a read-only server, or one that cannot see the notes."""
@@ -181,8 +189,8 @@ class Dashboard:
 
     async def sync_page(self, request: Request) -> Response:
         current = self.sync.current
-        return render("sync.html", page="sync", blocked=self.sync_blocked(), run=current,
-                      running=current is not None and not current.done)  # fmt: skip
+        return self.render("sync.html", page="sync", blocked=self.sync_blocked(), run=current,
+                           running=current is not None and not current.done)  # fmt: skip
 
     async def sync_start(self, request: Request) -> Response:
         blocked = self.sync_blocked()
@@ -197,9 +205,9 @@ class Dashboard:
         partial = request.headers.get("hx-request") == "true"
         if partial:
             code = 200  # htmx swaps only 2xx answers in: the message must show
-        return render("_sync_run.html" if partial else "sync.html", code, page="sync",
-                      blocked=blocked, busy=message, run=self.sync.current,
-                      running=message is None and blocked is None)  # fmt: skip
+        return self.render("_sync_run.html" if partial else "sync.html", code, page="sync",
+                           blocked=blocked, busy=message, run=self.sync.current,
+                           running=message is None and blocked is None)  # fmt: skip
 
     async def sync_events(self, request: Request) -> Response:
         return EventSourceResponse(stream(self.sync.current), headers=HEADERS, ping=15)
@@ -213,13 +221,13 @@ class Dashboard:
     async def deleted_page(self, request: Request) -> Response:
         found = await blocking(self._deleted)
         done = request.query_params.get("done")
-        return render("deleted.html", page="deleted", writes=self.settings.MCP_WRITE_TOOLS,
-                      done=done, **found)  # fmt: skip
+        return self.render("deleted.html", page="deleted", writes=self.settings.MCP_WRITE_TOOLS,
+                           done=done, **found)  # fmt: skip
 
     async def deleted_change(self, request: Request) -> Response:
         if not self.settings.MCP_WRITE_TOOLS:
-            return render("message.html", 403, page="deleted", title="Read-only",
-                          text="restoring and deleting need MCP_WRITE_TOOLS=true")  # fmt: skip
+            return self.render("message.html", 403, page="deleted", title="Read-only",
+                               text="restoring and deleting need MCP_WRITE_TOOLS=true")  # fmt: skip
         action = request.path_params["action"]
         if action not in ("restore", "delete"):
             return Response("not found", 404)
@@ -237,7 +245,7 @@ class Dashboard:
         try:
             outcome = await blocking(change)
         except KbError as exc:
-            return render("message.html", 409, page="deleted", title="Not done", text=str(exc))
+            return self.render("message.html", 409, page="deleted", title="Not done", text=str(exc))
         log.info("dashboard %s: %s", action, outcome)
         target = "/deleted?" + urlencode({"done": f"{source}: {outcome}"})
         if request.headers.get("hx-request") == "true":  # htmx asked (after its confirm)
@@ -245,7 +253,8 @@ class Dashboard:
         return RedirectResponse(target, 303)
 
     async def login_page(self, request: Request) -> Response:
-        return render("login.html", page="login", next=_local(request.query_params.get("next")))
+        target = _local(request.query_params.get("next"))
+        return self.render("login.html", page="login", next=target)
 
     async def login(self, request: Request) -> Response:
         form = await request.form()
@@ -253,9 +262,17 @@ class Dashboard:
         given = str(form.get("token") or "")
         token = self.settings.MCP_TOKEN
         if not token or not hmac.compare_digest(given.encode(), token.encode()):
-            return render("login.html", 401, page="login", next=target, wrong=True)
+            return self.render("login.html", 401, page="login", next=target, wrong=True)
         response = RedirectResponse(target, 303)
-        response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/")
+        response.set_cookie(SESSION_COOKIE, self.sessions.open(), max_age=self.sessions.ttl_s,
+                            httponly=True, samesite="strict", path="/")  # fmt: skip
+        log.info("dashboard sign-in")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        self.sessions.close(request.cookies.get(SESSION_COOKIE, ""))
+        response = RedirectResponse(LOGIN_PATH, 303)
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     async def static(self, request: Request) -> Response:
@@ -273,8 +290,8 @@ def _local(target: str | None) -> str:
     return target
 
 
-def routes(backend: Backend) -> list[Route]:
-    page = Dashboard(backend)
+def routes(backend: Backend, sessions: Sessions) -> list[Route]:
+    page = Dashboard(backend, sessions)
     return [
         Route("/", page.status_page, methods=["GET"]),
         Route("/status/panel", page.status_panel, methods=["GET"]),
@@ -287,5 +304,6 @@ def routes(backend: Backend) -> list[Route]:
         Route("/deleted/{action:str}", page.deleted_change, methods=["POST"]),
         Route(LOGIN_PATH, page.login_page, methods=["GET"]),
         Route(LOGIN_PATH, page.login, methods=["POST"]),
+        Route(LOGOUT_PATH, page.logout, methods=["POST"]),
         Route("/static/{name:str}", page.static, methods=["GET"]),
     ]

@@ -3,17 +3,22 @@ worker thread under the ingest lock, its log kept in memory and streamed to the 
 
 One sync at a time: a second press while this server's sync runs is told so, and one started
 while `ingest.py` or the watcher holds the lock gets the lock's own message (with that pid).
-Lines are paths and counts only, as the host script prints them, never note text.
+Lines are paths and counts only, as the host script prints them, never note text. A file's name
+may hold line breaks and other control characters: in the log they are shown escaped (`\\n`),
+so a name is always part of one line and can never forge another one.
 
 A sibling module of server.py (this folder is not a package).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -30,6 +35,30 @@ START_WAIT_S = 10.0  # how long a press waits to learn whether the lock was free
 POLL_S = 0.1  # how often a stream looks for new lines
 
 log = logging.getLogger("mcp-server")
+# What would break a line or change how it reads: C0 and C1 controls (tab aside), the Unicode
+# line and paragraph separators, and the bidirectional overrides and isolates.
+UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` on one line: each character UNPRINTABLE matches written as its escape (\\n)."""
+    return UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def printable_fields(value: Any) -> Any:
+    """A copy of `value` (a summary, a failure, their lists and dicts) with every string in it
+    made `printable`, so that format_summary's lines are lines of its own."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list | tuple):
+        return type(value)(printable_fields(item) for item in value)
+    if isinstance(value, dict):
+        return {printable_fields(k): printable_fields(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: printable_fields(getattr(value, f.name))
+                   for f in dataclasses.fields(value) if f.init}  # fmt: skip
+        return dataclasses.replace(value, **changes)
+    return value
 
 
 class Busy(Exception):
@@ -47,8 +76,14 @@ class SyncRun:
     _mutex: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, text: str) -> None:
+        """One line (made printable: whatever it quotes stays on it)."""
         with self._mutex:
-            self.lines.extend(text.splitlines() or [""])
+            self.lines.append(printable(text))
+
+    def add_summary(self, summary: Summary) -> None:
+        """format_summary's lines, the names in them made printable first."""
+        with self._mutex:
+            self.lines.extend(format_summary(printable_fields(summary)).split("\n"))
 
     def since(self, start: int) -> tuple[list[str], bool]:
         """Lines from `start` on, and whether the run is over (read together)."""
@@ -144,10 +179,10 @@ class SyncRunner:
             out.add(f"error: {out.busy}")
         except KbError as exc:
             if isinstance(exc, IngestError) and exc.summary is not None:
-                out.add(format_summary(exc.summary))
+                out.add_summary(exc.summary)
             out.add(f"error: {exc}")
         else:
-            out.add(format_summary(summary))
+            out.add_summary(summary)
         finally:
             kb_log.removeHandler(handler)
             failed = summary is None or bool(summary.failed)

@@ -1,5 +1,6 @@
-"""HTTP security of the MCP server: Host/Origin validation (DNS rebinding) and the optional
-bearer token, as one ASGI layer in front of every route.
+"""HTTP security of the MCP server: Host/Origin validation (DNS rebinding), the optional
+bearer token and the dashboard's sessions, as one ASGI layer in front of every route; and what
+uvicorn's access log may keep of a request.
 
 A sibling module of server.py (imported as `security`: this folder is not a package).
 """
@@ -7,10 +8,13 @@ A sibling module of server.py (imported as `security`: this folder is not a pack
 from __future__ import annotations
 
 import hmac
+import logging
+from typing import Any
 from urllib.parse import urlencode
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types import INVALID_REQUEST
+from sessions import SESSION_COOKIE, Sessions
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -22,11 +26,11 @@ from kb.settings import Settings
 
 HEALTH_PATH = "/health"
 MCP_PATH = "/mcp"
-# The dashboard (every path but /mcp and /health): the token may come in this cookie, set by
-# its login form; these paths are open without it (the form itself and the page's assets).
-TOKEN_COOKIE = "notes_token"
+# The dashboard (every path but /mcp and /health): signed in by a session cookie its login form
+# sets (sessions.py); these paths are open without one (the forms themselves, the assets).
 LOGIN_PATH = "/login"
-OPEN_WEB_PATHS = (LOGIN_PATH, "/static/")
+LOGOUT_PATH = "/logout"
+OPEN_WEB_PATHS = (LOGIN_PATH, LOGOUT_PATH, "/static/")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
@@ -78,15 +82,27 @@ class Guard:
     request. A token in the query string does not count. Rejections carry a JSON-RPC error body,
     which the SDK client shows to the user instead of a bare status.
 
-    Dashboard paths (`is_web`) also take the token from the TOKEN_COOKIE cookie (HttpOnly,
-    SameSite=Strict), and a page asked for without it redirects to the login form. Every
-    request there that can change something (not GET/HEAD/OPTIONS) must carry an allowed Origin
-    (browsers always send one with a POST), so another site cannot post a form to it."""
+    Dashboard paths (`is_web`) also accept a session cookie (sessions.py, HttpOnly,
+    SameSite=Strict; never the token, and never accepted off the dashboard), and a page asked
+    for without one redirects to the login form. Every request there that can change something
+    (not GET/HEAD/OPTIONS) must carry an allowed Origin (browsers always send one with a POST),
+    so another site cannot post a form to it.
 
-    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, token: str) -> None:
+    GET /mcp, the event stream for messages a server sends unasked, is refused (405, as the
+    protocol allows): this server is stateless and never sends one, so a stream held open
+    would only keep a file open in this process for as long as the client liked."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        security: TransportSecuritySettings,
+        token: str,
+        sessions: Sessions | None = None,
+    ) -> None:
         self.app = app
         self.hosts = TransportSecurityMiddleware(security)
         self.token = token.encode()
+        self.sessions = sessions or Sessions()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -111,14 +127,31 @@ class Guard:
                 "own pages (Origin header missing or not allowed, see MCP_ALLOWED_ORIGINS)",
                 status_code=403,
             )
+        signed_in = await self._signed_in(scope, path, web, headers)
+        if signed_in is not None:
+            return signed_in
+        if path == MCP_PATH and scope["method"] == "GET":
+            return _refusal(
+                405,
+                "this server is stateless: it sends no messages unasked, so it opens no event "
+                "stream; send each request with POST",
+                {"Allow": "POST"},
+            )
+        return None
+
+    async def _signed_in(
+        self, scope: Scope, path: str, web: bool, headers: Headers
+    ) -> Response | None:
+        """None when the request may go on: no token set, /health, the bearer token, or on
+        the dashboard a live session or an open path."""
         if not self.token or path == HEALTH_PATH:
             return None
         scheme, _, given = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), self.token):
             return None
         if web:
-            cookie = Request(scope).cookies.get(TOKEN_COOKIE, "")
-            if self.token_ok(cookie) or path.startswith(OPEN_WEB_PATHS):
+            session = Request(scope).cookies.get(SESSION_COOKIE, "")
+            if (session and self.sessions.valid(session)) or path.startswith(OPEN_WEB_PATHS):
                 return None
             if scope["method"] in SAFE_METHODS:
                 target = path + (
@@ -131,9 +164,6 @@ class Guard:
             "missing or wrong bearer token: send 'Authorization: Bearer <MCP_TOKEN>'",
             {"WWW-Authenticate": 'Bearer realm="notes"'},
         )
-
-    def token_ok(self, given: str) -> bool:
-        return bool(self.token) and hmac.compare_digest(given.encode(), self.token)
 
     def _same_site(self, headers: Headers) -> bool:
         """The request's Origin is one the Host check allows (or, with that check off, the
@@ -150,3 +180,31 @@ class Guard:
 def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+class QuerylessAccessLog(logging.Filter):
+    """uvicorn's access lines with each query string replaced by `?<redacted>`: queries hold
+    what the user searched for (/search?q=, the preview's q=) and, from a misconfigured client,
+    a token (?token=). The line keeps the method, the path and the status."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        # uvicorn: '%s - "%s %s HTTP/%s" %d' % (client, method, path?query, version, status)
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            path, sep, _ = args[2].partition("?")
+            if sep:
+                record.args = (args[0], args[1], f"{path}?<redacted>", *args[3:])
+        return True
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's own logging configuration, its access lines through QuerylessAccessLog."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = {
+        **LOGGING_CONFIG,
+        "filters": {"queryless": {"()": QuerylessAccessLog}},
+        "handlers": {name: dict(handler) for name, handler in LOGGING_CONFIG["handlers"].items()},
+    }
+    config["handlers"]["access"]["filters"] = ["queryless"]
+    return config

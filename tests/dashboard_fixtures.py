@@ -151,6 +151,15 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+def sign_in(page: Any, dashboard: Dashboard | str, token: str = TOKEN) -> None:
+    """Sign in through the login form (`dashboard`: a Dashboard or a server's base URL)."""
+    base = dashboard.base if isinstance(dashboard, Dashboard) else dashboard
+    page.goto(base + "/login")
+    page.fill("#token", token)
+    page.click("#login-form button")
+    page.wait_for_url(base + "/")
+
+
 def screenshot(page: Any, name: str) -> None:
     """Save the page as NAME.png under $DASHBOARD_SCREENSHOTS (the test artifacts), if set."""
     folder = os.environ.get(SCREENSHOTS_VARIABLE)

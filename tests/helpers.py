@@ -184,13 +184,19 @@ class EmbedderProcess(ServiceProcess):
     def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        full_env = {
+        full_env = self.environment(env, self.port)
+        super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)
+
+    @staticmethod
+    def environment(env: Mapping[str, str], port: int) -> dict[str, str]:
+        """The environment of an embedder process on 127.0.0.1:`port`, `env` on top."""
+        return {
             **os.environ,
             # Tests never touch the network. Settings: conftest's controlled_settings, then these.
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "EMBED_HOST": "127.0.0.1",
-            "EMBED_PORT": str(self.port),
+            "EMBED_PORT": str(port),
             "EMBED_DTYPE": "fp32",
             "EMBED_BACKEND": "torch",  # the same engine on every CPU class (tests ask for onnx)
             "EMBED_THREADS": "2",
@@ -198,7 +204,6 @@ class EmbedderProcess(ServiceProcess):
             "RERANK_MODEL": "",  # no reranker unless a test asks for one
             **env,
         }
-        super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)
 
 
 class GatedModel:
@@ -226,11 +231,12 @@ class GatedModel:
 
 
 @contextmanager
-def serve_in_thread(app: object, deadline_s: float = 30.0) -> Iterator[str]:
-    """An ASGI app under a real uvicorn on a free loopback port, in a thread: its base URL."""
+def serve_in_thread(app: object, deadline_s: float = 30.0, port: int = 0) -> Iterator[str]:
+    """An ASGI app under a real uvicorn on loopback (on `port`, else a free one), in a thread:
+    its base URL."""
     import uvicorn
 
-    port = free_port()
+    port = port or free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

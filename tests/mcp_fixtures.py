@@ -239,6 +239,7 @@ def server_module() -> ModuleType:
 class InProcessServer:
     backend: Any  # server.Backend
     base: str
+    app: Any  # what build_app returned: security.Guard
 
     @property
     def url(self) -> str:
@@ -251,8 +252,9 @@ def serve_in_process(settings: Settings, ingest_key: str = "") -> Iterator[InPro
     `ingest_key`, POST /ingest too)."""
     module = server_module()
     backend = module.Backend(settings)
+    app = module.build_app(backend, ingest_key)
     config = uvicorn.Config(
-        module.build_app(backend, ingest_key),
+        app,
         host="127.0.0.1",
         port=settings.MCP_PORT,
         log_level="warning",
@@ -266,7 +268,7 @@ def serve_in_process(settings: Settings, ingest_key: str = "") -> Iterator[InPro
         while not server.started:
             assert thread.is_alive() and time.monotonic() < end, "in-process server did not start"
             time.sleep(0.02)
-        yield InProcessServer(backend, f"http://127.0.0.1:{settings.MCP_PORT}")
+        yield InProcessServer(backend, f"http://127.0.0.1:{settings.MCP_PORT}", app)
     finally:
         server.should_exit = True
         thread.join(timeout=30)

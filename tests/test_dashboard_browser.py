@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -21,8 +23,17 @@ from dashboard_fixtures import (
     WAITING,
     Dashboard,
     screenshot,
+    sign_in,
 )
-from mcp_fixtures import NOTES, TAG_COUNTS, call_tool
+from helpers import REPO_ROOT, free_port, import_from
+from mcp_fixtures import (
+    NOTES,
+    TAG_COUNTS,
+    ServerFactory,
+    call_tool,
+    make_settings,
+    serve_in_process,
+)
 
 KIMCHI_QUERY = "how long do I ferment napa cabbage with chili paste"
 
@@ -213,6 +224,7 @@ def test_with_a_token_pages_ask_for_it_once_and_keep_it_in_a_strict_cookie(
     assert page.locator(".hit").count() > 0
     (cookie,) = page.context.cookies()
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"] and len(cookie["value"]) >= 32  # a session, not the token
     assert page.evaluate("document.cookie") == ""
     page.goto(guarded.url("/deleted"))  # read-only server: no write buttons
     assert page.locator("button", has_text="Restore").count() == 0
@@ -233,3 +245,65 @@ def test_the_domain_and_rerank_switches_travel_in_the_url(reader: Dashboard, pag
     assert "(hybrid, prose)" in text(page, "#results .dim")  # first-stage order, prose only
     page.reload()
     assert page.input_value("#domain") == "prose" and not page.is_checked("#rerank")
+
+
+LOGIN_URL = re.compile(r"/login\?next=")
+
+
+def session_cookie(page: Any) -> dict[str, str]:
+    """The signed-in page's cookie as a header another client could send."""
+    (cookie,) = page.context.cookies()
+    return {"Cookie": f"{cookie['name']}={cookie['value']}"}
+
+
+def test_signing_out_ends_the_session_for_every_copy_of_its_cookie(
+    guarded: Dashboard, page: Any
+) -> None:
+    sign_in(page, guarded)
+    copy = session_cookie(page)
+    assert httpx.get(guarded.url("/deleted"), headers=copy).status_code == 200
+    page.goto(guarded.url("/deleted"))
+    page.click("#logout button")
+    page.wait_for_url(re.compile(r"/login$"))
+    assert page.context.cookies() == []  # the browser forgot it
+    page.goto(guarded.url("/deleted"))
+    page.wait_for_url(LOGIN_URL)
+    replayed = httpx.get(guarded.url("/deleted"), headers=copy)  # and the server too
+    assert replayed.status_code == 303 and replayed.headers["location"].startswith("/login")
+
+
+def test_a_restarted_server_signs_everyone_out(
+    start_server: ServerFactory, embedder_url: str, store_copy: Any, tmp_path: Path, page: Any
+) -> None:
+    def start() -> Any:
+        return start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()),
+                            STATE_DIR=str(tmp_path / "state"), NOTES_DIR=str(tmp_path),
+                            MCP_TOKEN=TOKEN)  # fmt: skip
+
+    first = start()
+    sign_in(page, first.base)
+    copy = session_cookie(page)
+    first.stop()
+    again = start()  # another port, but cookies ignore ports: the browser sends it there too
+    assert httpx.get(again.base + "/", headers=copy).status_code == 303
+    page.goto(again.base + "/deleted")
+    page.wait_for_url(LOGIN_URL)
+
+
+def test_a_session_ends_when_its_time_is_up(
+    embedder_url: str, store_copy: Any, tmp_path: Path, page: Any
+) -> None:
+    sessions = import_from(REPO_ROOT / "mcp", "sessions")
+    settings = make_settings(embedder_url, store_copy(), NOTES_DIR=tmp_path,
+                             STATE_DIR=tmp_path / "state", MCP_PORT=free_port(),
+                             MCP_TOKEN=TOKEN)  # fmt: skip
+    with serve_in_process(settings) as server:
+        sign_in(page, server.base)
+        (cookie,) = page.context.cookies()  # the browser drops it at the same time
+        assert abs(cookie["expires"] - (time.time() + sessions.SESSION_TTL_S)) < 120
+        page.goto(server.base + "/deleted")
+        assert page.url == server.base + "/deleted"
+        clock = server.app.sessions.clock
+        server.app.sessions.clock = lambda: clock() + sessions.SESSION_TTL_S  # the hours pass
+        page.goto(server.base + "/deleted")
+        page.wait_for_url(LOGIN_URL)

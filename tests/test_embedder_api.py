@@ -54,10 +54,10 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
     assert body == {"status": "ok", **model, "models": [model], "rerank": None}
 
 
-def test_response_has_the_openai_shape_in_input_order(embedder_url: str) -> None:
-    body = post(embedder_url, {"input": DOCS[:3], "model": "whatever"}).json()
+def test_response_has_the_openai_shape_in_input_order(embedder_url: str, minilm_path) -> None:
+    body = post(embedder_url, {"input": DOCS[:3], "model": str(minilm_path)}).json()
     assert body["object"] == "list"
-    assert body["model"].endswith("model")  # the served model, whatever the client asked for
+    assert body["model"] == str(minilm_path)  # the model that answered
     assert [d["index"] for d in body["data"]] == [0, 1, 2]
     assert {d["object"] for d in body["data"]} == {"embedding"}
     assert body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"] > 0
@@ -218,24 +218,27 @@ def test_input_text_never_reaches_the_log(minilm_embedder) -> None:
     assert "zanzibar-7781" not in minilm_embedder.log_tail(200_000)
 
 
-def test_openai_sdk_embeds_with_its_default_base64_encoding(embedder_url: str) -> None:
+def test_openai_sdk_embeds_with_its_default_base64_encoding(embedder_url: str, minilm_path) -> None:
     client = openai.OpenAI(base_url=f"{embedder_url}/v1", api_key="not-needed", max_retries=0)
-    result = client.embeddings.create(model="text-embedding-3-small", input=DOCS[:3])
+    result = client.embeddings.create(model=str(minilm_path), input=DOCS[:3])
     vectors = np.array([d.embedding for d in result.data], dtype=np.float32)
     np.testing.assert_allclose(vectors, embed(embedder_url, DOCS[:3]), atol=1e-6)
     assert result.usage.total_tokens > 0
     query = client.embeddings.create(
-        model="m", input="bread", extra_body={"input_type": "query"}
+        model=str(minilm_path), input="bread", extra_body={"input_type": "query"}
     ).data[0]
     assert len(query.embedding) == 384
     client.close()
 
 
-def test_openai_sdk_raises_the_servers_error_message(embedder_url: str) -> None:
+def test_openai_sdk_raises_the_servers_error_message(embedder_url: str, minilm_path) -> None:
     client = openai.OpenAI(base_url=f"{embedder_url}/v1", api_key="not-needed", max_retries=0)
     with pytest.raises(openai.UnprocessableEntityError) as caught:
-        client.embeddings.create(model="m", input=[""])
+        client.embeddings.create(model=str(minilm_path), input=[""])
     assert "input[0] is an empty string" in str(caught.value)
+    with pytest.raises(openai.NotFoundError) as unknown:  # as OpenAI's own API answers
+        client.embeddings.create(model="text-embedding-3-small", input="bread")
+    assert unknown.value.code == "model_not_found"
     client.close()
 
 

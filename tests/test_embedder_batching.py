@@ -217,6 +217,9 @@ def test_an_encoder_failure_fails_that_round_and_the_engine_keeps_serving() -> N
         engine.stop()
 
 
+LOCAL = "http://localhost:8080"  # a Host the app answers (EMBED_PORT's default), not testserver
+
+
 def _settings(**overrides: object):
     return config.EmbedderSettings(_env_file=None, EMBED_MODEL="fake", **overrides)
 
@@ -233,7 +236,10 @@ def test_unexpected_errors_answer_a_sanitised_500_and_log_the_traceback(
 ) -> None:
     secret = "private words from a note"
     app = app_module.create_app(_settings(), loader=lambda _: FakeEncoder(fail_on=secret))
-    with TestClient(app) as client, caplog.at_level(logging.ERROR, logger="embedder"):
+    with (
+        TestClient(app, base_url=LOCAL) as client,
+        caplog.at_level(logging.ERROR, logger="embedder"),
+    ):
         _ready(client)
         response = client.post("/v1/embeddings", json={"input": ["ok", secret]})
         assert response.status_code == 500
@@ -256,7 +262,7 @@ def test_an_unexpected_load_error_is_reported_without_its_text() -> None:
         raise RuntimeError("path /home/someone/secret")
 
     app = app_module.create_app(_settings(), loader=broken_loader)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         end = time.monotonic() + 10
         while (response := client.get("/health")).status_code == 503:
             assert time.monotonic() < end

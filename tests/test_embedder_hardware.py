@@ -136,7 +136,8 @@ def test_health_names_the_setting_when_cuda_is_asked_for_without_a_gpu(
         _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_DEVICE="cuda"
     )
     # the loader passed in: embedder/ is not importable by name here (helpers.import_from)
-    with TestClient(app_module.create_app(settings, loader=model.Embedder)) as client:
+    app = app_module.create_app(settings, loader=model.Embedder)
+    with TestClient(app, base_url="http://localhost:8080") as client:  # a Host it answers
         end = time.monotonic() + 60
         while (response := client.get("/health")).status_code == 503:
             assert time.monotonic() < end, "model load did not finish"

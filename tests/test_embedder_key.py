@@ -37,13 +37,15 @@ def assert_401(response: httpx.Response) -> str:
     return error["message"]
 
 
-def test_the_openai_sdk_embeds_with_the_key_and_gets_401_without_it(keyed_url: str) -> None:
+def test_the_openai_sdk_embeds_with_the_key_and_gets_401_without_it(
+    keyed_url: str, minilm_path
+) -> None:
     with openai.OpenAI(base_url=f"{keyed_url}/v1", api_key=KEY, max_retries=0) as sdk:
-        response = sdk.embeddings.create(model="any", input=["kimchi", "bread"])
+        response = sdk.embeddings.create(model=str(minilm_path), input=["kimchi", "bread"])
     assert [len(item.embedding) for item in response.data] == [384, 384]
     wrong = openai.OpenAI(base_url=f"{keyed_url}/v1", api_key="wrong", max_retries=0)
     with wrong, pytest.raises(openai.AuthenticationError) as raised:
-        wrong.embeddings.create(model="any", input="kimchi")
+        wrong.embeddings.create(model=str(minilm_path), input="kimchi")
     assert raised.value.status_code == 401
     assert raised.value.code == "invalid_api_key"
     assert "EMBED_API_KEY" in raised.value.message
@@ -79,8 +81,11 @@ def test_the_key_opens_models_and_health_stays_open_revealing_no_key(keyed_url: 
     models = httpx.get(f"{keyed_url}/v1/models", headers={"Authorization": f"Bearer {KEY}"})
     assert models.status_code == 200, models.text
     health = httpx.get(f"{keyed_url}/health")
-    assert health.status_code == 200
-    assert KEY not in health.text and "key" not in health.text.lower()
+    assert health.status_code == 200 and health.json() == {"status": "ok"}  # no key: no details
+    keyed = httpx.get(f"{keyed_url}/health", headers={"Authorization": f"Bearer {KEY}"})
+    assert keyed.json()["dimensions"] == 384
+    for answer in (health, keyed):
+        assert KEY not in answer.text and "key" not in answer.text.lower()
 
 
 def test_embed_client_sends_the_key_from_settings(keyed_url: str, tmp_path) -> None:

@@ -21,6 +21,7 @@ from helpers import (
     EmbedderProcess,
     GatedModel,
     embedder_module,
+    free_port,
     serve_in_thread,
     torch_threads_kept,
     wait_until,
@@ -113,9 +114,11 @@ def test_requests_over_the_queue_limit_get_429_at_once_while_the_model_works(
     minilm_path: Path,
 ) -> None:
     config, app, model = (embedder_module(n) for n in ("config", "app", "model"))
+    port = free_port()  # the app's own port: its Host check answers requests there only
     settings = config.EmbedderSettings(
-        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_QUEUE_SIZE=1, EMBED_THREADS=1
-    )
+        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_QUEUE_SIZE=1, EMBED_THREADS=1,
+        EMBED_PORT=port,
+    )  # fmt: skip
     held: list[HeldEncoder] = []
 
     def load(settings: object) -> HeldEncoder:
@@ -127,7 +130,7 @@ def test_requests_over_the_queue_limit_get_429_at_once_while_the_model_works(
 
     with (
         torch_threads_kept(),
-        serve_in_thread(app.create_app(settings, loader=load)) as url,
+        serve_in_thread(app.create_app(settings, loader=load), port=port) as url,
         ThreadPoolExecutor(max_workers=6) as pool,
     ):
         wait_until(lambda: httpx.get(f"{url}/health").status_code == 200, what="model loaded")

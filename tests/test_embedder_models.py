@@ -47,8 +47,24 @@ def test_the_code_client_embeds_with_the_model_it_names(two_models, tiny_qwen3_p
 
 
 def test_one_model_named_twice_is_loaded_once(embedder_url, minilm_path):
-    # the session's MiniLM embedder: EMBED_CODE_MODEL empty; any requested name means it
+    # the session's MiniLM embedder: EMBED_CODE_MODEL empty
     health = httpx.get(f"{embedder_url}/health").json()
     assert [m["model"] for m in health["models"]] == [str(minilm_path)]
-    body = httpx.post(f"{embedder_url}/v1/embeddings", json={"input": "x", "model": "any"})
-    assert body.status_code == 200
+    named = {"input": "x", "model": str(minilm_path)}
+    body = httpx.post(f"{embedder_url}/v1/embeddings", json=named)
+    assert body.status_code == 200 and body.json()["model"] == str(minilm_path)
+
+
+@pytest.mark.parametrize("name", ["any", "text-embedding-3-small", "", "MODEL"])
+def test_a_model_not_served_is_refused_as_openai_does_even_with_one_model(
+    embedder_url, minilm_path, name
+):
+    # OpenAI answers an unknown model with 404 model_not_found; the message names what is here
+    refused = httpx.post(f"{embedder_url}/v1/embeddings", json={"input": "x", "model": name})
+    assert refused.status_code == 404, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    assert error["type"] == "invalid_request_error"
+    assert f"served: {minilm_path}" in error["message"]
+    absent = httpx.post(f"{embedder_url}/v1/embeddings", json={"input": "x", "model": None})
+    assert absent.status_code == 200 and absent.json()["model"] == str(minilm_path)

@@ -47,7 +47,8 @@ def direct_scores(folder: Path, query: str, docs: list[str], max_length: int = 5
 def test_results_follow_the_models_own_scores_best_first(
     rerank_url: str, tiny_reranker_path: Path
 ) -> None:
-    body = rerank(rerank_url, {"query": QUERY, "documents": DOCS, "model": "any"}).json()
+    named = {"query": QUERY, "documents": DOCS, "model": str(tiny_reranker_path)}
+    body = rerank(rerank_url, named).json()
     expected = direct_scores(tiny_reranker_path, QUERY, DOCS)
     indices = [r["index"] for r in body["results"]]
     assert indices == list(np.argsort(-expected, kind="stable"))
@@ -57,6 +58,14 @@ def test_results_follow_the_models_own_scores_best_first(
     assert body["model"] == str(tiny_reranker_path)
     assert body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"] > len(DOCS)
     assert all("document" not in r for r in body["results"])
+
+
+def test_a_reranker_not_served_is_refused_by_name(rerank_url: str, tiny_reranker_path) -> None:
+    refused = rerank(rerank_url, {"query": QUERY, "documents": DOCS, "model": "rerank-v3.5"})
+    assert refused.status_code == 404, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    assert f"served: {tiny_reranker_path}" in error["message"]
 
 
 def test_batched_scores_equal_one_by_one_scores(rerank_url: str) -> None:

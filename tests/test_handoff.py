@@ -1,16 +1,21 @@
 """ingest.py and a running MCP server on the same embedded storage: the server announces itself
 in STATE_DIR/server.json and runs an ingest for whoever presents its key (POST /ingest)."""
 
+import json
 import os
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
-from helpers import free_port
-from ingest_fixtures import make_settings
-from mcp_fixtures import serve_in_process
+from helpers import REPO_ROOT, free_port, wait_until
+from ingest_fixtures import UNREACHABLE_EMBEDDER, make_settings, run_script, script_env
+from mcp_fixtures import ServerFactory, serve_in_process
 
 from kb import handoff
+from kb.settings import Settings
 
 
 def test_the_server_file_is_owner_only_names_a_live_server_and_is_withdrawn(tmp_path: Path):
@@ -36,3 +41,87 @@ def test_the_ingest_route_runs_an_ingest_only_for_the_servers_key(tmp_path: Path
         done = httpx.post(url, json={}, headers={handoff.KEY_HEADER: "the-key"}, timeout=60)
         assert done.status_code == 409
         assert "embedder at http://127.0.0.1:9 unreachable" in done.json()["error"]
+
+
+def test_a_server_stopped_with_sigterm_withdraws_its_server_file(
+    start_server: ServerFactory, tmp_path: Path
+) -> None:
+    # what a service manager, `docker stop` or local.py's dying parent (PDEATHSIG) sends
+    settings = make_settings(tmp_path)
+    server = start_server(
+        EMBED_URL=UNREACHABLE_EMBEDDER,
+        QDRANT_PATH=settings.QDRANT_PATH,
+        STATE_DIR=str(settings.STATE_DIR),
+        NOTES_DIR=str(settings.NOTES_DIR),
+    )
+    announced = handoff.running(settings)
+    assert announced is not None and announced.pid == server.proc.pid
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=60) == 0, server.log_tail()
+    assert not (settings.STATE_DIR / handoff.SERVER_FILE).exists()
+
+
+def rewrite(settings: Settings, **changes: object) -> None:
+    """server.json as another process would have left it."""
+    path = settings.STATE_DIR / handoff.SERVER_FILE
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def zombie(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_server_file_naming_an_exited_or_another_process_is_not_trusted(tmp_path: Path):
+    settings = make_settings(tmp_path, MCP_PORT=free_port())
+    mine = handoff.announce(settings)
+    assert handoff.running(settings) == mine
+    # exited but not yet reaped by its parent: a zombie, which os.kill(pid, 0) still finds
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        wait_until(lambda: zombie(child.pid), 30, "the child to exit")
+        rewrite(settings, pid=child.pid)
+        assert handoff.running(settings) is None
+    finally:
+        child.wait()
+    # a live pid that another process got after the server's exit (started at another time)
+    rewrite(settings, pid=os.getpid(), started=mine.started + 1)
+    assert handoff.running(settings) is None
+
+
+HOLDER = """import sys
+from kb.store import Store
+with Store.open("notes", path=sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_ingest_hands_off_only_to_the_announced_server_and_says_when_it_does_not_answer(
+    tmp_path: Path,
+):
+    # the storage is held by another process (a watcher, say), and server.json is stale
+    settings = make_settings(tmp_path, MCP_PORT=free_port())
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, settings.QDRANT_PATH],
+                              cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        announced = handoff.announce(settings)
+        started = handoff.started_at(holder.pid)
+        assert started is not None
+        env = script_env(settings)
+        # the pid is the holder's now, not the server's that wrote the file: no hand-off
+        rewrite(settings, pid=holder.pid, started=started + 1)
+        done = run_script("ingest.py", env=env, cwd=tmp_path)
+        assert done.returncode != 0
+        assert "held by the MCP server" not in done.stderr
+        assert "is in use by another process" in done.stderr, done.stderr
+        # the announced server itself, but not listening (starting, or stopping): said so
+        rewrite(settings, pid=holder.pid, started=started)
+        done = run_script("ingest.py", env=env, cwd=tmp_path)
+        assert done.returncode != 0
+        (line,) = done.stderr.strip().splitlines()[-1:]
+        assert line.startswith("error: ") and "not accepting connections" in line, done.stderr
+        assert announced.url in line and "run ingest.py again" in line
+    finally:
+        holder.communicate("", timeout=30)

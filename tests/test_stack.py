@@ -408,3 +408,18 @@ def test_cluster_override_runs_three_qdrant_nodes_and_embedder_replicas_behind_o
     assert cluster["mcp"]["environment"]["EMBED_URL"] == "http://embedder-lb:8080"
     balancer = load_compose(CLUSTER_COMPOSE_FILE)["configs"]["embedder-lb"]["content"]
     assert "server embedder:8080;" in balancer and "server embedder-replica:8080;" in balancer
+
+
+def test_the_cluster_balancer_passes_the_callers_host_on_and_the_embedders_accept_its_names():
+    # the embedders check Host (DNS rebinding): nginx must not replace it with "embedders", and
+    # the names the balancer is reached by must be allowed there
+    cluster = services(CLUSTER_COMPOSE_FILE)
+    balancer = load_compose(CLUSTER_COMPOSE_FILE)["configs"]["embedder-lb"]["content"]
+    assert "proxy_set_header Host $$http_host;" in balancer  # $$: compose's literal $
+    (published,) = published_ports(cluster["embedder-lb"])
+    host_port = str(published).split(":")[1]
+    for name in ("embedder", "embedder-replica"):
+        allowed = cluster[name]["environment"]["EMBED_ALLOWED_HOSTS"].split(",")
+        assert {"embedder-lb:8080", f"127.0.0.1:{host_port}", f"localhost:{host_port}"} <= set(
+            allowed
+        )
