@@ -252,6 +252,8 @@ def create_app(
         services: dict[str, Service] = app.state.services
         for one in services.values():
             one.require_ready()
+        if reranking.loading:  # ready means every configured model answers: 503 until then
+            reranking.require_ready()
 
         def described(name: str, one: Service) -> dict[str, Any]:
             return {
