@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import html
+import json
 import os
 import platform
 import shutil
@@ -374,7 +375,15 @@ def wheel_index(wheel: Path, address: str, work: Path) -> Iterator[str]:
 
 
 def bridge_address(env: dict[str, str]) -> str | None:
-    """The host's address on Docker's default bridge, where build containers reach it."""
+    """The host's address on Docker's default bridge, where build containers reach it: the
+    network's gateway, else (a bridge dockerd has just made records none) its interface's."""
     template = "{{range .IPAM.Config}}{{.Gateway}}{{end}}"
     done = run(["docker", "network", "inspect", "bridge", "--format", template], env, check=False)
-    return done.stdout.strip() or None
+    if done.stdout.strip():
+        return done.stdout.strip()
+    template = '{{index .Options "com.docker.network.bridge.name"}}'
+    name = run(["docker", "network", "inspect", "bridge", "--format", template], env).stdout
+    shown = run(["ip", "-j", "-4", "addr", "show", "dev", name.strip()], env, check=False)
+    with contextlib.suppress(ValueError, LookupError):
+        return json.loads(shown.stdout)[0]["addr_info"][0]["local"]
+    return None
