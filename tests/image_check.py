@@ -443,10 +443,17 @@ def check_compose(docker: Docker, steps: Steps) -> None:
         state = [m for m in mounts if m["Destination"] == STATE_FOLDER]
         if not state or state[0]["Type"] != "volume" or not state[0]["RW"]:
             raise Failed(f"mcp: no state volume at {STATE_FOLDER}: {mounts}")
-        health = {s: docker.inspect(n, ".Config.Healthcheck") for s, n in names.items()}
-        log(f"ports on 127.0.0.1 only: {ports}; embedder memory limit 4 GiB; healthchecks "
-            f"{ {s: h['Test'][-1][-60:] for s, h in health.items()} }; mcp env EMBED_URL, "
-            f"QDRANT_URL, STATE_DIR as in the file; state volume {state[0]['Name']}")  # fmt: skip
+        checks = {}
+        for service, name in names.items():
+            test = docker.inspect(name, ".Config.Healthcheck")
+            if "/health" not in test["Test"][-1]:
+                raise Failed(f"{service}: healthcheck {test['Test']}")
+            checks[service] = f"GET /health every {test['Interval'] / 1e9:.0f}s"
+        published = {s: [f"{b['HostIp']}:{b['HostPort']}" for v in p.values() for b in v]
+                     for s, p in ports.items()}  # fmt: skip
+        log(f"published on loopback only: {published}; embedder memory limit 4 GiB; "
+            f"healthchecks {checks}; mcp env EMBED_URL, QDRANT_URL, STATE_DIR as in the file; "
+            f"state volume {state[0]['Name']}")  # fmt: skip
 
         def qdrant_message() -> str | None:
             with contextlib.suppress(httpx.HTTPError):
