@@ -393,7 +393,12 @@ def run_containers(docker: Docker, steps: Steps, images: dict[str, str], reranke
 
     with steps("restart policy: the mcp server killed by SIGKILL comes back"):
         pid = docker.inspect(mcp, ".State.Pid")
-        os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would: not a `docker stop`
+        try:  # as the kernel's OOM killer would: from outside Docker, not a `docker stop`
+            os.kill(pid, signal.SIGKILL)
+        except (PermissionError, ProcessLookupError):  # not root, or the engine runs in a VM
+            raise Failed(
+                f"cannot kill the container's process {pid} from here: run as root"
+            ) from None
         wait_for(lambda: docker.inspect(mcp, ".RestartCount") >= 1, "a restart")
         took = docker.health(mcp, restarts=1)
         found = mcp_session(f"{base}/mcp")["found"]
