@@ -253,6 +253,8 @@ def create_app(
         for one in services.values():
             try:
                 one.require_ready()
+                if reranking.loading:  # ready means every configured model answers: 503 until then
+                    reranking.require_ready()
             except APIError as exc:
                 if key_given(request):
                     raise

@@ -23,7 +23,7 @@ import torch
 from config import EmbedderSettings
 from errors import ModelLoadError
 from hardware import resolve_device, resolve_engine
-from onnx_backend import OnnxModel, load_onnx
+from onnx_backend import OnnxModel, load_onnx, onnx_exported
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -138,6 +138,17 @@ class Embedder:
         self.backend, self.dtype = resolve_engine(
             settings.EMBED_BACKEND, settings.EMBED_DTYPE, self.device
         )
+        exported = onnx_exported(settings.EMBED_ONNX_DIR, folder, self.dtype)
+        if self.backend == "onnx" and settings.EMBED_BACKEND == "auto" and not exported:
+            # auto never picks what this install lacks (the image has an export only with
+            # ONNX_EXPORT=true): torch runs it, said only when EMBED_DTYPE was chosen.
+            if settings.EMBED_DTYPE != "auto":
+                log.info(
+                    "EMBED_DTYPE=%s: no ONNX export of %s in EMBED_ONNX_DIR; torch runs it",
+                    self.dtype,
+                    settings.EMBED_MODEL,
+                )
+            self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
         self.threads = settings.EMBED_THREADS
         torch.set_num_threads(self.threads)
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
@@ -169,14 +180,7 @@ class Embedder:
 
         self.onnx: OnnxModel | None = None
         if self.backend == "onnx":
-            try:
-                self.onnx = load_onnx(settings, folder, self.dtype)
-            except ModelLoadError as exc:
-                if settings.EMBED_BACKEND != "auto":
-                    raise
-                # No export (the image builds one only with ONNX_EXPORT=true): torch runs it.
-                log.info("%s; EMBED_BACKEND=auto runs torch", exc)
-                self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
+            self.onnx = load_onnx(settings, folder, self.dtype)
         if self.onnx is None:
             self.model = self._load_weights(folder, self.dtype).to(self.device)
             # Decoder models would otherwise build a KV cache for every layer on every pass.

@@ -78,6 +78,11 @@ def onnx_dir(root: str | Path, folder: Path) -> Path:
     return Path(root).expanduser() / f"{folder.name}-{digest}"
 
 
+def onnx_exported(root: str | Path, folder: Path, dtype: str) -> bool:
+    """Whether EMBED_ONNX_DIR holds the export of the model in `folder` at `dtype`."""
+    return dtype in FILES and (onnx_dir(root, folder) / FILES[dtype]).is_file()
+
+
 class _HiddenStates(torch.nn.Module):
     """The model with plain tensor inputs/outputs, as the exporter wants it."""
 

@@ -50,7 +50,9 @@ class RerankService:
     """The reranker's state: off (no RERANK_MODEL), loading, ready, or failed with a reason.
 
     It loads after the embedding model and never blocks it: embeddings are served whatever
-    happens here, and /health reports this state under `rerank`.
+    happens here. /health stays 503 (model_loading) until it has loaded, so a healthcheck never
+    calls ready a service whose /v1/rerank still answers 503; a failed load is reported under
+    `rerank` (/health 200: embeddings work, and search runs without reranking).
     """
 
     def __init__(self, settings: EmbedderSettings, loader: Callable[[EmbedderSettings], Any]):
@@ -76,6 +78,10 @@ class RerankService:
             )  # fmt: skip
         except ModelLoadError as exc:
             self.error = str(exc)
+
+    @property
+    def loading(self) -> bool:
+        return self.enabled and self.engine is None and self.error is None
 
     def health(self) -> dict[str, Any] | None:
         if not self.enabled:

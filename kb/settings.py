@@ -258,12 +258,13 @@ class Settings(BaseSettings):
     MCP_PORT: int = Field(8000, ge=1, le=65535, description="Port the MCP server listens on.")
     MCP_ALLOWED_HOSTS: str = Field(
         "",
-        description="Comma-separated Host values accepted (default localhost:PORT,127.0.0.1:PORT).",
+        description="Comma-separated Host values accepted besides localhost:PORT and "
+        "127.0.0.1:PORT (always accepted).",
     )
     MCP_ALLOWED_ORIGINS: str = Field(
         "",
-        description="Comma-separated Origin values accepted (default http://localhost:PORT, "
-        "http://127.0.0.1:PORT).",
+        description="Comma-separated Origin values accepted besides http://localhost:PORT and "
+        "http://127.0.0.1:PORT (always accepted).",
     )
     MCP_DISABLE_HOST_CHECK: bool = Field(
         False, description="Turn off Host/Origin validation (DNS-rebinding protection). Unsafe."

@@ -44,10 +44,13 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     if settings.MCP_DISABLE_HOST_CHECK:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     port = settings.MCP_PORT
-    hosts = _split(settings.MCP_ALLOWED_HOSTS) or [f"localhost:{port}", f"127.0.0.1:{port}"]
-    origins = _split(settings.MCP_ALLOWED_ORIGINS) or [
+    # The settings add to the loopback defaults, never replace them: the image's healthcheck
+    # (and mcp/check.py) ask 127.0.0.1:PORT whatever else is allowed.
+    hosts = [f"localhost:{port}", f"127.0.0.1:{port}", *_split(settings.MCP_ALLOWED_HOSTS)]
+    origins = [
         f"http://localhost:{port}",
         f"http://127.0.0.1:{port}",
+        *_split(settings.MCP_ALLOWED_ORIGINS),
     ]
     for host in hosts:
         if host.startswith("*") or "/" in host or "@" in host:
@@ -117,7 +120,11 @@ class Guard:
         if refused is not None:
             header = "Host" if refused.status_code == 421 else "Origin"
             setting = "MCP_ALLOWED_HOSTS" if header == "Host" else "MCP_ALLOWED_ORIGINS"
-            return _refusal(refused.status_code, f"{header} header not allowed (see {setting})")
+            value = Headers(scope=scope).get(header.lower(), "")[:200]
+            return _refusal(
+                refused.status_code,
+                f"{header} header {value!r} not allowed: add it to {setting} (comma-separated)",
+            )
         path = scope["path"]
         web = is_web(path)
         headers = Headers(scope=scope)

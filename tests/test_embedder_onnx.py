@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
@@ -133,6 +134,28 @@ def test_auto_without_an_export_falls_back_to_torch(minilm_path: Path, tmp_path:
     assert embedder.backend == "torch"  # type: ignore[attr-defined]
     expected = hardware.resolve_engine("auto", "auto", CPU)[1]  # this CPU's choice
     assert embedder.dtype == expected  # type: ignore[attr-defined]
+
+
+def test_auto_on_an_avx512_bf16_cpu_without_an_export_runs_torch_fp32_and_says_nothing_of_onnx(
+    minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    # The default image (no ONNX_EXPORT) on such a CPU, the user having set nothing: auto picks
+    # no engine the install lacks, so there is no fallback to log.
+    monkeypatch.setattr(hardware, "cpu_features", lambda: {"avx2", "avx512_bf16"})
+    with caplog.at_level(logging.DEBUG):
+        embedder = load(minilm_path, "auto", "auto", tmp_path)
+    assert (embedder.backend, embedder.dtype) == ("torch", "fp32")  # type: ignore[attr-defined]
+    assert "export" not in caplog.text and "EMBED_BACKEND=onnx" not in caplog.text
+    assert "torch fp32 on cpu (EMBED_BACKEND=auto, EMBED_DTYPE=auto)" in caplog.text
+
+
+def test_an_explicit_int8_without_an_export_runs_on_torch_and_says_so(
+    minilm_path: Path, tmp_path: Path, caplog
+) -> None:
+    with caplog.at_level(logging.INFO):
+        embedder = load(minilm_path, "auto", "int8", tmp_path)
+    assert (embedder.backend, embedder.dtype) == ("torch", "int8")  # type: ignore[attr-defined]
+    assert "EMBED_DTYPE=int8: no ONNX export of" in caplog.text and "torch runs it" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ cross-encoder (MiniLM's body, a random one-logit head), checked against transfor
 from __future__ import annotations
 
 import itertools
+import threading
 from pathlib import Path
 
 import httpx
@@ -177,7 +178,8 @@ def test_a_model_that_is_no_cross_encoder_is_refused_and_embeddings_keep_working
 
     from helpers import wait_until
 
-    wait_until(lambda: settled()["status"] != "loading", 60.0, "reranker load settled")
+    # 503 while the reranker loads; a failed reranker leaves /health 200 (embeddings work)
+    wait_until(lambda: httpx.get(f"{server.url}/health").status_code == 200, 60.0, "load settled")
     health = settled()
     assert health["status"] == "failed"
     assert "RERANK_MODEL" in health["error"] and "sequence-classification" in health["error"]
@@ -186,3 +188,48 @@ def test_a_model_that_is_no_cross_encoder_is_refused_and_embeddings_keep_working
     assert "sequence-classification" in error["message"]
     ok = httpx.post(f"{server.url}/v1/embeddings", json={"input": ["still here"]}, timeout=60)
     assert ok.status_code == 200
+
+
+def test_health_is_503_while_the_configured_reranker_loads_and_200_once_it_answers(
+    minilm_path: Path, tiny_reranker_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A container's healthcheck must not call the service ready while /v1/rerank answers 503.
+    from helpers import embedder_module, free_port, serve_in_thread, torch_threads_kept, wait_until
+
+    config, app, model, rerank_module = (
+        embedder_module(n) for n in ("config", "app", "model", "rerank")
+    )
+    released = threading.Event()
+
+    def held_reranker(settings: object) -> object:  # the real one, once the test lets it load
+        released.wait(120.0)
+        return rerank_module.Reranker(settings)
+
+    monkeypatch.setattr(app, "load_reranker", held_reranker)
+    port = free_port()  # the app answers its own port only (its Host check)
+    settings = config.EmbedderSettings(
+        _env_file=None, EMBED_MODEL=str(minilm_path), RERANK_MODEL=str(tiny_reranker_path),
+        RERANK_DTYPE="fp32", EMBED_THREADS=1, EMBED_PORT=port,
+    )  # fmt: skip
+    body = {"query": QUERY, "documents": DOCS[:2]}
+    app_under_test = app.create_app(settings, model.Embedder)
+    with torch_threads_kept(), serve_in_thread(app_under_test, port=port) as url:
+        try:
+
+            def embeds() -> bool:
+                response = httpx.post(f"{url}/v1/embeddings", json={"input": "a"}, timeout=60)
+                return response.status_code == 200
+
+            wait_until(embeds, 120.0, "the embedding model serving")
+            health = httpx.get(f"{url}/health")
+            assert health.status_code == 503 and int(health.headers["retry-after"]) >= 1
+            error = health.json()["error"]
+            assert error["code"] == "model_loading"
+            assert error["message"].startswith(f"reranker {tiny_reranker_path} is loading")
+            assert rerank(url, body).status_code == 503
+        finally:
+            released.set()
+        wait_until(lambda: httpx.get(f"{url}/health").status_code == 200, 120.0, "reranker ready")
+        # (/v1/rerank itself is checked on real processes above: its module is imported by
+        # name at the first request, which an in-process app cannot do here)
+        assert httpx.get(f"{url}/health").json()["rerank"]["status"] == "ok"

@@ -147,24 +147,44 @@ def test_host_check_stays_on_when_bound_to_all_interfaces(embedder_url: str, sto
         assert app.backend.client.calls == 0
 
 
-def test_allowed_hosts_and_origins_are_configurable(embedder_url: str, store_copy) -> None:
+def test_allowed_hosts_and_origins_add_to_the_loopback_defaults(
+    embedder_url: str, store_copy
+) -> None:
     port = free_port()
     settings = make_settings(
         embedder_url,
         store_copy(),
         MCP_PORT=port,
-        MCP_ALLOWED_HOSTS=f"notes.internal:{port}, 127.0.0.1:{port}",
-        MCP_ALLOWED_ORIGINS="https://notes.internal",
+        MCP_ALLOWED_HOSTS="notes.internal:8443",
+        MCP_ALLOWED_ORIGINS="https://notes.internal:8443",
     )
     with serve_in_process(settings) as app:
 
         def status(headers: dict[str, str]) -> int:
             return httpx.get(f"{app.base}/health", headers=headers).status_code
 
-        assert status({"Host": f"notes.internal:{port}"}) == 200
-        assert status({"Host": f"127.0.0.1:{port}", "Origin": "https://notes.internal"}) == 200
-        assert status({"Host": f"localhost:{port}"}) == 421  # replaced, not added to
-        assert status({"Host": f"127.0.0.1:{port}", "Origin": f"http://localhost:{port}"}) == 403
+        assert status({"Host": "notes.internal:8443"}) == 200
+        assert (
+            status({"Host": "notes.internal:8443", "Origin": "https://notes.internal:8443"}) == 200
+        )
+        # the defaults stay: the image's healthcheck asks 127.0.0.1:PORT whatever is set
+        assert status({"Host": f"127.0.0.1:{port}"}) == 200
+        assert status({"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}) == 200
+        assert status({"Host": "notes.internal:9999"}) == 421
+        assert status({"Host": f"127.0.0.1:{port}", "Origin": "https://evil.example"}) == 403
+
+
+def test_a_refused_host_or_origin_is_named_with_the_setting_that_allows_it(server) -> None:
+    # e.g. the container's port published on another host port: the answer says what to set
+    host = httpx.get(f"{server.base}/health", headers={"Host": "127.0.0.1:18000"})
+    assert host.status_code == 421
+    assert host.json()["error"]["message"] == (
+        "Host header '127.0.0.1:18000' not allowed: add it to MCP_ALLOWED_HOSTS (comma-separated)"
+    )
+    origin = httpx.get(f"{server.base}/health", headers={"Origin": "http://127.0.0.1:18000"})
+    assert origin.status_code == 403
+    assert "'http://127.0.0.1:18000'" in origin.json()["error"]["message"]
+    assert "MCP_ALLOWED_ORIGINS" in origin.json()["error"]["message"]
 
 
 @pytest.mark.parametrize(

@@ -268,6 +268,27 @@ def test_images_build_in_two_stages_on_a_pinned_slim_python(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfiles_make_buildkit_fetch_no_frontend_image(path: Path) -> None:
+    # A `# syntax=` directive makes every BuildKit build (Compose v2, so `make up`) pull that
+    # image from Docker Hub first; the built-in frontend reads everything these files use.
+    assert not re.search(r"(?im)^#\s*syntax\s*=", path.read_text(encoding="utf-8"))
+
+
+def test_the_mcp_server_keeps_its_state_on_a_volume_in_a_folder_its_user_owns() -> None:
+    # /app is root's (the server cannot change its code), so STATE_DIR must live elsewhere:
+    # the folder the image makes for uid 10001, where compose mounts a named volume.
+    final = parse_dockerfile(MCP_DOCKERFILE).final
+    user = final.all("USER")[-1]
+    folder = "/var/lib/notes-mcp"
+    made = f"install -d -o {user.split(':')[0]} -g {user.split(':')[1]} -m 700 {folder}"
+    assert made in _run_lines(final)
+    assert final.env()["STATE_DIR"].startswith(folder + "/")
+    compose = load_compose()
+    assert f"mcp_state:{folder}" in compose["services"]["mcp"]["volumes"]
+    assert "mcp_state" in compose["volumes"]
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_images_run_as_a_non_root_user(path: Path) -> None:
     final = parse_dockerfile(path).final
     users = final.all("USER")
@@ -316,8 +337,9 @@ def test_embedder_image_installs_the_cpu_torch_pinned_in_app_py() -> None:
     build = parse_dockerfile(EMBEDDER_DOCKERFILE).stages[0]
     assert build.args["TORCH_VERSION"] == pin.group(1)
     runs = _run_lines(build)
-    assert "--index-url https://download.pytorch.org/whl/cpu" in runs
-    assert '"torch==${TORCH_VERSION}"' in runs
+    # PyTorch's CPU index by default; a build arg points it at a mirror of the same wheel
+    assert build.args["TORCH_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
+    assert '--index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"' in runs
     # Then every other dependency from app.py's header, resolved as of a fixed date.
     assert 'UV_EXCLUDE_NEWER="${RESOLVED_ON}"' in runs and "-r /tmp/app.py" in runs
     # The date cut-off must not reach the torch step: the PyTorch index has no upload dates.
@@ -344,8 +366,7 @@ def test_uv_run_of_the_embedder_takes_cpu_torch_on_linux_unless_sources_are_turn
     assert uv["sources"] == {"torch": {"index": index["name"], "marker": "sys_platform == 'linux'"}}
     assert index["explicit"] is True  # torch alone comes from it, everything else from PyPI
     # the CPU index the image installs its torch from: no registry beyond the ones in use
-    runs = _run_lines(parse_dockerfile(EMBEDDER_DOCKERFILE).stages[0])
-    assert f"--index-url {index['url']} " in runs
+    assert parse_dockerfile(EMBEDDER_DOCKERFILE).stages[0].args["TORCH_INDEX_URL"] == index["url"]
 
 
 def test_mcp_image_installs_the_runtime_dependencies_only() -> None:
@@ -423,3 +444,31 @@ def test_the_cluster_balancer_passes_the_callers_host_on_and_the_embedders_accep
         assert {"embedder-lb:8080", f"127.0.0.1:{host_port}", f"localhost:{host_port}"} <= set(
             allowed
         )
+
+
+def test_cluster_replicas_run_the_embedders_one_image_with_its_settings() -> None:
+    base, cluster = services()["embedder"], services(CLUSTER_COMPOSE_FILE)
+    replica = cluster["embedder-replica"]
+    # one image, built once by the embedder with its build args (RERANK_MODEL, ONNX_EXPORT...)
+    assert "build" not in replica and replica["pull_policy"] == "never"
+    assert replica["image"] == cluster["embedder"]["image"]
+    assert set(base["build"]["args"]) >= {
+        "EMBED_MODEL",
+        "RERANK_MODEL",
+        "EMBED_CODE_MODEL",
+        "ONNX_EXPORT",
+    }
+    # the embedder's environment, setting for setting (RERANK_DTYPE included), with the
+    # cluster's own additions to it
+    expected = base["environment"] | cluster["embedder"].get("environment", {})
+    assert replica["environment"] == expected
+    assert replica["healthcheck"] == base["healthcheck"]
+    assert replica["deploy"]["resources"] == base["deploy"]["resources"]
+
+
+def test_every_cluster_node_requires_the_qdrant_keys() -> None:
+    keys = ("QDRANT__SERVICE__API_KEY", "QDRANT__SERVICE__READ_ONLY_API_KEY")
+    first = {key: services()["qdrant"]["environment"][key] for key in keys}
+    for node in ("qdrant-2", "qdrant-3"):
+        environment = services(CLUSTER_COMPOSE_FILE)[node]["environment"]
+        assert {key: environment.get(key) for key in keys} == first, node
