@@ -42,6 +42,8 @@ nDCG@10 per collection x kind x pipeline with how far hybrid is from the best of
 then R@5 and MRR@10; with --json the last line is `{"model", "wall_s", "collections": {name:
 {"notes", "chunks", "counts", "metrics": {pipeline: {group: {metric: value}}}}}}`.
 `--fusion NAME` (repeatable, kb.qdrant_query.FUSIONS) adds hybrid rows merged by another fusion.
+The embedder's model and precision are reported too: the gate compares like with like, so its
+baseline is measured with the embedder the bench starts itself (MiniLM, fp32, torch).
 `--cache DIR` keeps the embedding cache there between runs, so a rerun embeds nothing again.
 
 The gate: `--baseline FILE` compares each development collection's nDCG@10 per pipeline with
@@ -279,6 +281,7 @@ class Result:
     chunks: int
     ingest_s: float
     model: str = ""
+    precision: str = ""  # the embedder's dtype and engine (its /health), e.g. "fp32 torch"
     cached: int = 0  # chunks whose vector came from the embedding cache (--cache)
 
 
@@ -335,6 +338,8 @@ def evaluate(
             summary = run(settings, client, store)
             kept.keep(settings.STATE_DIR)
             model = client.model
+            health = client.health()
+            precision = f"{health.get('dtype', '?')} {health.get('backend', '?')}"
             if index:  # build the engine's search index over every segment, as ingest.py does
                 optimize.after_ingest(store, [store.collection], written=summary.chunks)
             ingest_s = time.perf_counter() - started
@@ -384,6 +389,7 @@ def evaluate(
         chunks=summary.chunks,
         ingest_s=ingest_s,
         model=model,
+        precision=precision,
         cached=summary.embedded_cached,
     )
 
@@ -453,6 +459,7 @@ def summary_json(results: dict[str, Result], wall_s: float) -> dict[str, Any]:
     first = next(iter(results.values()))
     return {
         "model": model_name(first.model),
+        "precision": first.precision,
         "wall_s": round(wall_s, 1),
         "collections": {
             name: {"notes": r.notes, "chunks": r.chunks, "counts": r.counts, "metrics": r.metrics}
@@ -465,12 +472,15 @@ def summary_json(results: dict[str, Result], wall_s: float) -> dict[str, Any]:
 
 
 def baseline_of(summary: dict[str, Any]) -> dict[str, Any]:
-    """What the gate keeps of a run: the model and each collection's nDCG@10 per pipeline."""
+    """What the gate keeps of a run: the model and its precision, and each collection's nDCG@10
+    in the three modes and the reference (not in the rows --fusion adds)."""
+    gated = [row.label for row in pipelines(reference=True)]
     return {
         "model": summary["model"],
+        "precision": summary["precision"],
         "tolerance": GATE_TOLERANCE,
         "ndcg@10": {
-            name: {p: v["all"]["ndcg@10"] for p, v in c["metrics"].items()}
+            name: {p: v["all"]["ndcg@10"] for p, v in c["metrics"].items() if p in gated}
             for name, c in summary["collections"].items()
         },
     }
@@ -479,10 +489,12 @@ def baseline_of(summary: dict[str, Any]) -> dict[str, Any]:
 def regressions(baseline: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     """One line per collection and pipeline whose nDCG@10 fell by more than the baseline's
     tolerance, or that the run did not measure; empty when the gate passes."""
-    if baseline.get("model") != summary["model"]:
+    ours = (summary["model"], summary["precision"])
+    theirs = (baseline.get("model"), baseline.get("precision"))
+    if theirs != ours:
         return [
-            f"the baseline was measured with {baseline.get('model')!r}, this run used "
-            f"{summary['model']!r}: compare like with like"
+            f"the baseline was measured with {' '.join(map(str, theirs))}, this run used "
+            f"{' '.join(ours)}: compare like with like (run without EMBED_URL)"
         ]
     tolerance = float(baseline.get("tolerance", GATE_TOLERANCE))
     found: list[str] = []
