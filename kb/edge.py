@@ -484,6 +484,9 @@ def _query(query: Any, using: str | None) -> Any:
         if query.fusion == models.Fusion.RRF:
             return qe.Fusion.Rrf(k=RRF_K)
         return qe.Fusion.Dbsf()
+    if isinstance(query, models.RrfQuery):  # RRF with its constant (and weights) given
+        rrf = query.rrf
+        return qe.Fusion.Rrf(k=RRF_K if rrf.k is None else rrf.k, weights=rrf.weights)
     if isinstance(query, models.SparseVector):
         return qe.Query.Nearest(_vector(query), using=using)
     if isinstance(query, models.NearestQuery):

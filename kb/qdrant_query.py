@@ -1,5 +1,10 @@
 """How a search is put to Qdrant: payload filters, and the dense and keyword prefetches of one
-Query API request with the formula that fuses them. kb.store sends it.
+Query API request with the fusion that merges them. kb.store sends it.
+
+Fusions (`Fusion`): hybrid search uses `bonus` (HYBRID_FUSION, see `fusion`); `rrf` (plain
+reciprocal rank fusion, 1 / (60 + rank)) and `dbsf` (Qdrant's distribution-based score fusion)
+are the references bench/retrieval.py measures it against. All three run inside Qdrant, so a
+server and the embedded engine rank alike.
 """
 
 from __future__ import annotations
@@ -8,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from kb.keywords import KeywordVector
 from kb.qdrant_models import models
@@ -30,6 +35,15 @@ from kb.schema import (
 # and n the number of distinct query terms: see `fusion`.
 KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..1)
 KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half KEYWORD_WEIGHT
+Fusion = Literal["bonus", "rrf", "dbsf"]
+FUSIONS: tuple[str, ...] = get_args(Fusion)
+HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/search.md says why
+# Qdrant's RRF scores w / (rank + w * (k - 1)) (rank from 1): k=61 is the textbook
+# 1 / (60 + rank). Its exact ties (first in one ranking only vs first in the other only) come
+# out in a different order in each process; a keyword weight a hair below 1 orders them dense
+# first, every time, and changes nothing else.
+REFERENCE_RRF_K = 61
+REFERENCE_RRF_WEIGHTS = [1.0, 0.9999]
 # Candidates each prefetch hands to fusion: a few times what is asked for, never fewer than this.
 PREFETCH_MIN = 100
 PREFETCH_FACTOR = 4
@@ -148,16 +162,18 @@ def _searchable(phrasing: Phrasing) -> bool:
 
 
 def phrasing_prefetch(
-    phrasing: Phrasing, where: models.Filter | None, depth: int
+    phrasing: Phrasing, where: models.Filter | None, depth: int, fusion: Fusion = HYBRID_FUSION
 ) -> models.Prefetch:
-    """One phrasing as a prefetch: dense, keyword, or both fused by `fusion` one level down."""
+    """One phrasing as a prefetch: dense, keyword, or both merged by `fusion` one level down."""
     dense, keyword = phrasing
     if dense is not None and keyword is not None and keyword.indices:
         inner = [
             models.Prefetch(query=query, using=using, filter=where, limit=depth)
             for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
         ]
-        return models.Prefetch(prefetch=inner, query=fusion(len(keyword.indices)), limit=depth)
+        return models.Prefetch(
+            prefetch=inner, query=fused(fusion, len(keyword.indices)), limit=depth
+        )
     if dense is not None:
         return models.Prefetch(query=list(dense), using=DENSE, filter=where, limit=depth)
     assert keyword is not None
@@ -173,9 +189,10 @@ def request(
     per_note: int | None,
     alternates: Sequence[Phrasing] = (),
     depth: int | None = None,
+    fusion: Fusion = HYBRID_FUSION,
 ) -> dict[str, Any]:
     """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
-    keyword query, or both (hybrid: filtered prefetches fused by `fusion`).
+    keyword query, or both (hybrid: filtered prefetches merged by `fusion`, see `fused`).
 
     `alternates`: more phrasings of the same search (kb.search). Each becomes a prefetch of its
     own and reciprocal rank fusion merges their rankings: their scores live on different scales
@@ -185,7 +202,7 @@ def request(
     phrasings = [p for p in ((dense, keyword), *alternates) if _searchable(p)]
     if len(phrasings) > 1:
         depth = depth or _depth(limit, per_note)
-        prefetch = [phrasing_prefetch(p, where, depth) for p in phrasings]
+        prefetch = [phrasing_prefetch(p, where, depth, fusion) for p in phrasings]
         return {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
     if phrasings:
         dense, keyword = phrasings[0]
@@ -195,13 +212,25 @@ def request(
             models.Prefetch(query=query, using=using, filter=where, limit=depth)
             for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
         ]
-        return {"prefetch": prefetch, "query": fusion(len(keyword.indices))}
+        return {"prefetch": prefetch, "query": fused(fusion, len(keyword.indices))}
     if dense is not None:
         # also hybrid without keyword terms: the fused score would be the cosine alone
         return {"query": list(dense), "using": DENSE, "query_filter": where}
     if keyword is None:
         raise ValueError("a search needs a dense vector, a keyword vector, or both")
     return {"query": sparse_vector(keyword), "using": KEYWORD, "query_filter": where}
+
+
+def fused(name: Fusion, terms: int) -> models.FormulaQuery | models.RrfQuery | models.FusionQuery:
+    """The query that merges the dense prefetch (first) and the keyword prefetch (second) of
+    `terms` distinct query terms by the fusion `name`."""
+    if name == "bonus":
+        return fusion(terms)
+    if name == "rrf":
+        return models.RrfQuery(rrf=models.Rrf(k=REFERENCE_RRF_K, weights=REFERENCE_RRF_WEIGHTS))
+    if name == "dbsf":
+        return models.FusionQuery(fusion=models.Fusion.DBSF)
+    raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {name!r}")
 
 
 def fusion(terms: int) -> models.FormulaQuery:
@@ -214,9 +243,14 @@ def fusion(terms: int) -> models.FormulaQuery:
     nDCG@10 0.87 against 0.97 for semantic alone, identifiers 0.83 against 0.99 for keyword
     alone). The keyword bonus here saturates with the BM25 score per query term: a chunk
     matching every term well (an identifier, a name, an error code) gains nearly the full
-    weight, one incidental word little. Measured: paraphrases 0.97, identifiers 0.99, deep
-    facts 1.00 (each at least the best single mode) and Cranfield 0.42 against RRF's 0.41.
-    A point missing from a prefetch scores 0 there.
+    weight, one incidental word little.
+
+    Chosen by its worst case over five development collections of different shapes (Cranfield,
+    the notes, code, an Obsidian-style vault, a documentation site; bench/fusion_sweep.py): its
+    nDCG@10 is at most 0.010 below the best of keyword, semantic and plain RRF in any
+    collection or kind of query, where plain RRF falls 0.146 short (vault paraphrases), DBSF
+    0.077, min-max sums 0.076, weighted RRF 0.13, a per-query choice by keyword strength no
+    better. A point missing from a prefetch scores 0 there.
     """
     bm25 = "$score[1]"
     bonus = models.DivExpression(

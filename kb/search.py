@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 from kb import collection
 from kb.keywords import query_vector
 from kb.notes import normalise_tags
-from kb.qdrant_query import DateRange, payload_filter
+from kb.qdrant_query import FUSIONS, HYBRID_FUSION, DateRange, Fusion, payload_filter
 from kb.schema import (
     CATEGORIES,
     CHANNEL,
@@ -228,6 +228,7 @@ def search(
     filters: Filters | None = None,
     per_note: int | None = 1,
     alternates: Sequence[str] = (),
+    fusion: Fusion = HYBRID_FUSION,
 ) -> list[Hit]:
     """The `k` best chunks for `query`, at most `per_note` from each note (None or 0: no limit).
 
@@ -235,6 +236,9 @@ def search(
     answer), each searched like the query (or in the mode its `keyword:` / `semantic:` prefix
     names) and fused with it by reciprocal rank in the same store call; scores are then RRF
     scores. All query vectors come from one embedder request.
+
+    `fusion` merges a hybrid search's two rankings (kb.qdrant_query.FUSIONS): query.py and the
+    MCP server always use the default; the others are references bench/retrieval.py compares.
 
     `tags` (kept for older callers) is the same as `filters.tags_any`; both together mean any
     of either. Raises ValueError for an empty query, k outside 1..MAX_K, an unknown mode or a
@@ -247,6 +251,8 @@ def search(
         raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
     if per_note is not None and per_note < 0:
         raise ValueError(f"per_note must be 1 or more (0 or None: no limit), got {per_note}")
     filters = filters or Filters()
@@ -279,6 +285,7 @@ def search(
         where=filters.where(),
         per_note=per_note,
         alternates=others,
+        fusion=fusion,
     )
 
 

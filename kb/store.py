@@ -30,7 +30,9 @@ from kb.errors import StoreError, StoreUnavailable
 from kb.keywords import KeywordVector
 from kb.qdrant_models import exceptions, models
 from kb.qdrant_query import (
+    HYBRID_FUSION,
     PREFETCH_FACTOR,
+    Fusion,
     Phrasing,
     grouped_depth,
     origin_filter,
@@ -409,11 +411,13 @@ class Store:
         where: models.Filter | None = None,
         per_note: int | None = None,
         alternates: Sequence[Phrasing] = (),
+        fusion: Fusion = HYBRID_FUSION,
     ) -> list[Hit]:
         """The best `limit` points for a dense vector, a keyword vector, or both (hybrid), in
         one Query API call; `where` (kb.qdrant_query.payload_filter) applies inside each
         prefetch, so fusion only ever sees matching points. `alternates`: more phrasings, fused
-        with this one by reciprocal rank in the same call (kb.qdrant_query.request).
+        with this one by reciprocal rank in the same call (kb.qdrant_query.request). `fusion`
+        merges the two rankings of a hybrid query (the references are for benchmarks).
 
         With `per_note`, at most that many points per note (grouped by `source` in the same
         call): `limit` distinct notes when per_note is 1. Scores: cosine similarity (dense
@@ -428,8 +432,9 @@ class Store:
         where = visible(where)
         if per_note and self.embedded:
             return self._collapsed(
-                limit, per_note, dense=dense, keyword=keyword, where=where, alternates=alternates
-            )
+                limit, per_note, dense=dense, keyword=keyword, where=where,
+                alternates=alternates, fusion=fusion,
+            )  # fmt: skip
         search = request(
             limit,
             dense=dense,
@@ -437,6 +442,7 @@ class Store:
             where=where,
             per_note=per_note,
             alternates=alternates,
+            fusion=fusion,
         )
         with self.calls():
             if not per_note:
@@ -466,6 +472,7 @@ class Store:
         keyword: Any,
         where: Any,
         alternates: Sequence[Phrasing] = (),
+        fusion: Fusion = HYBRID_FUSION,
     ) -> list[Hit]:
         """What `query_points_groups` returns, for embedded Qdrant (neither engine has it in
         Python): the best chunks, at most `per_note` of each note, from one ranked query deep
@@ -486,6 +493,7 @@ class Store:
                 per_note=None,
                 alternates=alternates,
                 depth=max(depth, fetch),
+                fusion=fusion,
             )
             with self.calls():
                 points = self.client.query_points(

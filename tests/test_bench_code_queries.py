@@ -1,5 +1,5 @@
-"""The code query set (bench/datasets/code) names real files of kb/ and line ranges inside them;
-the retrieval bench reads documents of every kind."""
+"""The code query set (bench/datasets/code) names real files of its frozen copy of kb/ and line
+ranges inside them; the retrieval bench reads documents of every kind."""
 
 from __future__ import annotations
 
@@ -11,17 +11,18 @@ from helpers import REPO_ROOT, import_from
 BENCH = REPO_ROOT / "bench"
 retrieval = import_from(BENCH, "retrieval")
 QUERIES = BENCH / "datasets" / "code" / "queries.jsonl"
+CODE = BENCH / "datasets" / "code" / "kb"  # frozen: the gate's collection must not move
 
 
 def test_the_code_query_set_has_twenty_questions_each_judged_by_a_file_and_lines():
-    queries = retrieval.load_queries(QUERIES, REPO_ROOT / "kb")
+    queries = retrieval.load_queries(QUERIES, CODE)
     assert len(queries) >= 20
     for line in QUERIES.read_text().splitlines():
         entry = json.loads(line)
         path, _, span = entry["lines"].partition(":")
         assert list(entry["relevant"]) == [path]
         first, last = map(int, span.split("-"))
-        length = len((REPO_ROOT / "kb" / path).read_text().splitlines())
+        length = len((CODE / path).read_text().splitlines())
         assert 1 <= first <= last <= length, entry["id"]
 
 

@@ -1,0 +1,1 @@
+"""Shared host library: settings, notes, chunking, store, search, ingest."""

@@ -1,0 +1,1 @@
+"""Where notes come from: one module per kind of source (kb.sources.base says what one is)."""

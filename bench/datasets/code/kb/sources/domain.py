@@ -1,0 +1,82 @@
+"""One source seen by one collection: its prose items (notes, documents, tables, config) for
+COLLECTION, its code items (code, notebooks) for CODE_COLLECTION (kb.formats.domain_of).
+
+kb.ingest runs each source twice, once per collection, through this view, so each collection is
+synced, soft-deleted and rebuilt on its own with everything kb.ingest already does. The two
+views share one listing per run (a folder is walked once); files that are not items (ignored,
+skipped) are counted by the prose view only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kb.formats import PROSE, domain_of
+from kb.notes import Note
+from kb.sources.base import Item, Listing, Source
+
+
+@dataclass
+class Listed:
+    """A source whose listing is made once per kind (everything or not) and shared."""
+
+    source: Source
+    _cache: dict[bool, Listing] = field(default_factory=dict)
+
+    def listing(self, *, everything: bool) -> Listing:
+        if everything not in self._cache:
+            self._cache[everything] = self.source.listing(everything=everything)
+        return self._cache[everything]
+
+
+@dataclass
+class DomainSource:
+    """The items of `listed` whose domain is `domain` (a kb.sources.base.Source itself)."""
+
+    listed: Listed
+    domain: str
+
+    @property
+    def inner(self) -> Source:
+        return self.listed.source
+
+    @property
+    def root(self) -> Path:
+        return self.inner.root
+
+    @property
+    def origin(self) -> str:
+        return self.inner.origin
+
+    @property
+    def complete(self) -> bool:
+        return self.inner.complete
+
+    def has_items(self, *, everything: bool) -> bool:
+        """Whether the source lists any item of this domain."""
+        return bool(self.listing(everything=everything).items)
+
+    def listing(self, *, everything: bool) -> Listing:
+        whole = self.listed.listing(everything=everything)
+        prose = self.domain == PROSE
+        return Listing(
+            [i for i in whole.items if domain_of(i.source) == self.domain],
+            [f for f in whole.failed if domain_of(f.source) == self.domain],
+            list(whole.ignored) if prose else [],
+            dict(whole.skipped) if prose else {},
+            list(whole.skipped_paths) if prose else [],
+        )
+
+    def read(self, item: Item, *, max_bytes: int) -> Note:
+        return self.inner.read(item, max_bytes=max_bytes)
+
+    def holds(self, source: str) -> bool:
+        return self.inner.holds(source)
+
+    def after_store(self, items: Sequence[Item]) -> list[OSError | None]:
+        return self.inner.after_store(items)
+
+    def finish(self) -> None:
+        self.inner.finish()

@@ -1,0 +1,135 @@
+"""A folder indexed in place (NOTE_FOLDERS): an Obsidian vault, a folder of Markdown, a git
+repository of notes. Its files are only ever read: never moved, written or locked.
+
+Each note's `source` is the folder's name and its path in it (`vault/projects/kimchi.md`), and
+every listing names everything the folder holds, so each run is a full sync of that folder
+(kb.sync): a file gone from it is soft-deleted. In a git work tree only what git would track is
+listed (NOTE_FOLDERS_GIT). Discovery and its gates are kb.sources.files, shared with the inbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kb.errors import ConfigError
+from kb.notes import Note, read_note
+from kb.schema import INBOX
+from kb.settings import Settings, from_root
+from kb.sources.base import Failure, Item, Listing
+from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files
+from kb.sources.inbox import INGESTED
+
+# names a folder may not take: another source's (the inbox's, its ingested/ folder)
+RESERVED = frozenset({INBOX, INGESTED})
+
+
+@dataclass
+class FolderSource:
+    """One NOTE_FOLDERS folder (see the module docstring)."""
+
+    name: str
+    root: Path
+    git: bool = True  # list only what git would track when the folder is a git work tree
+    suffixes: tuple[str, ...] = DEFAULT_SUFFIXES  # the file kinds listed (INDEX_EXTENSIONS)
+    complete = True
+    # what the last listing named, read or not: a stored note still listed is never gone
+    _listed: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    @property
+    def origin(self) -> str:
+        return self.name
+
+    def listing(self, *, everything: bool) -> Listing:
+        tracked = git_files(self.root) if self.git else None
+        found = discover(self.root, self.root, tracked=tracked, suffixes=self.suffixes)
+        listing = Listing(
+            [Item(f"{self.name}/{rel}", path, f"{self.name}/{rel}", pending=False)
+             for path, rel in found.files],
+            [Failure(f"{self.name}/{f.source}", f.reason) for f in found.failed],
+            [f"{self.name}/{rel}" for rel in found.ignored],
+            dict(found.skipped),
+            [(f"{self.name}/{rel}", gate) for rel, gate in found.skipped_paths],
+        )  # fmt: skip
+        self._listed = {i.source for i in listing.items} | {f.source for f in listing.failed}
+        return listing
+
+    def read(self, item: Item, *, max_bytes: int) -> Note:
+        return read_note(item.path, item.source, max_bytes=max_bytes)
+
+    def holds(self, source: str) -> bool:
+        """A file the last listing named but that could not be read keeps its note; one the
+        gates now leave out (hidden, git-ignored) is gone like a deleted one."""
+        return source in self._listed
+
+    def after_store(self, items: Sequence[Item]) -> list[OSError | None]:
+        return [None] * len(items)  # in place: nothing is ever done to the files
+
+    def finish(self) -> None:
+        pass
+
+
+def parse(value: str) -> list[tuple[str, str]]:
+    """NOTE_FOLDERS as (name, path) pairs, in order; a pair without `name=` is named by its
+    folder. Only the syntax: `configured` checks the folders."""
+    pairs = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, sep, path = entry.partition("=")
+        if not sep:
+            name, path = "", entry
+        path = path.strip()
+        if not path:
+            raise ConfigError(f"NOTE_FOLDERS: {entry!r} names no folder (use name=path)")
+        pairs.append((name.strip() or Path(os.path.expanduser(path)).resolve().name, path))
+    return pairs
+
+
+def configured(settings: Settings) -> list[FolderSource]:
+    """The NOTE_FOLDERS folders, checked: each exists and is readable, names are unique and can
+    collide with no other source's notes. ConfigError naming the folder or name otherwise."""
+    taken = _inbox_names(settings.NOTES_DIR)
+    inbox = settings.NOTES_DIR.resolve()
+    folders: list[FolderSource] = []
+    for name, text in parse(settings.NOTE_FOLDERS):
+        where = f"NOTE_FOLDERS: {name}={text}"
+        if "/" in name or "\\" in name or name.startswith(".") or name in RESERVED:
+            raise ConfigError(
+                f"{where}: {name!r} cannot name a folder (no '/', no leading '.', "
+                f"not {' or '.join(sorted(RESERVED))}); choose another name"
+            )
+        if name in taken:
+            raise ConfigError(
+                f"{where}: {settings.NOTES_DIR / name} exists in NOTES_DIR; the notes of both "
+                "would share names: choose another name"
+            )
+        if any(f.name == name for f in folders):
+            raise ConfigError(f"{where}: the name {name!r} is used twice; give each its own")
+        path = from_root(Path(text))
+        if not path.is_dir():
+            raise ConfigError(f"{where}: {path} is not a folder (missing, or a drive unmounted?)")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise ConfigError(f"{where}: {path} is not readable")
+        if path.is_relative_to(inbox) or inbox.is_relative_to(path):
+            raise ConfigError(f"{where}: {path} overlaps NOTES_DIR {inbox}; keep them apart")
+        folders.append(
+            FolderSource(
+                name, path, git=settings.NOTE_FOLDERS_GIT, suffixes=settings.index_extensions
+            )
+        )
+    return folders
+
+
+def _inbox_names(notes_dir: Path) -> set[str]:
+    """The first path components the inbox's notes have, or will have (its top-level entries
+    and those of ingested/)."""
+    names: set[str] = set()
+    for folder in (notes_dir, notes_dir / INGESTED):
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            names.update(e.name for e in entries if e.name != INGESTED)
+    return names

@@ -1,0 +1,117 @@
+"""kb.qdrant_query's fusions (the hybrid `bonus` and the references bench/retrieval.py measures
+it against) rank alike on Qdrant's engine in-process and on qdrant-client's local mode, which
+implements them as a server does."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import make_settings
+from qdrant_client import models
+
+from kb import collection
+from kb.backend import open_store
+from kb.keywords import document_vector, query_vector
+from kb.qdrant_query import FUSIONS, HYBRID_FUSION, fused
+from kb.schema import point_id
+from kb.search import search
+from kb.store import Point, Store
+
+DIMS = 4
+WORDS = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "zeta", "theta"]
+
+
+def random_points(rng: random.Random) -> list[Point]:
+    """Chunks of distinct lengths, so no two keyword scores tie (engines rank ties apart
+    differently, and rank fusion would carry that into its scores)."""
+    points = []
+    lengths = iter(rng.sample(range(3, 200), 120))
+    for n in range(30):
+        source = f"n{n}.md"
+        for i in range(rng.randint(1, 4)):
+            text = " ".join(rng.choice(WORDS) for _ in range(next(lengths)))
+            dense = [rng.uniform(-1, 1) for _ in range(DIMS)]
+            payload = {"source": source, "chunk_index": i}
+            points.append(Point(point_id(source, i), dense, payload, document_vector(text)))
+    return points
+
+
+def opened(tmp_path: Path, engine: str, points: list[Point]) -> Store:
+    (tmp_path / engine).mkdir()
+    store = open_store(make_settings(tmp_path / engine, QDRANT_ENGINE=engine))
+    collection.create(store, "model-a", DIMS)
+    store.replace(points, sorted({str(p.payload["source"]) for p in points}))
+    return store
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_each_fusion_ranks_alike_on_the_embedded_engine_and_as_a_server_does(
+    tmp_path: Path, fusion: str
+) -> None:
+    rng = random.Random(11)
+    points = random_points(rng)
+    edge, local = opened(tmp_path, "edge", points), opened(tmp_path, "local", points)
+    try:
+        for _ in range(8):
+            dense = [rng.uniform(-1, 1) for _ in range(DIMS)]
+            keyword = query_vector(" ".join(rng.sample(WORDS, 3)))
+            for per_note in (None, 1):
+                found = [
+                    [
+                        (round(h.score, 5), h.source, h.chunk_index)
+                        for h in store.query(
+                            8, dense=dense, keyword=keyword, per_note=per_note, fusion=fusion
+                        )
+                    ]
+                    for store in (edge, local)
+                ]
+                ours, theirs = found
+                assert [s for s, *_ in ours] == pytest.approx([s for s, *_ in theirs], abs=1e-4)
+                # equal scores may come in either order, and engines break a tie at the cut
+                # differently: the same scores, the same chunks above the cut
+                cut = ours[-1][0] + 1e-4
+                assert sorted(h[1:] for h in ours if h[0] > cut) == sorted(
+                    h[1:] for h in theirs if h[0] > cut
+                )
+    finally:
+        edge.close()
+        local.close()
+
+
+def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_dense_first(
+    tmp_path: Path,
+) -> None:
+    # a.md: first by meaning, no keyword; b.md: the only keyword match, last of 120 by meaning
+    # (beyond the dense prefetch). Plain RRF ties them at 1 / 61, which an engine orders at
+    # random; the reference puts the dense one first.
+    rng = random.Random(3)
+    points = [
+        Point(point_id(f"n{i}.md", 0), [0.5, rng.uniform(0, 1), rng.uniform(0, 1), 0.1],
+              {"source": f"n{i}.md"}, document_vector("lion"))
+        for i in range(118)
+    ]  # fmt: skip
+    points += [
+        Point(point_id("a.md", 0), [1.0, 0, 0, 0], {"source": "a.md"}, document_vector("lion")),
+        Point(point_id("b.md", 0), [-1.0, 0, 0, 0], {"source": "b.md"}, document_vector("zebra")),
+    ]
+    for engine in ("edge", "local"):
+        store = opened(tmp_path, engine, points)
+        try:
+            for _ in range(3):
+                top = store.query(2, dense=[1.0, 0, 0, 0], keyword=query_vector("zebra"),
+                                  fusion="rrf")  # fmt: skip
+                assert [h.source for h in top] == ["a.md", "b.md"], engine
+                assert [h.score for h in top] == pytest.approx([1 / 61, 1 / 61], rel=1e-4)
+        finally:
+            store.close()
+
+
+def test_hybrid_search_uses_the_bonus_formula_and_refuses_an_unknown_fusion() -> None:
+    assert HYBRID_FUSION == "bonus"
+    assert isinstance(fused(HYBRID_FUSION, 3), models.FormulaQuery)
+    with pytest.raises(ValueError, match="fusion must be one of bonus, rrf, dbsf"):
+        fused("max", 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        search(None, None, "anything", fusion="max")  # type: ignore[arg-type]
