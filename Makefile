@@ -43,7 +43,7 @@ lint: venv ## Lint Python (ruff), Dockerfiles (hadolint) and compose files (comp
 		docker-compose.yml docker-compose.gpu.yml docker-compose.cluster.yml
 
 keys: ## Create random Qdrant keys in .env when it has none (never printed; run by make up)
-	python3 kb/keys.py
+	python3 kb/app/keys.py
 
 up: keys ## Build and start the stack in the background; returns once the embedder is loaded (GPU=1: NVIDIA GPU)
 	$(COMPOSE) $(COMPOSE_FILES) up --build -d

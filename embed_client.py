@@ -2,7 +2,7 @@
 
     uv run embed_client.py "some text" [--query]
 
-The client itself is kb.embedding.EmbedClient (shared by every script and the MCP server).
+The client itself is kb.embedding.client.EmbedClient (shared by every script and the MCP server).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import argparse
 import math
 from collections.abc import Sequence
 
-from kb.backend import embed_client
-from kb.cli import script
-from kb.settings import get_settings
+from kb.app.backend import embed_client
+from kb.app.cli import script
+from kb.core.settings import get_settings
 
 
 @script

@@ -22,15 +22,17 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from kb import handoff, lifecycle, optimize
-from kb.backend import Backend, embed_client, open_store
-from kb.cli import fail, script, setup_logging
-from kb.errors import IngestError, StoreUnavailable
-from kb.ingest import run
-from kb.progress import ConsoleProgress, format_summary
-from kb.settings import Settings, get_settings
-from kb.state import State
-from kb.watch import Watcher
+from kb.app import handoff
+from kb.app.backend import Backend, embed_client, open_store
+from kb.app.cli import fail, script, setup_logging
+from kb.app.watch import Watcher
+from kb.core.errors import IngestError, StoreUnavailable
+from kb.core.settings import Settings, get_settings
+from kb.core.state import State
+from kb.ingest import lifecycle
+from kb.ingest.progress import ConsoleProgress, format_summary
+from kb.ingest.run import run
+from kb.store import optimize
 
 
 @script
@@ -168,7 +170,7 @@ def watch(settings: Settings) -> int:
 
 
 def through_server(settings: Settings, server: handoff.Announced, args: argparse.Namespace) -> int:
-    """The MCP server holds embedded storage: it runs the ingest in its process (kb.handoff)."""
+    """The MCP server holds embedded storage: it runs the ingest in its process (kb.app.handoff)."""
     print(
         f"embedded storage is held by the MCP server (pid {server.pid}): it runs this ingest",
         file=sys.stderr,
@@ -184,7 +186,7 @@ def through_server(settings: Settings, server: handoff.Announced, args: argparse
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> int:
-    """One kb.lifecycle operation, under the ingest lock; prints what it did (paths, counts)."""
+    """One kb.ingest.lifecycle operation, under the ingest lock; prints what it did (paths, counts)."""
     with State(settings.STATE_DIR).lock(), open_store(settings) as store:
         if args.delete and args.hard:
             print(f"deleted for good: {', '.join(lifecycle.hard_delete(store, [args.delete]))}")

@@ -16,16 +16,16 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kb import collection
-from kb.backend import embed_client, open_store
-from kb.cli import fail, script
-from kb.embedding import EmbedClient
-from kb.errors import IngestError
-from kb.ingest import run
-from kb.search import search, tag_usage
-from kb.settings import Settings, get_settings
+from kb.app.backend import embed_client, open_store
+from kb.app.cli import fail, script
+from kb.core.errors import IngestError
+from kb.core.settings import Settings, get_settings
+from kb.embedding.client import EmbedClient
+from kb.ingest.run import run
+from kb.search.query import search, tag_usage
 from kb.sources.inbox import INGESTED
-from kb.store import Store
+from kb.store import collection
+from kb.store.points import Store
 
 KIMCHI = """---
 tags: [Korean Cuisine, "recipes ", korean  cuisine]

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from kb.cli import script
-from kb.local_stack import Stack
-from kb.settings import get_settings
+from kb.app.cli import script
+from kb.app.local_stack import Stack
+from kb.core.settings import get_settings
 
 
 @script

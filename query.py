@@ -2,7 +2,7 @@
 
     uv run query.py "how do I make kimchi?"           # the 5 best notes (hybrid search)
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
-    uv run query.py "kb.store.upsert_points" --mode keyword --path projects/
+    uv run query.py "kb.store.points.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
     uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
@@ -28,18 +28,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb import rerank as kb_rerank
-from kb.backend import embed_client, open_store
-from kb.chunking import PATH_SEPARATOR
-from kb.cli import fail, script
-from kb.errors import StoreUnavailable
-from kb.fusion import DOMAINS
-from kb.reading import read_item
-from kb.search import MAX_K, MODES, Filters, Hit
-from kb.settings import Settings, get_settings
+from kb.app.backend import embed_client, open_store
+from kb.app.cli import fail, script
+from kb.content.chunking import PATH_SEPARATOR
+from kb.core.errors import StoreUnavailable
+from kb.core.settings import Settings, get_settings
+from kb.search import rerank as kb_rerank
+from kb.search.domains import DOMAINS
+from kb.search.query import MAX_K, MODES, Filters, Hit
+from kb.search.read import read_item
 
 if TYPE_CHECKING:
-    from kb import remote
+    from kb.app import remote
 
 PREVIEW_CHARS = 200
 SERVER_MAX_K = 20  # search_notes clamps k to this
@@ -232,14 +232,16 @@ def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
     }
     if args.k > SERVER_MAX_K:
         print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
-    from kb import remote  # the MCP SDK: loaded only when the server is asked
+    from kb.app import remote  # the MCP SDK: loaded only when the server is asked
 
     return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, arguments)
 
 
 def print_answer(settings: Settings, args: argparse.Namespace, hits: list[Hit]) -> int:
     """The cited answer LLM_URL writes from `hits` (citations only ever name these hits)."""
-    from kb import answer as kb_answer  # only --answer needs it: a plain search starts faster
+    from kb.search import (
+        answer as kb_answer,  # only --answer needs it: a plain search starts faster
+    )
 
     raw = "Nothing in the notes matches this question."
     if hits:
@@ -270,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, filters = parse_args(argv)
     settings = get_settings()
     if args.answer and not settings.LLM_URL:
-        from kb.answer import NO_MODEL
+        from kb.search.answer import NO_MODEL
 
         return fail(f"--answer: {NO_MODEL}", 2)
     if args.show is not None:
@@ -298,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not settings.QDRANT_PATH:
             raise
         # The folder is held, most likely by the MCP server: ask it.
-        from kb import remote
+        from kb.app import remote
 
         try:
             hits = through_server(settings, args)

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
-from kb.cli import fail, script
-from kb.embedding import RETRY_STATUSES, EmbedClient, auth_headers, http_error
-from kb.errors import EmbedError, KbError
-from kb.settings import get_settings
+from kb.app.cli import fail, script
+from kb.core.errors import EmbedError, KbError
+from kb.core.settings import get_settings
+from kb.embedding.client import RETRY_STATUSES, EmbedClient, auth_headers, http_error
 
 QUERY = "How do I bake bread at home?"
 RELATED = "Knead the dough, let it rise for an hour, then bake the loaf in a hot oven."

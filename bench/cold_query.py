@@ -6,7 +6,7 @@ side by side with `python -c pass` and `python -c "import query"` in the same ru
     uv run bench/cold_query.py --json     # ... and the figures as JSON, last
 
 The collection is synthetic (bench/scale.py's chunks at the embedder's dimension, under its model
-name) and left as ingest.py leaves it (kb.optimize); the query is embedded by a real embedder
+name) and left as ingest.py leaves it (kb.store.optimize); the query is embedded by a real embedder
 (EMBED_URL, or MiniLM started here). Each timed process runs with a bytecode cache of its own
 (PYTHONPYCACHEPREFIX, filled by one untimed run first), as on a user's machine from the second
 run on; the first row runs without one (PYTHONDONTWRITEBYTECODE=1: every module compiled).
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import REPO_ROOT, embedder, format_table
 from scale import corpus, cpu_class
 
-from kb import collection, optimize
-from kb.embedding import EmbedClient
-from kb.store import Store
+from kb.embedding.client import EmbedClient
+from kb.store import collection, optimize
+from kb.store.points import Store
 
 TARGET_S = 1.5
 COLLECTION = "bench"

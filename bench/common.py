@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from kb.errors import EmbedError, KbError
-from kb.settings import Settings
+from kb.core.errors import EmbedError, KbError
+from kb.core.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"

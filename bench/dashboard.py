@@ -3,13 +3,13 @@
     uv run --group dev bench/dashboard.py [--notes N] [--quick] [--repeat R] [--no-browser] [--json]
 
 Writes N synthetic notes (default 1,000; --quick: 100; a few paragraphs, tags from a pool of 24)
-into a throwaway inbox and ingests them through kb.ingest.run with a real embedder (EMBED_URL
+into a throwaway inbox and ingests them through kb.ingest.run.run with a real embedder (EMBED_URL
 when set, else a MiniLM embedder started for the run) into embedded Qdrant. Then serves the MCP
 server's app (mcp/server.py build_app: the dashboard included) under uvicorn on a free port and
 times, R times each (default 10):
 
 - server: GET / (status) and GET /search?q=... (hybrid, k=10) over HTTP, first byte to last;
-- direct: the work alone, in this process (kb.status.status; kb.search.search), so the page's
+- direct: the work alone, in this process (kb.app.status.status; kb.search.query.search), so the page's
   own cost is the ratio page / direct;
 - browser: headless Chromium (Debian's /usr/bin/chromium, through Playwright) loading each page,
   navigation start to the load event (skipped with --no-browser or without Chromium).
@@ -38,9 +38,10 @@ import httpx
 import uvicorn
 from common import REPO_ROOT, STOPS, bench_settings, describe, embedder, format_table
 
-from kb import search, status
-from kb.backend import Backend, embed_client, open_store
-from kb.ingest import run
+from kb.app import status
+from kb.app.backend import Backend, embed_client, open_store
+from kb.ingest.run import run
+from kb.search import query as search
 
 # server.py and its siblings (not a package), first: this file's own name is theirs too
 sys.path.insert(0, str(REPO_ROOT / "mcp"))

@@ -4,7 +4,7 @@
 
 Every development collection (bench/corpora.py) is ingested once and each query's two rankings
 are read from Qdrant once: the dense and the keyword prefetch hybrid search fuses, as deep as
-it asks for (kb.qdrant_query.grouped_depth). They are then merged offline by each fusion family
+it asks for (kb.store.query.grouped_depth). They are then merged offline by each fusion family
 and parameter — reciprocal rank fusion plain and weighted, Qdrant's distribution-based score
 fusion (DBSF), min-max normalised sums, the bonus formula hybrid search uses and other shapes of
 it, and a per-query choice by how strongly the keywords match — and scored as
@@ -37,11 +37,11 @@ from common import STOPS, bench_settings, copy_notes, describe, embedder, format
 from corpora import Collection, dev_collections
 from retrieval import Cache, K, Query, load_queries, score
 
-from kb.backend import embed_client, open_store
-from kb.ingest import run
-from kb.keywords import query_vector
-from kb.qdrant_query import HYBRID_FUSION, KEYWORD_HALF, KEYWORD_WEIGHT, Fusion, grouped_depth
-from kb.search import search
+from kb.app.backend import embed_client, open_store
+from kb.embedding.keywords import query_vector
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store.query import HYBRID_FUSION, KEYWORD_HALF, KEYWORD_WEIGHT, Fusion, grouped_depth
 
 DEPTH = grouped_depth(K, 1)  # each prefetch's limit in a k=10, one-per-note hybrid search
 Scored = list[tuple[str, str, float]]  # (chunk key, source, score), best first
@@ -107,7 +107,7 @@ def normalised(how: str, dense_weight: float = 0.5) -> Fuse:
 
 
 def bonus(weight: float = KEYWORD_WEIGHT, half: float = KEYWORD_HALF, power: int = 1) -> Fuse:
-    """cosine + weight * (S / (S + half * terms)) ** power: kb.qdrant_query.fusion at power 1."""
+    """cosine + weight * (S / (S + half * terms)) ** power: kb.store.query.fusion at power 1."""
 
     def fuse(c: Candidates) -> dict[str, float]:
         dense, keyword = _scores(c.dense), _scores(c.keyword)

@@ -3,7 +3,7 @@
     uv run bench/ingest.py [--docs DIR] [--limit N] [--quick] [--json]
 
 Builds a throwaway notes folder from the first N notes of DOCS (default: 300 Cranfield documents;
---quick: 100) plus a generated long note of about 20 chunks, and ingests it through kb.ingest.run
+--quick: 100) plus a generated long note of about 20 chunks, and ingests it through kb.ingest.run.run
 — the code `ingest.py` runs — into embedded Qdrant, with a real embedder (EMBED_URL when set,
 else a MiniLM embedder started for the run). Each step opens the store and the client afresh,
 as a new `ingest.py` process would:
@@ -48,13 +48,13 @@ from common import (
     require_folder,
 )
 
-from kb import collection
-from kb.backend import open_store
-from kb.chunking import chunk_note
-from kb.embedding import EmbedClient
-from kb.ingest import run
-from kb.notes import read_note
-from kb.settings import Settings
+from kb.app.backend import open_store
+from kb.content.chunking import chunk_note
+from kb.content.notes import read_note
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.ingest.run import run
+from kb.store import collection
 
 LONG_NOTE = "long/field-notes.md"  # source of the generated long note
 LONG_SECTIONS = 20  # one chunk each: a section is ~1.1k chars, two do not fit in 1500

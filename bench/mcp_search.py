@@ -37,9 +37,9 @@ from cold_query import COLLECTION, build
 from common import REPO_ROOT, _free_port, embedder, format_table, stop_process
 from scale import cpu_class
 
-from kb.embedding import EmbedClient
-from kb.keywords import query_vector
-from kb.store import Store
+from kb.embedding.client import EmbedClient
+from kb.embedding.keywords import query_vector
+from kb.store.points import Store
 
 TARGET_RATIO = 1.3
 K = 5

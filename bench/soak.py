@@ -5,7 +5,7 @@
 One MiniLM embedder process (restarted once, in the middle) and this process, which serves the
 MCP app (mcp/server.py's build_app under uvicorn, a thread), runs 8 searchers through the real
 MCP SDK client over HTTP, and syncs a NOTE_FOLDERS folder every few seconds (a note edited, one
-deleted, one added, then kb.ingest.run). The sync runs here, on the server's own store, because
+deleted, one added, then kb.ingest.run.run). The sync runs here, on the server's own store, because
 embedded Qdrant (QDRANT_PATH) opens a folder in one process only: a separate ingest.py would be
 refused while the server holds it. With a Qdrant server they would be two processes.
 
@@ -39,11 +39,11 @@ from fuzz import cpu_class
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from kb.chunking import chunk_note
-from kb.errors import KbError
-from kb.ingest import run
-from kb.notes import read_note
-from kb.settings import Settings
+from kb.content.chunking import chunk_note
+from kb.content.notes import read_note
+from kb.core.errors import KbError
+from kb.core.settings import Settings
+from kb.ingest.run import run
 
 sys.path.insert(0, str(REPO_ROOT / "mcp"))
 import server as mcp_server  # mcp/server.py (its folder is not a package)

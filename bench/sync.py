@@ -3,7 +3,7 @@
     uv run bench/sync.py [--notes N] [--ops N] [--rounds N] [--seed S] [--quick] [--json]
 
 Builds a throwaway NOTE_FOLDERS folder of N generated notes (default 300; --quick 60), syncs it
-through kb.ingest.run (what `ingest.py` runs) into embedded Qdrant with a real embedder
+through kb.ingest.run.run (what `ingest.py` runs) into embedded Qdrant with a real embedder
 (EMBED_URL when set, else a MiniLM embedder started for the run), then applies --ops random
 operations (default 200; --quick 40; seeded) in --rounds rounds: add, edit, rename or move, and
 delete. Each round syncs its adds, edits and deletes, then its renames on their own, so the
@@ -14,7 +14,7 @@ the folder:
 - missing — notes whose current chunks are not all stored as they are now (absent or stale);
 - rename embeds — texts sent to the embedder by the rename-only syncs (EmbedClient calls).
 
-Then the watcher (kb.watch, what `ingest.py --watch` runs) is started on the folder and a new
+Then the watcher (kb.app.watch, what `ingest.py --watch` runs) is started on the folder and a new
 small note is saved --samples times (default 20; --quick 5): watch latency is the time from
 the write to the first search that returns the note. Targets (issue 12): 0 orphans, 0 missing,
 0 embeds for renames, watch p50 <= 3 s. With --json the last line is
@@ -38,17 +38,17 @@ from pathlib import Path
 
 from common import STOPS, bench_settings, describe, embedder, format_table
 
-from kb import collection
-from kb.backend import Backend, embed_client, open_store
-from kb.chunking import chunk_note
-from kb.embedding import EmbedClient
-from kb.ingest import run
-from kb.notes import read_note
-from kb.schema import point_id
-from kb.search import search
-from kb.settings import Settings
-from kb.store import Store
-from kb.watch import Watcher
+from kb.app.backend import Backend, embed_client, open_store
+from kb.app.watch import Watcher
+from kb.content.chunking import chunk_note
+from kb.content.notes import read_note
+from kb.core.schema import point_id
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store import collection
+from kb.store.points import Store
 
 FOLDER = "vault"
 TARGET_WATCH_P50_S = 3.0

@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from config import EmbedderSettings
-from errors import ModelLoadError
-from model import resolve_model
-from onnx_backend import export, onnx_dir
+from embed_server.config import EmbedderSettings
+from embed_server.errors import ModelLoadError
+from embed_server.model import resolve_model
+from embed_server.onnx_backend import export, onnx_dir
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,9 +19,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from kb.cli import fail, script
-from kb.remote import first_failure
-from kb.settings import get_settings
+from kb.app.cli import fail, script
+from kb.app.remote import first_failure
+from kb.core.settings import get_settings
 
 TOOLS = {"search_notes", "list_tags"}
 # Field -> accepted types of one search_notes result (None = JSON null).

@@ -13,7 +13,7 @@ import pytest
 from helpers import EmbedderProcess
 from stack_files import embedder_settings_class
 
-from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
+from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
 # Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker).
 pytest_plugins = [

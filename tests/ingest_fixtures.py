@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT
 
-from kb.backend import embed_client, open_store
-from kb.chunking import chunk_note
-from kb.embedding import EmbedClient
-from kb.ingest import run
-from kb.notes import read_note
-from kb.schema import DENSE, point_id
-from kb.settings import Settings
-from kb.store import Store, source_filter
+from kb.app.backend import embed_client, open_store
+from kb.content.chunking import chunk_note
+from kb.content.notes import read_note
+from kb.core.schema import DENSE, point_id
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.ingest.run import run
+from kb.store.points import Store, source_filter
 
 UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
 
@@ -191,10 +191,10 @@ def run_script(
 #   argv[2] = "rebuild" to run a rebuild instead of a plain ingest
 KILLABLE_INGEST = """
 import sys
-from kb.backend import embed_client, open_store
-from kb.ingest import run
-from kb.progress import Progress
-from kb.settings import get_settings
+from kb.app.backend import embed_client, open_store
+from kb.ingest.run import run
+from kb.ingest.progress import Progress
+from kb.core.settings import get_settings
 
 stop_at = sys.argv[1]
 
@@ -222,9 +222,9 @@ print("finished", flush=True)
 # Holds the ingest lock and the embedded storage, as a running ingest does, until stdin closes.
 LOCK_HOLDER = """
 import sys
-from kb.backend import open_store
-from kb.settings import get_settings
-from kb.state import State
+from kb.app.backend import open_store
+from kb.core.settings import get_settings
+from kb.core.state import State
 
 settings = get_settings()
 with State(settings.STATE_DIR).lock(), open_store(settings):

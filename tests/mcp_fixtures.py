@@ -31,9 +31,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from kb import collection, ingest
-from kb.backend import embed_client, open_store
-from kb.settings import Settings
+from kb.app.backend import embed_client, open_store
+from kb.core.settings import Settings
+from kb.ingest import run as ingest
+from kb.store import collection
 
 SERVER_SCRIPT = REPO_ROOT / "mcp" / "server.py"
 CHECK_SCRIPT = REPO_ROOT / "mcp" / "check.py"
@@ -145,7 +146,7 @@ def make_settings(embed_url: str, qdrant_path: Path, **overrides: Any) -> Settin
 def ingested_notes_fixture(
     tmp_path_factory: pytest.TempPathFactory, embedder_url: str
 ) -> IngestedNotes:
-    """NOTES ingested by kb.ingest (real MiniLM embedder) into a closed embedded Qdrant folder."""
+    """NOTES ingested by kb.ingest.run (real MiniLM embedder) into a closed embedded Qdrant folder."""
     root = tmp_path_factory.mktemp("mcp-notes")
     for relative, text in NOTES.items():
         path = root / "data" / relative

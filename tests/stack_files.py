@@ -275,7 +275,7 @@ def env_example_comments() -> dict[str, str]:
 
 def setting_fields() -> dict[str, list[tuple[str, Any]]]:
     """Setting name -> [(reader, FieldInfo)], one pair per settings class that reads it."""
-    from kb.settings import Settings
+    from kb.core.settings import Settings
 
     out: dict[str, list[tuple[str, Any]]] = {}
     for reader, cls in (("scripts, MCP server", Settings), ("embedder", embedder_settings_class())):

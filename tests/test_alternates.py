@@ -9,10 +9,10 @@ import pytest
 from helpers import free_port
 from mcp_fixtures import call_tool, error_text, make_settings, results, serve_in_process
 
-from kb import search as kb_search
-from kb.backend import embed_client, open_store
-from kb.embedding import EmbedClient
-from kb.store import Store
+from kb.app.backend import embed_client, open_store
+from kb.embedding.client import EmbedClient
+from kb.search import query as kb_search
+from kb.store.points import Store
 
 OCTOPUS = "misc/fact-11.txt"
 

@@ -20,10 +20,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_fixtures import call_tool, error_text, make_settings, serve_in_process
 from mcp_types import CallToolResult, CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from kb import answer as kb_answer
-from kb import rerank as kb_rerank
-from kb.backend import embed_client, open_store
-from kb.schema import Hit
+from kb.app.backend import embed_client, open_store
+from kb.core.schema import Hit
+from kb.search import answer as kb_answer
+from kb.search import rerank as kb_rerank
 
 QUESTION = "how long does kimchi ferment"
 # What a careless model might write: good numbers, a number past the passages, a made-up file.

@@ -27,9 +27,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_fixtures import ServerFactory, ServerProcess, call_tool, error_text, results
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from kb.backend import embed_client, open_store
-from kb.ingest import run
-from kb.settings import Settings
+from kb.app.backend import embed_client, open_store
+from kb.core.settings import Settings
+from kb.ingest.run import run
 
 
 def tags(text: str) -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT, import_from
 
-from kb.chunking import headings
-from kb.keywords import tokenize
+from kb.content.chunking import headings
+from kb.embedding.keywords import tokenize
 
 BENCH = REPO_ROOT / "bench"
 retrieval = import_from(BENCH, "retrieval")

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.chunking import MAX_CHARS, chunk_note, chunk_text, embedding_text, note_title
-from kb.notes import parse_note
+from kb.content.chunking import MAX_CHARS, chunk_note, chunk_text, embedding_text, note_title
+from kb.content.notes import parse_note
 
 _rng = random.Random(3)
 _WORDS = [

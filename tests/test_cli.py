@@ -1,4 +1,4 @@
-"""Every host script meets errors the same way (kb.cli): one `error:` line naming the setting
+"""Every host script meets errors the same way (kb.app.cli): one `error:` line naming the setting
 or what failed, exit 2 for invalid settings, 1 for a failure the user can fix."""
 
 import os
@@ -8,7 +8,7 @@ import sys
 import pytest
 from helpers import REPO_ROOT
 
-from kb.settings import Settings
+from kb.core.settings import Settings
 
 SCRIPTS = [
     ["ingest.py"],

@@ -25,7 +25,7 @@ from stack_files import (
     setting_fields,
 )
 
-from kb.settings import Settings
+from kb.core.settings import Settings
 
 
 def _difference_report(where: str, listed: set[str], lines_for_missing: list[str]) -> str:

@@ -92,7 +92,7 @@ def test_sync_streams_its_log_and_ends_with_the_summary(syncer: Dashboard, page:
 
 def test_a_sync_while_another_ingest_holds_the_lock_says_so(syncer: Dashboard, page: Any) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from kb.state import State\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path; from kb.core.state import State\n"
          f"with State(Path({str(syncer.settings.STATE_DIR)!r})).lock():\n"
          "    print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

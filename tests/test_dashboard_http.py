@@ -1,5 +1,5 @@
 """The dashboard over plain HTTP (no browser): its security edges against the in-process servers
-of dashboard_fixtures, and kb.preview's layout of stored chunks."""
+of dashboard_fixtures, and kb.search.preview's layout of stored chunks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dashboard_fixtures import EVIL, TOKEN, Dashboard
 from helpers import free_port
 from mcp_fixtures import make_settings, serve_in_process
 
-from kb.preview import Segment, layout, window
+from kb.search.preview import Segment, layout, window
 
 
 def test_pages_forbid_inline_script_framing_and_other_origins(reader: Dashboard) -> None:

@@ -1,4 +1,4 @@
-"""Embedded storage on Qdrant's engine in-process (kb.edge): a folder of qdrant-client's local
+"""Embedded storage on Qdrant's engine in-process (kb.store.edge): a folder of qdrant-client's local
 mode is carried over once without embedding, one shard per collection, and data survives."""
 
 import logging
@@ -16,15 +16,15 @@ from ingest_fixtures import (
     write,
 )
 
-from kb import collection
-from kb.backend import embed_client, open_store
-from kb.edge import EDGE_DIR, EdgeClient
-from kb.ingest import run
-from kb.lifecycle import soft_delete
-from kb.local_stack import Stack
-from kb.schema import point_id
-from kb.search import search
-from kb.store import Point, Store
+from kb.app.backend import embed_client, open_store
+from kb.app.local_stack import Stack
+from kb.core.schema import point_id
+from kb.ingest.lifecycle import soft_delete
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store import collection
+from kb.store.edge import EDGE_DIR, EdgeClient
+from kb.store.points import Point, Store
 
 
 def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing(
@@ -42,7 +42,7 @@ def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing
 
     # the same folder, opened by the engine, with an embedder that does not answer
     edge = make_settings(tmp_path)
-    caplog.set_level(logging.WARNING, logger="kb.migrate_local")
+    caplog.set_level(logging.WARNING, logger="kb.store.migrate")
     with open_store(edge) as store:
         assert {pid: p for pid, p in store.payloads()} == before
         moved = stored_vectors(store, list(before))

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, count_points, make_settings, stored_vectors, write
 
-from kb import collection
-from kb.backend import embed_client, open_store
-from kb.embed_cache import EmbedCache, content_key
-from kb.ingest import run
-from kb.schema import SCHEMA_VERSION
-from kb.state import CACHE_NAME
+from kb.app.backend import embed_client, open_store
+from kb.core.schema import SCHEMA_VERSION
+from kb.core.state import CACHE_NAME
+from kb.embedding.cache import EmbedCache, content_key
+from kb.ingest.run import run
+from kb.store import collection
 
 
 def paragraphs(n: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""kb.embedding.EmbedClient against the real embedder, and against a scripted HTTP server for the
+"""kb.embedding.client.EmbedClient against the real embedder, and against a scripted HTTP server for the
 answers a healthy embedder never gives (overload, broken vectors)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import httpx
 import pytest
 from helpers import free_port
 
-from kb.backend import embed_client
-from kb.embedding import EmbedClient, EmbedError
-from kb.settings import Settings
+from kb.app.backend import embed_client
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient, EmbedError
 
 TEXTS = [f"note number {i} about {topic}" for i, topic in enumerate("abcdefghij" * 2)]
 
@@ -262,6 +262,6 @@ def test_a_query_repeated_within_a_minute_skips_the_embedder(
         client.embed_query("another question")
         assert client.calls == calls + 1
         # once the entry is older than QUERY_CACHE_S the embedder is asked again
-        monkeypatch.setattr("kb.embedding.QUERY_CACHE_S", 0.0)
+        monkeypatch.setattr("kb.embedding.client.QUERY_CACHE_S", 0.0)
         assert client.embed_query("how do I make kimchi?") == pytest.approx(first, abs=1e-5)
         assert client.calls == calls + 2

@@ -16,8 +16,8 @@ from helpers import REPO_ROOT
 from ingest_fixtures import KIMCHI, make_settings, run_script, script_env, write
 from mcp_fixtures import ServerFactory, call_tool, error_text
 
-from kb.backend import embed_client
-from kb.embedding import EmbedClient, EmbedError
+from kb.app.backend import embed_client
+from kb.embedding.client import EmbedClient, EmbedError
 
 KEY = "test-embedder-key-0123456789"
 

@@ -27,7 +27,7 @@ from helpers import (
     wait_until,
 )
 
-from kb.embedding import EmbedClient, EmbedError
+from kb.embedding.client import EmbedClient, EmbedError
 
 
 @pytest.fixture(scope="module")

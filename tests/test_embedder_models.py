@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from kb.embedding import EmbedClient
-from kb.errors import EmbedError
+from kb.core.errors import EmbedError
+from kb.embedding.client import EmbedClient
 
 
 @pytest.fixture(scope="module")

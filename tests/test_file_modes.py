@@ -16,9 +16,9 @@ from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import ServerFactory, call_tool
 from youtube_fixtures import KEY, RECORDED, Replay
 
-from kb.settings import Settings
-from kb.state import State
-from kb.store import Store
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.store.points import Store
 
 
 @contextmanager

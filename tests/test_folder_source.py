@@ -9,7 +9,7 @@ import pytest
 from helpers import REPO_ROOT
 from ingest_fixtures import make_settings, run_script, script_env, write
 
-from kb.errors import ConfigError
+from kb.core.errors import ConfigError
 from kb.sources.files import EDITOR, HIDDEN, UNTRACKED
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource

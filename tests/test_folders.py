@@ -23,16 +23,16 @@ from ingest_fixtures import (
 )
 from mcp_fixtures import ServerFactory, call_tool
 
-from kb import lifecycle
-from kb.backend import embed_client, open_store
-from kb.errors import IngestError
-from kb.ingest import run
-from kb.progress import format_summary
-from kb.schema import FILE_DELETED
-from kb.search import Filters, search, tag_usage
-from kb.settings import Settings
-from kb.status import status
-from kb.store import Store
+from kb.app.backend import embed_client, open_store
+from kb.app.status import status
+from kb.core.errors import IngestError
+from kb.core.schema import FILE_DELETED
+from kb.core.settings import Settings
+from kb.ingest import lifecycle
+from kb.ingest.progress import format_summary
+from kb.ingest.run import run
+from kb.search.query import Filters, search, tag_usage
+from kb.store.points import Store
 
 KIMCHI_QUERY = "how do I ferment napa cabbage with gochugaru"
 BAD_YAML = "---\ntags: [food, kimchi\ntopic: an unclosed list\n---\n# Kimchi\n\nBroken now.\n"

@@ -1,4 +1,4 @@
-"""kb.formats: real files of every kind -> readable text, chunks and locators; bad files named."""
+"""kb.content.formats: real files of every kind -> readable text, chunks and locators; bad files named."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from format_files import (
 )
 from ingest_fixtures import make_settings
 
-from kb.chunking import Chunk, chunk_note, note_title
-from kb.errors import ConfigError
-from kb.notes import NoteError, read_note
-from kb.settings import describe_invalid
+from kb.content.chunking import Chunk, chunk_note, note_title
+from kb.content.notes import NoteError, read_note
+from kb.core.errors import ConfigError
+from kb.core.settings import describe_invalid
 from kb.sources.files import SECRET
 from kb.sources.folder import FolderSource
 

@@ -17,12 +17,12 @@ from format_files import (
     write_bytes,
 )
 
-from kb import collection
-from kb.errors import IngestError
-from kb.fusion import search_all
-from kb.ingest import run
-from kb.progress import format_summary
-from kb.search import search
+from kb.core.errors import IngestError
+from kb.ingest.progress import format_summary
+from kb.ingest.run import run
+from kb.search.domains import search_all
+from kb.search.query import search
+from kb.store import collection
 
 
 def test_files_of_every_kind_are_found_with_their_locator_and_bad_ones_are_named(

@@ -1,9 +1,9 @@
-"""kb.fusion.fuse: reciprocal rank fusion of result lists from two collections."""
+"""kb.search.domains.fuse: reciprocal rank fusion of result lists from two collections."""
 
 from __future__ import annotations
 
-from kb.fusion import RRF_K, fuse
-from kb.schema import Hit
+from kb.core.schema import Hit
+from kb.search.domains import RRF_K, fuse
 
 
 def hits(domain: str, scores: list[float]) -> list[Hit]:

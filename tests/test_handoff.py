@@ -14,8 +14,8 @@ from helpers import REPO_ROOT, free_port, wait_until
 from ingest_fixtures import UNREACHABLE_EMBEDDER, make_settings, run_script, script_env
 from mcp_fixtures import ServerFactory, serve_in_process
 
-from kb import handoff
-from kb.settings import Settings
+from kb.app import handoff
+from kb.core.settings import Settings
 
 
 def test_the_server_file_is_owner_only_names_a_live_server_and_is_withdrawn(tmp_path: Path):
@@ -89,7 +89,7 @@ def test_a_server_file_naming_an_exited_or_another_process_is_not_trusted(tmp_pa
 
 
 HOLDER = """import sys
-from kb.store import Store
+from kb.store.points import Store
 with Store.open("notes", path=sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()

@@ -13,10 +13,10 @@ import pytest
 from ingest_fixtures import ingest_notes, run_script, script_env
 from mcp_fixtures import ServerFactory, call_tool, results, text_of
 
-from kb.backend import open_store
-from kb.invisible import strip_invisible
-from kb.schema import Hit, point_id
-from kb.settings import Settings
+from kb.app.backend import open_store
+from kb.core.invisible import strip_invisible
+from kb.core.schema import Hit, point_id
+from kb.core.settings import Settings
 
 
 def tags(text: str) -> str:

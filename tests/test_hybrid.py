@@ -17,12 +17,12 @@ from ingest_fixtures import (
     write,
 )
 
-from kb.backend import embed_client, open_store
-from kb.embedding import EmbedClient
-from kb.ingest import run
-from kb.search import search
-from kb.settings import Settings
-from kb.store import Store
+from kb.app.backend import embed_client, open_store
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store.points import Store
 
 NOTES = {
     # exact lookups: each rare token sits in a note about something else, and another note
@@ -32,7 +32,7 @@ NOTES = {
     "kept timing out. We agreed to pair on the flaky tests, move the demo to Thursday, book the "
     "offsite for June and ask finance about the new laptops. Holidays: Sam is away the first two "
     "weeks of July. The coffee machine on the third floor is fixed at last, and the team lunch "
-    "moves to Wednesdays. Anna will wrap kb.store.upsert_points in a retry before Friday.\n",
+    "moves to Wednesdays. Anna will wrap kb.store.points.upsert_points in a retry before Friday.\n",
     "code/api.md": "# Database client\n\ndb.rows.insert_many writes a batch of records; "
     "db.rows.update_one changes a single one.\n",
     "work/offsite.md": "# Team offsite\n\nMorning on hiring plans, afternoon on the budget "
@@ -77,7 +77,7 @@ def ranked(open_corpus, query: str, mode: str, k: int = 5) -> list[str]:
 @pytest.mark.parametrize(
     ("query", "note"),
     [
-        ("kb.store.upsert_points", "work/retro-may.md"),  # a code identifier
+        ("kb.store.points.upsert_points", "work/retro-may.md"),  # a code identifier
         ("ECMP", "work/offsite.md"),  # an acronym
         ("Wojciechowski", "home/repairs.md"),  # a rare proper noun
     ],

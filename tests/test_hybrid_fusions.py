@@ -1,4 +1,4 @@
-"""kb.qdrant_query's fusions (the hybrid `bonus` and the references bench/retrieval.py measures
+"""kb.store.query's fusions (the hybrid `bonus` and the references bench/retrieval.py measures
 it against) rank alike on Qdrant's engine in-process and on qdrant-client's local mode, which
 implements them as a server does."""
 
@@ -11,13 +11,13 @@ import pytest
 from ingest_fixtures import make_settings
 from qdrant_client import models
 
-from kb import collection
-from kb.backend import open_store
-from kb.keywords import document_vector, query_vector
-from kb.qdrant_query import FUSIONS, HYBRID_FUSION, fused
-from kb.schema import point_id
-from kb.search import search
-from kb.store import Point, Store
+from kb.app.backend import open_store
+from kb.core.schema import point_id
+from kb.embedding.keywords import document_vector, query_vector
+from kb.search.query import search
+from kb.store import collection
+from kb.store.points import Point, Store
+from kb.store.query import FUSIONS, HYBRID_FUSION, fused
 
 DIMS = 4
 WORDS = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "zeta", "theta"]

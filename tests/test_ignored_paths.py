@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from stack_files import ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
 
-from kb.local_stack import DEFAULT_STORAGE
-from kb.settings import Settings
-from kb.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME
+from kb.app.local_stack import DEFAULT_STORAGE
+from kb.core.settings import Settings
+from kb.core.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME
 
 README = REPO_ROOT / "README.md"
 # Folders the code creates that no setting names (yet): the lead's state folder for the ingest

@@ -26,16 +26,16 @@ from ingest_fixtures import (
 )
 from qdrant_client import models
 
-from kb import collection
-from kb.backend import open_store
-from kb.embedding import EmbedClient
-from kb.errors import IngestBusy, IngestError
-from kb.ingest import run
-from kb.keywords import document_vector
-from kb.progress import ConsoleProgress, Failure, Summary
-from kb.schema import DENSE, KEYWORD
-from kb.settings import Settings
-from kb.store import Store
+from kb.app.backend import open_store
+from kb.core.errors import IngestBusy, IngestError
+from kb.core.schema import DENSE, KEYWORD
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.embedding.keywords import document_vector
+from kb.ingest.progress import ConsoleProgress, Failure, Summary
+from kb.ingest.run import run
+from kb.store import collection
+from kb.store.points import Store
 
 
 def long_note(paragraphs: int, word: str) -> str:

@@ -12,8 +12,8 @@ from ingest_fixtures import (
 )
 from mcp_fixtures import COLLECTION, ServerFactory, call_tool, results
 
-from kb.backend import open_store
-from kb.errors import StoreUnavailable
+from kb.app.backend import open_store
+from kb.core.errors import StoreUnavailable
 
 
 def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_collection_alone(

@@ -6,12 +6,13 @@ from collections.abc import Sequence
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, count_points, write
 
-from kb import collection, lifecycle
-from kb.ingest import run
-from kb.progress import format_summary
-from kb.schema import FILE_DELETED
-from kb.search import search
-from kb.store import Point, Store
+from kb.core.schema import FILE_DELETED
+from kb.ingest import lifecycle
+from kb.ingest.progress import format_summary
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store import collection
+from kb.store.points import Point, Store
 
 
 @pytest.fixture

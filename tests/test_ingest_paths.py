@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, tree_state, write
 
-from kb.ingest import run
+from kb.ingest.run import run
 
 
 def sources(store) -> set[str]:

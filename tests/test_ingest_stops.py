@@ -10,10 +10,10 @@ import pytest
 from helpers import REPO_ROOT
 from ingest_fixtures import check_consistent, make_settings, script_env, write
 
-from kb.backend import embed_client, open_store
-from kb.errors import IngestError
-from kb.ingest import run
-from kb.progress import Progress
+from kb.app.backend import embed_client, open_store
+from kb.core.errors import IngestError
+from kb.ingest.progress import Progress
+from kb.ingest.run import run
 
 NOTES = {
     f"n{i:02d}.md": f"# Note {i}\n\nFact number {i}: the {i * 7}th river runs north.\n"

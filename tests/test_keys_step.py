@@ -1,6 +1,6 @@
 """Qdrant keys and least privilege, statically (no Docker engine here): compose starts Qdrant with
 a read-write and a read-only key from .env and gives the MCP server the read-only one; `make up`
-first runs `kb/keys.py`, which creates strong keys once, keeps existing ones and never prints
+first runs `kb/app/keys.py`, which creates strong keys once, keeps existing ones and never prints
 them. The step runs for real, with the system's python3 as `make` runs it, on temporary files."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_make_up_runs_the_key_step_first() -> None:
     makefile = (REPO_ROOT / "Makefile").read_text()
     assert re.search(r"^up: keys\b", makefile, re.M)
     recipe = re.search(r"^keys:.*\n\t(.+)$", makefile, re.M)
-    assert recipe and recipe.group(1).strip() == "python3 kb/keys.py"
+    assert recipe and recipe.group(1).strip() == "python3 kb/app/keys.py"
 
 
 def test_the_step_creates_strong_distinct_keys_once_and_never_prints_them(tmp_path: Path) -> None:

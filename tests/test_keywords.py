@@ -4,12 +4,12 @@ import sys
 
 from helpers import REPO_ROOT
 
-from kb.keywords import document_vector, query_vector, term_id, tokenize
+from kb.embedding.keywords import document_vector, query_vector, term_id, tokenize
 
 
 def test_snake_case_dotted_names_and_paths_are_kept_whole_and_split_into_parts():
-    terms = tokenize("call kb.store.upsert_points in src/app/main.py")
-    assert "kb.store.upsert_points" in terms
+    terms = tokenize("call kb.store.points.upsert_points in src/app/main.py")
+    assert "kb.store.points.upsert_points" in terms
     assert {"kb", "store", "upsert", "point"} <= set(terms)
     assert "src/app/main.py" in terms
     assert {"src", "app", "main", "py"} <= set(terms)

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from ingest_fixtures import make_settings, write
 
-from kb import lifecycle
-from kb.backend import embed_client, open_store
-from kb.chunking import chunk_note
-from kb.ingest import run
-from kb.notes import read_note
-from kb.schema import point_id
-from kb.settings import Settings
-from kb.store import Store
+from kb.app.backend import embed_client, open_store
+from kb.content.chunking import chunk_note
+from kb.content.notes import read_note
+from kb.core.schema import point_id
+from kb.core.settings import Settings
+from kb.ingest import lifecycle
+from kb.ingest.run import run
+from kb.store.points import Store
 
 SEED = 18
 KILLS = 25

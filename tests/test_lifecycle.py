@@ -1,4 +1,4 @@
-"""kb.lifecycle end to end: real MiniLM embedder, embedded Qdrant, a real folder of notes.
+"""kb.ingest.lifecycle end to end: real MiniLM embedder, embedded Qdrant, a real folder of notes.
 Soft delete hides and keeps, restore embeds nothing and survives the next sync, hard delete and
 purge remove points, list_deleted filters by cause and date."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, run_script, script_env, write
 
-from kb import lifecycle
-from kb.backend import open_store
-from kb.errors import NoteNotFound
-from kb.ingest import run
-from kb.schema import FILE_DELETED, USER_DELETED
-from kb.search import search
-from kb.settings import Settings
-from kb.store import Store
+from kb.app.backend import open_store
+from kb.core.errors import NoteNotFound
+from kb.core.schema import FILE_DELETED, USER_DELETED
+from kb.core.settings import Settings
+from kb.ingest import lifecycle
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store.points import Store
 
 KIMCHI_NOTE = "vault/food/kimchi.md"
 BREAD_NOTE = "vault/bread.txt"

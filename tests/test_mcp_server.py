@@ -36,8 +36,8 @@ from mcp_fixtures import (
 )
 from mcp_types import CallToolResult
 
-from kb import collection
-from kb.backend import open_store
+from kb.app.backend import open_store
+from kb.store import collection
 
 README = REPO_ROOT / "README.md"
 FIELDS = {

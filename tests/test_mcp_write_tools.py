@@ -19,7 +19,7 @@ from mcp_fixtures import (
     results,
 )
 
-from kb.state import State
+from kb.core.state import State
 
 WRITE_SNAPSHOT = SNAPSHOT.with_name("tools_list_write_tools.json")
 KIMCHI_QUERY = "how long do I ferment napa cabbage with chili paste?"

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.notes import (
+from kb.content.notes import (
     FrontmatterError,
     NoteError,
     PrivateFieldError,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, make_settings, tree_state, write
 
-from kb.ingest import run
-from kb.progress import format_summary
-from kb.settings import Settings
-from kb.store import Store
+from kb.core.settings import Settings
+from kb.ingest.progress import format_summary
+from kb.ingest.run import run
+from kb.store.points import Store
 
 SECRET_WORD = "zanzibarite"  # appears only in private notes
 DIARY = f"""---

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from kb import collection
-from kb.errors import StoreError
-from kb.store import Store
+from kb.core.errors import StoreError
+from kb.store import collection
+from kb.store.points import Store
 
 READ_WRITE = "rw-key-7f3a9c"
 READ_ONLY = "ro-key-1b2d4e"

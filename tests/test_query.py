@@ -16,14 +16,14 @@ from ingest_fixtures import (
 from mcp_fixtures import ServerFactory
 from qdrant_client import models
 
-from kb import collection
-from kb.backend import embed_client, open_store
-from kb.embedding import EmbedClient, EmbedError
-from kb.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
-from kb.schema import DENSE, point_id
-from kb.search import Hit, search, tag_usage
-from kb.settings import Settings
-from kb.store import Point
+from kb.app.backend import embed_client, open_store
+from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
+from kb.core.schema import DENSE, point_id
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient, EmbedError
+from kb.search.query import Hit, search, tag_usage
+from kb.store import collection
+from kb.store.points import Point
 
 EXTRA = {
     "garden/tomatoes.md": "---\ntags: [garden]\n---\nWater tomato plants at the root every "
@@ -212,7 +212,7 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "categories": [],
         "language": None,
         "thumbnail": None,
-        "rerank_score": None,  # made by the rerank stage, which kb.search alone does not run
+        "rerank_score": None,  # made by the rerank stage, which kb.search.query alone does not run
         "locator": "",  # points written before locators: none, and prose
         "domain": "prose",
     }

@@ -13,11 +13,11 @@ from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env
 from mcp_fixtures import call_tool, error_text, results, serve_in_process
 
-from kb import lifecycle
-from kb.backend import embed_client, open_store
-from kb.errors import NoteNotFound
-from kb.ingest import run
-from kb.reading import MAX_BYTES, read_item
+from kb.app.backend import embed_client, open_store
+from kb.core.errors import NoteNotFound
+from kb.ingest import lifecycle
+from kb.ingest.run import run
+from kb.search.read import MAX_BYTES, read_item
 
 LONG = "".join(f"line {n} of the long note\n" for n in range(1, 501))
 

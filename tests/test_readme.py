@@ -16,9 +16,9 @@ from ingest_fixtures import KIMCHI, write
 from mcp_fixtures import SNAPSHOT
 from stack_files import embedder_settings_class
 
-from kb.chunking import chunk_note
-from kb.notes import read_note
-from kb.schema import Hit
+from kb.content.chunking import chunk_note
+from kb.content.notes import read_note
+from kb.core.schema import Hit
 
 README = REPO_ROOT / "README.md"
 ARGUMENTS_HEADER = "| Argument | Default | Meaning |"

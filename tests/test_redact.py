@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import KIMCHI, make_settings, tree_state, write
 
-from kb.backend import embed_client, open_store
-from kb.ingest import run
-from kb.invisible import strip_invisible
-from kb.progress import format_summary
-from kb.redact import redact_text
-from kb.search import search
-from kb.settings import Settings
-from kb.store import Store
+from kb.app.backend import embed_client, open_store
+from kb.content.redact import redact_text
+from kb.core.invisible import strip_invisible
+from kb.core.settings import Settings
+from kb.ingest.progress import format_summary
+from kb.ingest.run import run
+from kb.search.query import search
+from kb.store.points import Store
 
 # (kind, the line in the note, the secret it holds): test values in each provider's format
 SECRETS = [
@@ -95,7 +95,7 @@ def test_a_key_block_keeps_its_line_breaks_when_lines_must_stay_numbered() -> No
 def test_an_invisible_character_inside_a_secret_does_not_hide_it(
     kind: str, line: str, secret: str
 ) -> None:
-    # output strips invisible characters (kb.invisible): a secret split by one must not come
+    # output strips invisible characters (kb.core.invisible): a secret split by one must not come
     # back whole in a result, so redaction reads the text as a reader sees it
     middle = len(secret) // 2
     split = line.replace(secret, f"{secret[:middle]}\u200b{secret[middle:]}")

@@ -1,4 +1,4 @@
-"""The rerank stage of search (kb.rerank) over real ingested notes, the real embedder serving
+"""The rerank stage of search (kb.search.rerank) over real ingested notes, the real embedder serving
 MiniLM and the tiny cross-encoder, and search_notes through the real MCP SDK client."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import httpx
 from helpers import free_port
 from mcp_fixtures import call_tool, make_settings, serve_in_process
 
-from kb import rerank as kb_rerank
-from kb import search as kb_search
-from kb.backend import embed_client, open_store
-from kb.schema import Hit
+from kb.app.backend import embed_client, open_store
+from kb.core.schema import Hit
+from kb.search import query as kb_search
+from kb.search import rerank as kb_rerank
 
 QUERY = "how do I ferment cabbage"
 

@@ -1,11 +1,11 @@
-"""The chunk record has one home (kb/schema.py): what ingest writes, what search reads, what the
+"""The chunk record has one home (kb/core/schema.py): what ingest writes, what search reads, what the
 MCP tool and its check declare all stay within it."""
 
 import importlib.util
 
 from helpers import REPO_ROOT
 
-from kb.schema import (
+from kb.core.schema import (
     HIT_FIELDS,
     PAYLOAD_FIELDS,
     PAYLOAD_INDEXES,

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 import pytest
 from ingest_fixtures import count_points, ingest_notes, run_script, script_env
 
-from kb.backend import embed_client, open_store
-from kb.embedding import EmbedClient
-from kb.search import Filters, search
-from kb.settings import Settings
-from kb.store import Store, source_filter
+from kb.app.backend import embed_client, open_store
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.search.query import Filters, search
+from kb.store.points import Store, source_filter
 
 
 def garden_log(days: int) -> str:

@@ -1,5 +1,5 @@
 """Where settings come from: the environment beats `.env`, which beats the defaults, for the
-scripts and MCP server (kb/settings.py) and for the embedder (embedder/config.py) alike."""
+scripts and MCP server (kb/core/settings.py) and for the embedder (embedder/config.py) alike."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from stack_files import embedder_settings_class
 
-from kb import settings as kb_settings
-from kb.settings import ENV_FILE_VARIABLE, Settings, get_settings
+from kb.core import settings as kb_settings
+from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from stack_files import (
     service_environment,
 )
 
-from kb.settings import Settings
+from kb.core.settings import Settings
 
 SERVICES = {"qdrant", "embedder", "mcp"}
 PUBLISHED = {6333, 6334, 8080, 8000}

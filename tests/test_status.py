@@ -1,4 +1,4 @@
-"""kb.status and the MCP tool `status()`: real MiniLM embedder, embedded Qdrant, real folders,
+"""kb.app.status and the MCP tool `status()`: real MiniLM embedder, embedded Qdrant, real folders,
 the run log and a watcher file in STATE_DIR; the tool through the SDK's streamable-HTTP client."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
 from mcp_fixtures import NOTES, IngestedNotes, ServerFactory, call_tool
 
-from kb import lifecycle
-from kb.backend import embed_client, open_store
-from kb.ingest import run
-from kb.settings import Settings
-from kb.status import WATCHER_FILE, status, watcher
+from kb.app.backend import embed_client, open_store
+from kb.app.status import WATCHER_FILE, status, watcher
+from kb.core.settings import Settings
+from kb.ingest import lifecycle
+from kb.ingest.run import run
 
 
 @pytest.fixture

@@ -13,20 +13,20 @@ from ingest_fixtures import count_points, make_settings
 from pydantic import ValidationError
 from qdrant_client import models
 
-from kb import collection
-from kb.backend import open_store
-from kb.edge import EdgeClient
-from kb.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch, StoreUnavailable
-from kb.keywords import document_vector, query_vector
-from kb.qdrant_query import (
+from kb.app.backend import open_store
+from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch, StoreUnavailable
+from kb.core.schema import DELETED_MARK, DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
+from kb.core.settings import Settings
+from kb.embedding.keywords import document_vector, query_vector
+from kb.store import collection
+from kb.store.edge import EdgeClient
+from kb.store.points import Point, Store
+from kb.store.query import (
     KEYWORD_HALF,
     KEYWORD_WEIGHT,
     DateRange,
     payload_filter,
 )
-from kb.schema import DELETED_MARK, DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
-from kb.settings import Settings
-from kb.store import Point, Store
 
 DIMS = 4
 
@@ -46,7 +46,7 @@ def points_for(source: str, n: int, tags: list[str] | None = None) -> list[Point
     ]
 
 
-# every store test runs on Qdrant's engine in-process (kb.edge) and on qdrant-client's local mode
+# every store test runs on Qdrant's engine in-process (kb.store.edge) and on qdrant-client's local mode
 @pytest.fixture(params=["edge", "local"])
 def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     return make_settings(tmp_path, QDRANT_ENGINE=request.param)
@@ -108,7 +108,7 @@ def test_deleting_a_source_removes_all_its_points(store: Store):
 def test_fingerprints_and_deletes_cover_more_notes_than_one_filter_names(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("kb.store.FILTER_BATCH", 2)  # five notes: three filters each
+    monkeypatch.setattr("kb.store.points.FILTER_BATCH", 2)  # five notes: three filters each
     names = [f"n{i}.md" for i in range(5)]
     points = [p for name in names for p in points_for(name, 2)]
     for p in points[:4]:
@@ -198,7 +198,7 @@ def test_collection_holds_a_named_dense_vector_and_an_idf_weighted_keyword_vecto
 
 
 def test_a_point_stores_its_keyword_vector_beside_the_dense_one(store: Store):
-    keyword = document_vector("call kb.store.upsert_points")
+    keyword = document_vector("call kb.store.points.upsert_points")
     store.replace([Point(point_id("a.md", 0), vec(1), {"source": "a.md"}, keyword)], ["a.md"])
     [record] = store.client.retrieve(store.collection, [point_id("a.md", 0)], with_vectors=True)
     stored = record.vector[KEYWORD]
@@ -268,7 +268,7 @@ def test_per_note_keeps_the_best_chunks_of_each_note_and_fills_the_limit_with_ot
     store: Store, grouping: str
 ):
     # a server groups with query_points_groups; embedded storage collapses one ranked query
-    client = getattr(store.client, "_client", store.client)  # under kb.store's one-at-a-time
+    client = getattr(store.client, "_client", store.client)  # under kb.store.points's one-at-a-time
     if grouping == "query_points_groups" and isinstance(client, EdgeClient):
         pytest.skip("qdrant-edge has no grouped query (compared with one below)")
     store.embedded = grouping == "collapse"
@@ -378,7 +378,7 @@ def test_embedded_storage_held_by_another_process_gives_a_clear_error(settings: 
             textwrap.dedent(
                 f"""
                 import sys
-                from kb.store import Store
+                from kb.store.points import Store
                 store = Store.open(
                     "notes", path={settings.QDRANT_PATH!r}, engine={settings.QDRANT_ENGINE!r}
                 )

@@ -15,7 +15,7 @@ from conftest import setting_names
 from helpers import REPO_ROOT, embedder_module, import_from
 from mcp_fixtures import server_module
 
-from kb.settings import ENV_FILE_VARIABLE
+from kb.core.settings import ENV_FILE_VARIABLE
 
 # What a user may well have: README's own `echo "QDRANT_PATH=qdrant_data" >> .env`, then
 # settings that would break tests which rely on the defaults.

@@ -1,6 +1,6 @@
-"""kb.sync: a listing against what is stored gives write / unchanged / gone."""
+"""kb.ingest.plan: a listing against what is stored gives write / unchanged / gone."""
 
-from kb.sync import plan
+from kb.ingest.plan import plan
 
 
 def test_new_edited_and_partly_stored_notes_are_written_and_identical_ones_left_alone():

@@ -1,4 +1,4 @@
-"""Watch mode (kb.watch): real files, the real MiniLM embedder, embedded Qdrant, watchfiles.
+"""Watch mode (kb.app.watch): real files, the real MiniLM embedder, embedded Qdrant, watchfiles.
 
 Most tests drive a Watcher in a thread of this process and end it with its stop event; one runs
 `ingest.py --watch` and stops it with SIGINT, one the MCP server with MCP_WATCH=true.
@@ -23,14 +23,15 @@ from helpers import REPO_ROOT, free_port
 from ingest_fixtures import BREAD, KIMCHI, make_settings, script_env, write
 from mcp_fixtures import call_tool, results
 
-from kb import collection, lifecycle
-from kb.backend import Backend
-from kb.progress import Progress
-from kb.schema import FILE_DELETED
-from kb.search import search
-from kb.settings import Settings
-from kb.state import State
-from kb.watch import Watcher
+from kb.app.backend import Backend
+from kb.app.watch import Watcher
+from kb.core.schema import FILE_DELETED
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.ingest import lifecycle
+from kb.ingest.progress import Progress
+from kb.search.query import search
+from kb.store import collection
 
 KIMCHI_QUERY = "how do I ferment napa cabbage with gochugaru"
 BREAD_QUERY = "how long should bread dough rise"

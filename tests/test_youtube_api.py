@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from youtube_fixtures import ERRORS, KEY, RECORDED, WATCH_LATER_FLAT, Clock, Replay, filler
 
-from kb import watch_later
-from kb.errors import ConfigError
-from kb.quota import Ledger, QuotaReached
-from kb.schema import ChunkRecord, fingerprint, point_id
-from kb.sources.youtube import UNAVAILABLE, WAITING, PlaylistSource
-from kb.video_note import clean_description
-from kb.youtube_api import Video, YoutubeApi, YoutubeError, iso_duration
+from kb.core.errors import ConfigError
+from kb.core.schema import ChunkRecord, fingerprint, point_id
+from kb.sources.youtube import watch_later
+from kb.sources.youtube.api import Video, YoutubeApi, YoutubeError, iso_duration
+from kb.sources.youtube.playlist import UNAVAILABLE, WAITING, PlaylistSource
+from kb.sources.youtube.quota import Ledger, QuotaReached
+from kb.sources.youtube.video_note import clean_description
 
 
 def api(replay: Replay, tmp_path: Path, *, budget: int = 100, key: str = KEY,

@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 from youtube_fixtures import DATA, KEY, RECORDED, VIDEO_INFO, Clock, Replay, filler
 
-from kb.captions import (
+from kb.content.chunking import chunk_note, embedding_text
+from kb.core.schema import TRANSCRIPT, Hit, at_moment
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.embedding.client import EmbedClient
+from kb.ingest.progress import Summary
+from kb.ingest.run import ingest
+from kb.search.query import Filters, search
+from kb.search.read import read_item
+from kb.sources.youtube.api import Video
+from kb.sources.youtube.captions import (
     CaptionError,
     Captions,
     Stored,
@@ -24,20 +34,10 @@ from kb.captions import (
     pick,
     windows,
 )
-from kb.chunking import chunk_note, embedding_text
-from kb.embedding import EmbedClient
-from kb.ingest import ingest
-from kb.progress import Summary
-from kb.quota import Ledger
-from kb.reading import read_item
-from kb.schema import TRANSCRIPT, Hit, at_moment
-from kb.search import Filters, search
-from kb.settings import Settings
-from kb.sources.youtube import CAPTIONS_DIR, close, configured
-from kb.state import State
-from kb.store import Store
-from kb.video_note import video_note
-from kb.youtube_api import Video
+from kb.sources.youtube.playlist import CAPTIONS_DIR, close, configured
+from kb.sources.youtube.quota import Ledger
+from kb.sources.youtube.video_note import video_note
+from kb.store.points import Store
 from query import format_hit
 
 CAPTIONED = ["chessLong01", "chessShort1", "raftConsens", "shogiJapan1"]

@@ -13,11 +13,11 @@ from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import call_tool, error_text, results, serve_in_process
 from youtube_fixtures import KEY, replaying
 
-from kb.backend import embed_client, open_store
-from kb.browse import browse
-from kb.ingest import run
-from kb.search import Filters, search
-from kb.settings import Settings
+from kb.app.backend import embed_client, open_store
+from kb.core.settings import Settings
+from kb.ingest.run import run
+from kb.search.browse import browse
+from kb.search.query import Filters, search
 
 KIMCHI = "# Kimchi\n\nSalt a napa cabbage, rub in gochugaru paste, ferment two days.\n"
 OPENINGS = "# Chess openings\n\nMy notes on the Italian game and the Two Knights Defense.\n"

@@ -9,16 +9,16 @@ from typing import Any
 from ingest_fixtures import make_settings, run_script, script_env, write
 from youtube_fixtures import KEY, RECORDED, WATCH_LATER_FLAT, Clock, Replay, filler
 
-from kb import lifecycle
-from kb.embedding import EmbedClient
-from kb.ingest import ingest, run
-from kb.progress import Summary
-from kb.quota import Ledger
-from kb.schema import PLAYLIST_REMOVED
-from kb.settings import Settings
-from kb.sources.youtube import UNAVAILABLE, UNLISTED, WAITING, PlaylistSource, configured
-from kb.state import State
-from kb.store import Store
+from kb.core.schema import PLAYLIST_REMOVED
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.embedding.client import EmbedClient
+from kb.ingest import lifecycle
+from kb.ingest.progress import Summary
+from kb.ingest.run import ingest, run
+from kb.sources.youtube.playlist import UNAVAILABLE, UNLISTED, WAITING, PlaylistSource, configured
+from kb.sources.youtube.quota import Ledger
+from kb.store.points import Store
 
 RECORDED_IDS = [item["id"] for item in RECORDED]
 
@@ -179,7 +179,7 @@ def test_watch_later_is_listed_from_yt_dlps_flat_playlist(
 def test_without_api_key_or_cookies_the_playlists_fail_by_setting_and_notes_still_sync(
     tmp_path: Path, embedder_url: str, youtube_api: Replay
 ):
-    from kb.backend import embed_client, open_store
+    from kb.app.backend import embed_client, open_store
 
     settings = make_settings(tmp_path, embedder_url, YOUTUBE_PLAYLISTS="PLmix,WL",
                              YOUTUBE_API_URL=youtube_api.url)  # fmt: skip

@@ -2,8 +2,8 @@
 item, and a hook that runs once an item's points are stored.
 
 A source names each item by `source` (a POSIX path relative to its root; the payload field and
-half of the point id), so the same note always lands on the same points. kb.sync compares a
-listing with what the collection holds; kb.ingest embeds and writes what changed, then calls
+half of the point id), so the same note always lands on the same points. kb.ingest.plan compares a
+listing with what the collection holds; kb.ingest.run embeds and writes what changed, then calls
 `after_store`. Adding a kind of source (a folder indexed in place, a video list) is one module
 implementing this protocol.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from kb.notes import Note
+from kb.content.notes import Note
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """One source seen by one collection: its prose items (notes, documents, tables, config) for
-COLLECTION, its code items (code, notebooks) for CODE_COLLECTION (kb.formats.domain_of).
+COLLECTION, its code items (code, notebooks) for CODE_COLLECTION (kb.content.formats.domain_of).
 
-kb.ingest runs each source twice, once per collection, through this view, so each collection is
-synced, soft-deleted and rebuilt on its own with everything kb.ingest already does. The two
+kb.ingest.run runs each source twice, once per collection, through this view, so each collection is
+synced, soft-deleted and rebuilt on its own with everything kb.ingest.run already does. The two
 views share one listing per run (a folder is walked once); files that are not items (ignored,
 skipped) are counted by the prose view only.
 """
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb.formats import PROSE, domain_of
-from kb.notes import Note
+from kb.content.formats import PROSE, domain_of
+from kb.content.notes import Note
 from kb.sources.base import Item, Listing, Source
 
 

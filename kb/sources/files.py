@@ -2,10 +2,10 @@
 gates, cheapest first: hidden files and folders, editor swap and backup files, files git would
 not track (an in-place folder that is a git work tree), secrets and keys, other file kinds (not
 in INDEX_EXTENSIONS), then links and anything that is not a regular file. The size cap and the
-binary and UTF-8 checks come when a note is read (kb.notes, kb.formats).
+binary and UTF-8 checks come when a note is read (kb.content.notes, kb.content.formats).
 
 Each gate is one function (`folder_gate`, `file_gate`, `file_problem`): `discover` runs them
-over a walk, `listed_now` over one file as it is now, before kb.reading returns its text.
+over a walk, `listed_now` over one file as it is now, before kb.search.read returns its text.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from kb.formats import DEFAULT_EXTENSIONS, is_secret
+from kb.content.formats import DEFAULT_EXTENSIONS, is_secret
 from kb.sources.base import Failure
 
 # what editors leave beside a note while saving it: never a note
@@ -199,7 +199,7 @@ def listed_now(
 ) -> str | None:
     """Why `discover(top, notes_root, tracked=..., suffixes=...)` would not list the file `rel`
     now (the gate of a folder on its way or of the file itself, or the file's problem), or None
-    when it would: the same gates, on one file (kb.reading checks a file so before reading it)."""
+    when it would: the same gates, on one file (kb.search.read checks a file so before reading it)."""
     parts = rel.split("/")
     kept_dirs = _kept_dirs(tracked)
     here = top

@@ -3,7 +3,7 @@ repository of notes. Its files are only ever read: never moved, written or locke
 
 Each note's `source` is the folder's name and its path in it (`vault/projects/kimchi.md`), and
 every listing names everything the folder holds, so each run is a full sync of that folder
-(kb.sync): a file gone from it is soft-deleted. In a git work tree only what git would track is
+(kb.ingest.plan): a file gone from it is soft-deleted. In a git work tree only what git would track is
 listed (NOTE_FOLDERS_GIT). Discovery and its gates are kb.sources.files, shared with the inbox.
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb.errors import ConfigError
-from kb.notes import Note, NoteError, read_note
-from kb.schema import INBOX
-from kb.settings import Settings, from_root
+from kb.content.notes import Note, NoteError, read_note
+from kb.core.errors import ConfigError
+from kb.core.schema import INBOX
+from kb.core.settings import Settings, from_root
 from kb.sources.base import Failure, Item, Listing
 from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files, listed_now
 from kb.sources.inbox import INGESTED

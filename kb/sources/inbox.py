@@ -16,8 +16,8 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kb.notes import Note, NoteError, read_note
-from kb.schema import INBOX
+from kb.content.notes import Note, NoteError, read_note
+from kb.core.schema import INBOX
 from kb.sources.base import Failure, Item, Listing
 from kb.sources.files import DEFAULT_SUFFIXES, discover, listed_now
 
@@ -140,7 +140,7 @@ def _makedirs_durably(path: Path) -> None:
         path = path.parent
     for folder in reversed(missing):
         folder.mkdir()
-        # the user's folder, not ours: as open as the one it sits in, whatever our umask (kb.state)
+        # the user's folder, not ours: as open as the one it sits in, whatever our umask (kb.core.state)
         os.chmod(folder, stat.S_IMODE(folder.parent.stat().st_mode))
         _fsync_dir(folder.parent)
 

@@ -1,0 +1,1 @@
+"""The embedding service: the OpenAI-style API over one loaded model."""

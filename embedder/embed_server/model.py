@@ -1,0 +1,295 @@
+"""Load an embedding model and turn token ids into L2-normalised vectors, pooled the model's way.
+
+We call transformers' AutoModel/AutoTokenizer directly rather than sentence-transformers: the
+pooling below is ~15 lines, while sentence-transformers would add scipy and scikit-learn to the
+image. The pooling still follows the model's own sentence-transformers files (`modules.json`,
+`1_Pooling/config.json`), and the Qwen3 family is embedded exactly as its model card does:
+left padding, `<|endoftext|>` appended, last-token pooling, `Instruct: {task}\\nQuery:{text}`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from embed_server.config import EmbedderSettings
+from embed_server.errors import ModelLoadError
+from embed_server.hardware import resolve_device, resolve_engine
+from embed_server.onnx_backend import OnnxModel, load_onnx, onnx_exported
+
+log = logging.getLogger("embedder.model")
+
+QWEN3_EOT = "<|endoftext|>"
+_POOLING_FLAGS = {  # sentence-transformers Pooling config key -> our mode
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+_TOKENIZE_CHUNK = 256  # texts per tokenizer call: keeps the ids of a huge round compact
+# Micro-batches up to this many padded tokens (one query, a few short texts) run on one CPU
+# thread: their ops are too small to gain from more, and while another process holds a core every
+# op waits for the descheduled thread (a 21-token query on the Qwen3-0.6B shape with both cores
+# busy: 0.16 s on one thread, 1.2-2.6 s on two).
+SINGLE_THREAD_TOKENS = 128
+# Micro-batches run side by side on CPU (batching.Engine). More than two Python threads driving
+# eager torch ops would contend for the GIL; two already keep the ops free of per-op barriers.
+MAX_SIDE_BY_SIDE = 2
+_THREADS_LOCK = threading.Lock()  # torch.set_num_threads also resets process-wide state
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
+
+
+def int8_linear(model: torch.nn.Module, only: Sequence[str] | None = None) -> torch.nn.Module:
+    """Dynamic int8 (CPU): Linear weights int8 with per-channel scales, activations quantised per
+    batch at run time. `only`: quantise just the Linear layers whose names start with one of
+    these prefixes (the rest stay fp32)."""
+    # torch.ao's dynamic quantisation is deprecated in favour of torchao, which would be one more
+    # dependency; it still works and is the cheapest int8 path on CPU. Only its deprecation
+    # notices are silenced (nothing else runs in this block).
+    # Per-channel weight scales: cosine to fp32 0.98 vs 0.93 per-tensor (MiniLM).
+    qconfig = torch.ao.quantization.per_channel_dynamic_qconfig
+    spec: Any = {torch.nn.Linear: qconfig}
+    if only is not None:
+        spec = {
+            name: qconfig
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and name.startswith(tuple(only))
+        }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8)
+
+
+def resolve_model(name: str) -> Path:
+    """A local folder as is, or a hub id found in the Hugging Face cache (never downloaded)."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if path.is_absolute() or name.startswith((".", "~")) or name.count("/") != 1:
+        raise ModelLoadError(f"EMBED_MODEL folder {name!r} does not exist")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id=name, local_files_only=True))
+    except LocalEntryNotFoundError:
+        raise ModelLoadError(
+            f"EMBED_MODEL {name!r} is not a folder and not in the Hugging Face cache; download it "
+            "beforehand (the Docker image does this at build time) or point EMBED_MODEL at a folder"
+        ) from None
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def sentence_transformers_pooling(folder: Path) -> str:
+    """The pooling the model's sentence-transformers config declares; mean when it declares none."""
+    pooling_dir = "1_Pooling"
+    for module in _read_json(folder / "modules.json") or []:
+        if str(module.get("type", "")).endswith(".Pooling"):
+            pooling_dir = module.get("path") or pooling_dir
+    config = _read_json(folder / pooling_dir / "config.json")
+    if not config:
+        return "mean"
+    declared = [mode for key, mode in _POOLING_FLAGS.items() if config.get(key)]
+    if len(declared) != 1:
+        raise ModelLoadError(
+            f"{folder / pooling_dir / 'config.json'}: unsupported pooling {config!r} "
+            "(one of CLS, mean, max or last-token expected)"
+        )
+    return declared[0]
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str, left_padded: bool) -> torch.Tensor:
+    """One float32 vector per sequence from token states (batch, seq, dim) and attention mask."""
+    lengths = mask.sum(dim=1)
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    seq = hidden.shape[1]
+    if mode == "lasttoken":  # pick first, then upcast: one row per sequence, not the whole batch
+        return (hidden[:, -1] if left_padded else hidden[rows, lengths - 1]).float()
+    if mode == "cls":
+        return (hidden[rows, seq - lengths] if left_padded else hidden[:, 0]).float()
+    hidden = hidden.float()  # sums and maxima in fp32 whatever the model's precision
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    if mode == "max":
+        return hidden.masked_fill(weights == 0, float("-inf")).max(dim=1).values
+    return (hidden * weights).sum(dim=1) / lengths.unsqueeze(-1).to(hidden.dtype)
+
+
+class Embedder:
+    """A loaded model: `tokenize` texts, then `embed_ids` on batches of token ids."""
+
+    def __init__(self, settings: EmbedderSettings) -> None:
+        self.name = settings.EMBED_MODEL
+        hf_logging.disable_progress_bar()  # one log line per load, not a progress bar
+        folder = resolve_model(settings.EMBED_MODEL)
+        self.device = resolve_device(settings.EMBED_DEVICE)
+        self.backend, self.dtype = resolve_engine(
+            settings.EMBED_BACKEND, settings.EMBED_DTYPE, self.device
+        )
+        exported = onnx_exported(settings.EMBED_ONNX_DIR, folder, self.dtype)
+        if self.backend == "onnx" and settings.EMBED_BACKEND == "auto" and not exported:
+            # auto never picks what this install lacks (the image has an export only with
+            # ONNX_EXPORT=true): torch runs it, said only when EMBED_DTYPE was chosen.
+            if settings.EMBED_DTYPE != "auto":
+                log.info(
+                    "EMBED_DTYPE=%s: no ONNX export of %s in EMBED_ONNX_DIR; torch runs it",
+                    self.dtype,
+                    settings.EMBED_MODEL,
+                )
+            self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
+        self.threads = settings.EMBED_THREADS
+        torch.set_num_threads(self.threads)
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        self.is_qwen3 = config.model_type == "qwen3"
+        self.pooling = "lasttoken" if self.is_qwen3 else sentence_transformers_pooling(folder)
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        # Qwen3-Embedding is trained with left padding; other (absolute-position) models need the
+        # side their tokenizer declares.
+        self.left_padded = self.is_qwen3 or self.tokenizer.padding_side == "left"
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+        st_config = _read_json(folder / "config_sentence_transformers.json") or {}
+        prompts = st_config.get("prompts") or {}
+        if self.is_qwen3:
+            self.prompts = {
+                "query": f"Instruct: {settings.EMBED_QUERY_TASK}\nQuery:",
+                "document": "",
+            }
+        else:  # e.g. E5's "query: "; none for symmetric models such as MiniLM
+            self.prompts = {kind: prompts.get(kind) or "" for kind in ("query", "document")}
+
+        limits = [settings.EMBED_MAX_TOKENS]
+        st_limit = (_read_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+        for value in (st_limit, getattr(config, "max_position_embeddings", None)):
+            if isinstance(value, int) and value > 0:
+                limits.append(value)
+        self.max_input_tokens = min(limits)
+
+        self.onnx: OnnxModel | None = None
+        if self.backend == "onnx":
+            self.onnx = load_onnx(settings, folder, self.dtype)
+        if self.onnx is None:
+            self.model = self._load_weights(folder, self.dtype).to(self.device)
+            # Decoder models would otherwise build a KV cache for every layer on every pass.
+            self._forward_kwargs = (
+                {"use_cache": False}
+                if "use_cache" in inspect.signature(self.model.forward).parameters
+                else {}
+            )
+        # CPU: micro-batches run side by side sharing the threads (batching.Engine); a GPU one.
+        # ONNX Runtime: one at a time on its own thread pool (runs side by side would share it).
+        side_by_side = self.device.type == "cpu" and self.backend == "torch"
+        self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if side_by_side else 1
+        self._append_eot: int | None = None
+        if self.is_qwen3:
+            self._check_eot()
+        probe = self.embed_ids(self.tokenize(["health check"]))
+        if probe.shape[0] != 1 or not np.isfinite(probe).all():
+            raise ModelLoadError(f"{self.name}: the test forward pass gave no finite vector")
+        self.dimensions = int(probe.shape[1])
+        self.matryoshka = self.is_qwen3  # trained for truncated outputs (32..hidden size)
+        log.info(
+            "loaded %s: %d dims, %s pooling, %s padding, max %d tokens, %s %s on %s "
+            "(EMBED_BACKEND=%s, EMBED_DTYPE=%s), %d threads, attn=%s",
+            self.name,
+            self.dimensions,
+            self.pooling,
+            "left" if self.left_padded else "right",
+            self.max_input_tokens,
+            self.backend,
+            self.dtype,
+            self.device,
+            settings.EMBED_BACKEND,
+            settings.EMBED_DTYPE,
+            self.threads,
+            "onnx" if self.onnx else getattr(self.model.config, "_attn_implementation", "?"),
+        )
+
+    def _load_weights(self, folder: Path, dtype: str) -> torch.nn.Module:
+        torch_dtype = _TORCH_DTYPES[dtype]
+        try:
+            model = AutoModel.from_pretrained(
+                folder, dtype=torch_dtype, attn_implementation="sdpa", local_files_only=True
+            )
+        except ValueError:  # architecture without an SDPA path: its default attention
+            model = AutoModel.from_pretrained(folder, dtype=torch_dtype, local_files_only=True)
+        model.eval()
+        return int8_linear(model) if dtype == "int8" else model
+
+    def _check_eot(self) -> None:
+        # The real Qwen3-Embedding tokenizer appends <|endoftext|> in its post-processor; the
+        # last-token vector is only meaningful on that token, so add it where a tokenizer lacks it.
+        eot = self.tokenizer.get_vocab().get(QWEN3_EOT)
+        if eot is None:
+            raise ModelLoadError(f"{self.name}: tokenizer has no {QWEN3_EOT} token")
+        if self.tokenizer("probe")["input_ids"][-1] != eot:
+            log.warning("tokenizer does not append %s; appending it ourselves", QWEN3_EOT)
+            self._append_eot = eot
+
+    def prompt(self, input_type: str) -> str:
+        return self.prompts.get(input_type, "")
+
+    def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids per text, truncated to `max_input_tokens` including special tokens."""
+        limit = self.max_input_tokens - (1 if self._append_eot is not None else 0)
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), _TOKENIZE_CHUNK):
+            encoded = self.tokenizer(
+                list(texts[start : start + _TOKENIZE_CHUNK]),
+                truncation=True,
+                max_length=limit,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )["input_ids"]
+            for ids in encoded:
+                if self._append_eot is not None:
+                    ids.append(self._append_eot)
+                out.append(np.asarray(ids, dtype=np.int64))
+        return out
+
+    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
+        """(len(batch), dimensions) float32 unit vectors for one padded forward pass.
+
+        `side_by_side`: micro-batches running at once, this one included; on CPU they share
+        EMBED_THREADS equally.
+        """
+        longest = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), longest), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            span = slice(longest - len(ids), longest) if self.left_padded else slice(0, len(ids))
+            input_ids[row, span] = torch.from_numpy(ids)
+            mask[row, span] = 1
+        if self.onnx is not None:  # its own thread pool, sized at load
+            hidden = self.onnx.hidden_states(input_ids, mask)
+            vectors = pool(hidden, mask, self.pooling, self.left_padded)
+            return torch.nn.functional.normalize(vectors, p=2, dim=-1).numpy()
+        if self.device.type == "cpu":
+            small = len(batch) * longest <= SINGLE_THREAD_TOKENS
+            wanted = 1 if small else max(1, self.threads // side_by_side)
+            if torch.get_num_threads() != wanted:  # the calling thread's own setting
+                with _THREADS_LOCK:
+                    torch.set_num_threads(wanted)
+        else:
+            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        with torch.inference_mode():
+            hidden = self.model(
+                input_ids=input_ids, attention_mask=mask, **self._forward_kwargs
+            ).last_hidden_state
+            vectors = pool(hidden, mask, self.pooling, self.left_padded)
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
+        return vectors.cpu().numpy()

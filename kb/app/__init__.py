@@ -1,0 +1,1 @@
+"""Composition: settings to backend, the hand-off, local stack, status, CLI."""

@@ -1,0 +1,123 @@
+"""The one place that builds the embedder client and the store from the settings, and the lazy
+pair of them that long-running servers (the MCP server, later the dashboard) share.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from kb.core.errors import EmbedError, StoreError
+from kb.core.settings import Settings
+from kb.embedding.client import EmbedClient
+from kb.store import collection
+from kb.store.points import Store
+
+
+def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
+    """The embedder client; `code`: the one for the code collection (CODE_EMBED_MODEL)."""
+    return EmbedClient(
+        settings.EMBED_URL,
+        batch_size=settings.EMBED_BATCH_SIZE,
+        max_chars=settings.EMBED_MAX_CHARS,
+        timeout=settings.EMBED_TIMEOUT,
+        retries=settings.EMBED_RETRIES,
+        api_key=settings.EMBED_API_KEY,
+        request_model=settings.CODE_EMBED_MODEL if code else "",
+    )
+
+
+def open_store(settings: Settings, collection_name: str | None = None) -> Store:
+    """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers."""
+    store = Store.open(
+        collection_name or settings.COLLECTION,
+        url=settings.QDRANT_URL,
+        path=settings.QDRANT_PATH,
+        api_key=settings.QDRANT_API_KEY,
+        engine=settings.QDRANT_ENGINE,
+    )
+    # how a new collection is spread over a cluster (kb.store.collection.create)
+    store.cluster = {
+        "shard_number": settings.QDRANT_SHARDS,
+        "replication_factor": settings.QDRANT_REPLICATION,
+        "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
+    }
+    return store
+
+
+def embedder_message(exc: EmbedError) -> str:
+    """Say what failed and what to do (relayed to the user by an assistant or a page)."""
+    if exc.status == 503:
+        return f"embedder failed: still loading, retry in a minute ({exc.message})"
+    if exc.status is None:
+        return f"embedder failed: {exc.message}; start the embedder and retry"
+    return f"embedder failed: {exc.message}"
+
+
+class Backend:
+    """The embedder client and the store a server's requests share. The store opens on first
+    use, so a server starts (and reports why in its health) while Qdrant or the storage folder
+    is not available yet, and recovers without a restart once it is."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = embed_client(settings)
+        self.code_client = embed_client(settings, code=True)
+        self._store: Store | None = None
+        self._code_store: Store | None = None
+        self._lock = threading.Lock()
+
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.settings)
+            return self._store
+
+    def code_store(self) -> Store:
+        """The code collection (CODE_COLLECTION), on the notes store's client."""
+        store = self.store()
+        with self._lock:
+            if self._code_store is None or self._code_store.client is not store.client:
+                self._code_store = store.beside(self.settings.CODE_COLLECTION)
+            return self._code_store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = self._code_store = None
+        self.client.close()
+        self.code_client.close()
+
+    def health(self) -> dict[str, Any]:
+        """Embedder and store state (blocking: run it in a worker thread)."""
+        embedder: dict[str, Any] = {"url": self.settings.EMBED_URL}
+        try:
+            info = self.client.health()
+            embedder |= {
+                "ready": True,
+                "model": info.get("model"),
+                "dimensions": info.get("dimensions"),
+                "rerank": info.get("rerank"),  # null: no reranker served
+            }
+        except EmbedError as exc:
+            embedder |= {"ready": False, "error": embedder_message(exc)}
+        store: dict[str, Any] = {"collection": self.settings.COLLECTION}
+        try:
+            found = collection.require(self.store())
+            if embedder["ready"]:
+                collection.check_model(self.store(), embedder["model"], embedder["dimensions"])
+            store |= {"ready": True, "points": found.points, "model": found.model}
+        except StoreError as exc:
+            store |= {"ready": False, "error": str(exc)}
+        # the code collection is optional: it exists once code was ingested, and never fails health
+        code: dict[str, Any] = {"collection": self.settings.CODE_COLLECTION}
+        try:
+            found_code = collection.info(self.code_store()) if store["ready"] else None
+            code |= {"exists": found_code is not None}
+            if found_code is not None:
+                code |= {"points": found_code.points, "model": found_code.model}
+        except StoreError as exc:
+            code |= {"exists": False, "error": str(exc)}
+        ok = embedder["ready"] and store["ready"]
+        return {"ok": ok, "embedder": embedder, "store": store, "code": code}

@@ -1,0 +1,72 @@
+"""Search through a running MCP server: its `search_notes` tool, over streamable HTTP.
+
+Embedded Qdrant (QDRANT_PATH) opens in one process at a time. While the MCP server holds the
+folder, query.py asks the server instead, with the real MCP SDK client, and gets the same hits
+back as kb.search.query.Hit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from kb.core.schema import Hit
+
+TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
+_HIT_FIELDS = [f.name for f in fields(Hit)]
+
+
+class RemoteError(Exception):
+    """The MCP server could not answer; `reachable` says whether it answered at all."""
+
+    def __init__(self, message: str, *, reachable: bool) -> None:
+        super().__init__(message)
+        self.reachable = reachable
+
+
+def first_failure(exc: BaseException) -> BaseException:
+    """The first real error inside the task-group wrappers the SDK client raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def search_notes(url: str, token: str, arguments: dict[str, Any]) -> list[Hit]:
+    """Call `search_notes` with `arguments` (the tool's own names) at the MCP endpoint `url`,
+    sending `Authorization: Bearer <token>` when a token is set. RemoteError says why not."""
+
+    async def call() -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            return await client.call_tool("search_notes", arguments)
+
+    try:
+        result = anyio.run(call)
+    except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
+        failure = first_failure(exc)
+        if isinstance(failure, httpx2.TransportError):
+            raise RemoteError(f"no answer ({failure})", reachable=False) from None
+        if isinstance(failure, MCPError):
+            raise RemoteError(f"refused: {failure.error.message}", reachable=True) from None
+        if isinstance(failure, httpx2.HTTPError):
+            raise RemoteError(f"HTTP error: {failure}", reachable=True) from None
+        raise
+    if result.is_error:
+        text = " ".join(getattr(part, "text", "") for part in result.content)
+        raise RemoteError(text, reachable=True)
+    content = result.structured_content
+    if not isinstance(content, dict) or not isinstance(content.get("results"), list):
+        raise RemoteError("search_notes returned no results list", reachable=True)
+    return [
+        Hit(**{name: item[name] for name in _HIT_FIELDS if name in item})
+        for item in content["results"]
+    ]

@@ -1,0 +1,1 @@
+"""Files to text: formats, notes and frontmatter, chunking, redaction."""

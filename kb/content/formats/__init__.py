@@ -1,0 +1,88 @@
+"""File kinds beyond Markdown: one module per kind, each turning a file into readable text and
+blocks with locators (kb.content.formats.base). `parse` picks the reader by the file's suffix.
+
+| kind     | suffixes                              | locator            | domain |
+| prose    | .md .txt (kb.content.notes) .pdf .docx .html  | heading, p. N, ¶ N | prose  |
+| table    | .csv .tsv                             | row N              | prose  |
+| config   | .yaml .yml .toml .json .ini           | key, L a-b         | prose  |
+| notebook | .ipynb                                | cell N [kind]      | code   |
+| code     | .py and other languages               | L a-b              | code   |
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from typing import Any
+
+from kb.content.formats import code
+from kb.content.formats.base import CODE, PROSE, Block, FormatError, Parsed
+
+__all__ = ["CODE", "PROSE", "Block", "FormatError", "Parsed", "domain_of", "is_secret", "parse"]
+
+TEXT_NOTES = (".md", ".txt")  # read by kb.content.notes, with frontmatter
+
+
+def _reader(module: str, function: str, *args: Any) -> Callable[[bytes, int], Parsed]:
+    """A reader imported on first use: scripts that never meet a PDF never load PDFium."""
+
+    def read(data: bytes, max_chars: int) -> Parsed:
+        found = getattr(importlib.import_module(f"kb.content.formats.{module}"), function)
+        return found(data, *args, max_chars) if module == "pycode" else found(data, *args)
+
+    return read
+
+
+_READERS: dict[str, Callable[[bytes, int], Parsed]] = {
+    ".pdf": _reader("pdf", "read"),
+    ".docx": _reader("word", "read"),
+    ".html": _reader("webpage", "read"),
+    ".htm": _reader("webpage", "read"),
+    ".csv": _reader("table", "read", ","),
+    ".tsv": _reader("table", "read", "\t"),
+    ".yaml": _reader("config", "read_yaml"),
+    ".yml": _reader("config", "read_yaml"),
+    ".toml": _reader("config", "read_toml"),
+    ".json": _reader("config", "read_json"),
+    ".ini": _reader("config", "read_ini"),
+    ".ipynb": _reader("notebook", "read"),
+    ".py": _reader("pycode", "read"),
+}
+CODE_SUFFIXES = (*code.GRAMMARS, ".kt", ".rb", ".php", ".swift", ".scala", ".lua", ".sql")
+KNOWN = (*TEXT_NOTES, *_READERS, *CODE_SUFFIXES)
+# INDEX_EXTENSIONS' default: every kind above that has a reader or a grammar
+DEFAULT_EXTENSIONS = ",".join((*TEXT_NOTES, *_READERS, *code.GRAMMARS))
+
+# never indexed, whatever INDEX_EXTENSIONS says: secrets and keys
+SECRET_FILES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks",
+                "*.keystore", "*.kdbx", "*.gpg", "*.asc", "id_rsa*", "id_dsa*", "id_ecdsa*",
+                "id_ed25519*", ".netrc", ".pgpass", "credentials*.json")  # fmt: skip
+
+
+def is_secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(fnmatchcase(lowered, pattern) for pattern in SECRET_FILES)
+
+
+def suffix_of(name: str) -> str:
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def domain_of(name: str) -> str:
+    """The collection a file's chunks go to: code (code, notebooks) or prose (the rest)."""
+    suffix = suffix_of(name)
+    return CODE if suffix in CODE_SUFFIXES or suffix in (".py", ".ipynb") else PROSE
+
+
+def parse(name: str, data: bytes, max_chars: int) -> Parsed:
+    """The file `name` (its suffix picks the reader) as readable text and blocks; FormatError
+    naming what is wrong with it."""
+    suffix = suffix_of(name)
+    reader = _READERS.get(suffix)
+    if reader is not None:
+        return reader(data, max_chars)
+    if suffix in CODE_SUFFIXES:
+        return code.read(data, suffix, max_chars)
+    raise FormatError(f"no reader for {suffix or 'files without a suffix'}")

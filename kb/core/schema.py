@@ -1,0 +1,294 @@
+"""The chunk record: what one Qdrant point holds, in one place.
+
+Every point is one chunk of one note: a dense vector (`DENSE`), a keyword vector (`KEYWORD`) and
+a payload whose keys are exactly the fields of `ChunkRecord`. Its id is derived from (source,
+chunk index), so writing a note again overwrites its points instead of adding copies. The indexes
+a Qdrant server needs for filters and facets are declared here too (embedded Qdrant ignores
+them, a server refuses to filter without them). `Hit` is a search result: the fields of a record
+a user sees, plus its score. Bump SCHEMA_VERSION when the payload layout changes: collections made
+by another version are re-created by the next `ingest.py --rebuild`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+from kb.core.invisible import strip_invisible
+from kb.store.models import models
+
+# payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
+SCHEMA_VERSION = 3
+
+DENSE = "dense"  # name of the dense vector
+KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
+
+INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
+NOTE = "note"  # the kind of an item read from a file
+VIDEO = "video"  # the kind of a video of a YouTube playlist (kb.sources.youtube.playlist)
+PLAYLIST_REMOVED = "playlist_removed"  # deleted_cause of a video removed from its playlist
+FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
+USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.ingest.lifecycle)
+# kb.store.points.fingerprints marks each point of a soft-deleted note so: never "unchanged" (kb.ingest.plan)
+DELETED_MARK = "deleted:"
+# ... and each point of a note restored by hand: never "gone" while its file stays away (kb.ingest.plan)
+RESTORED_MARK = "restored:"
+
+# the heading path of a video's caption passages, whose locator is the time they start at
+# ("12:34", kb.sources.youtube.captions): a result's `url` then opens the video at that moment
+TRANSCRIPT = "Transcript"
+_CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{2})")
+
+_ID_NAMESPACE = uuid.UUID("6f1d7a52-3c1e-4b5f-9a57-0c3e2b8f4d11")
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """The payload of one point; field names are the payload keys."""
+
+    text: str  # the chunk as it stands in the note (what results show)
+    source: str  # the note's path relative to its source's root, POSIX separators
+    folders: list[str]  # every folder above the note (see `folders_of`): path filters
+    title: str  # the note's first `#` heading, else its file name
+    heading_path: list[str]  # headings above the chunk, outermost first
+    chunk_index: int  # position in the note, from 0
+    tags: list[str]  # normalised frontmatter tags
+    topic: str | None
+    document_date: str | None  # ISO 8601
+    char_start: int  # locators: character offsets and 1-based lines in the note file
+    char_end: int
+    line_start: int
+    line_end: int
+    date_ingested: str | None = None  # UTC, ISO 8601: when the note was written
+    note_hash: str | None = None  # the note's fingerprint (see `fingerprint`)
+    origin: str = INBOX  # the source it came from: "inbox" or a NOTE_FOLDERS name
+    deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
+    deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder), "user"
+    restored_at: str | None = None  # UTC, ISO 8601: restored by hand then (kb.ingest.lifecycle)
+    # what the item is: "note" (a file) or "video" (kb.sources.youtube.playlist); points written before
+    # the field existed are notes. The fields below are a video's (None for a note).
+    kind: str = NOTE
+    channel: str | None = None
+    url: str | None = None
+    duration_s: int | None = None
+    view_count: int | None = None
+    uploaded: str | None = None  # ISO 8601 date-time (UTC) of the upload
+    categories: list[str] = field(default_factory=list)
+    language: str | None = None
+    thumbnail: str | None = None
+    # where in the item a reader finds the chunk: heading path, "p. 2", "row 17", "L 12-40"
+    locator: str = ""
+    domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.content.formats)
+
+    def payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PAYLOAD_FIELDS = frozenset(f.name for f in fields(ChunkRecord))
+SOURCE = "source"
+FOLDERS = "folders"
+TAGS = "tags"
+CHUNK_INDEX = "chunk_index"
+DOCUMENT_DATE = "document_date"
+DATE_INGESTED = "date_ingested"
+NOTE_HASH = "note_hash"
+ORIGIN = "origin"
+DELETED_AT = "deleted_at"
+DELETED_CAUSE = "deleted_cause"
+RESTORED_AT = "restored_at"
+KIND = "kind"
+CHANNEL = "channel"
+DURATION_S = "duration_s"
+VIEW_COUNT = "view_count"
+UPLOADED = "uploaded"
+CATEGORIES = "categories"
+LANGUAGE = "language"
+TITLE = "title"
+# what a soft delete sets and a restore clears or sets: never part of a note's fingerprint
+LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
+assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
+        *LIFECYCLE} <= PAYLOAD_FIELDS  # fmt: skip
+
+# Every field a filter or facet uses. A server needs these; embedded mode ignores them.
+PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
+    SOURCE: models.PayloadSchemaType.KEYWORD,
+    FOLDERS: models.PayloadSchemaType.KEYWORD,
+    TAGS: models.PayloadSchemaType.KEYWORD,
+    CHUNK_INDEX: models.PayloadSchemaType.INTEGER,
+    DOCUMENT_DATE: models.PayloadSchemaType.DATETIME,
+    DATE_INGESTED: models.PayloadSchemaType.DATETIME,
+    ORIGIN: models.PayloadSchemaType.KEYWORD,
+    DELETED_AT: models.PayloadSchemaType.DATETIME,
+    DELETED_CAUSE: models.PayloadSchemaType.KEYWORD,
+    # video filters (search_notes) and browse_notes' order_by (range indexes: integer, datetime)
+    KIND: models.PayloadSchemaType.KEYWORD,
+    CHANNEL: models.PayloadSchemaType.KEYWORD,
+    DURATION_S: models.PayloadSchemaType.INTEGER,
+    VIEW_COUNT: models.PayloadSchemaType.INTEGER,
+    UPLOADED: models.PayloadSchemaType.DATETIME,
+    CATEGORIES: models.PayloadSchemaType.KEYWORD,
+    LANGUAGE: models.PayloadSchemaType.KEYWORD,
+}
+
+
+# fields added after SCHEMA_VERSION 3: left out of a fingerprint while they hold their default,
+# so notes stored before them stay unchanged (not rewritten) after an upgrade
+_LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
+                    LANGUAGE, "thumbnail", "locator", "domain"})  # fmt: skip
+_DEFAULTS = {
+    f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+    for f in fields(ChunkRecord)
+    if f.name in _LATER
+}
+
+
+def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | None:
+    """A caption passage's link opens its video where it starts: `…watch?v=ID&t=754s`."""
+    clock = _CLOCK.fullmatch(locator)
+    if url is None or heading_path != [TRANSCRIPT] or clock is None:
+        return url
+    hours, minutes, seconds = (int(g or 0) for g in clock.groups())
+    return f"{url}{'&' if '?' in url else '?'}t={hours * 3600 + minutes * 60 + seconds}s"
+
+
+def point_id(source: str, chunk_index: int) -> str:
+    """Deterministic point id of a note's chunk (a UUID, as Qdrant requires)."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{source}\x00{chunk_index}"))
+
+
+def folders_of(source: str) -> list[str]:
+    """Every folder above a note: `a/b/c.md` -> `["a", "a/b"]` (the payload field `folders`).
+
+    Qdrant matches keywords exactly, never by prefix, so a path filter looks a folder up here.
+    """
+    parts = source.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def fingerprint(
+    model: str, dimensions: int, tokenizer_version: int, points: list[tuple[str, str, ChunkRecord]]
+) -> str:
+    """Hash of everything a note's points hold except the ingest date and the hash itself, from
+    (point id, embedded text, record) per chunk: equal fingerprints mean rewriting the note would
+    change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it, nor a
+    video's view count."""
+    # a video's view count is refreshed in place (kb.sources.youtube.playlist), not a change of it
+    left_out = (DATE_INGESTED, NOTE_HASH, VIEW_COUNT, *LIFECYCLE)
+    written = [
+        [
+            pid,
+            text,
+            {
+                k: v
+                for k, v in r.payload().items()
+                if k not in left_out and not (k in _LATER and v == _DEFAULTS[k])
+            },
+        ]
+        for pid, text, r in points
+    ]
+    key = [model, dimensions, SCHEMA_VERSION, tokenizer_version, written]
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a stored chunk and its score. Fields a point lacks (written by an
+    older version) are empty/None.
+
+    `score` ranks results within one search: cosine similarity in semantic mode (-1..1), BM25
+    in keyword mode (0 and up), cosine plus a keyword bonus of 0..1 in hybrid mode.
+    """
+
+    text: str
+    source: str | None
+    score: float
+    tags: list[str] = field(default_factory=list)
+    topic: str | None = None
+    document_date: str | None = None
+    date_ingested: str | None = None
+    chunk_index: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+    title: str | None = None
+    heading_path: list[str] = field(default_factory=list)
+    hidden_chars_removed: int = 0  # invisible characters taken out of the strings above
+    kind: str = NOTE  # "note" or "video"; the video fields below are None for a note
+    channel: str | None = None
+    url: str | None = None
+    duration_s: int | None = None
+    view_count: int | None = None
+    uploaded: str | None = None
+    categories: list[str] = field(default_factory=list)
+    language: str | None = None
+    thumbnail: str | None = None
+    rerank_score: float | None = (
+        None  # the reranker's relevance (0..1) when it ran (kb.search.rerank)
+    )
+    locator: str = ""  # "p. 2", "row 17", "L 12-40", a heading path (kb.content.formats)
+    domain: str = "prose"  # prose or code
+
+    @classmethod
+    def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
+        def opt(key: str, kind: type) -> Any:
+            value = payload.get(key)
+            return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+        def strings(key: str) -> list[str]:
+            value = payload.get(key)
+            return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+        removed = 0
+
+        def shown(value: Any) -> Any:  # returned text never carries hidden characters
+            nonlocal removed
+            if not isinstance(value, str):
+                return value
+            value, count = strip_invisible(value)
+            removed += count
+            return value
+
+        channel = shown(opt(CHANNEL, str))
+        return cls(
+            text=shown(payload.get("text") if isinstance(payload.get("text"), str) else ""),
+            source=opt(SOURCE, str),
+            score=float(score),
+            tags=strings(TAGS),
+            topic=shown(opt("topic", str)),
+            document_date=opt(DOCUMENT_DATE, str),
+            date_ingested=opt(DATE_INGESTED, str),
+            chunk_index=opt(CHUNK_INDEX, int),
+            line_start=opt("line_start", int),
+            line_end=opt("line_end", int),
+            char_start=opt("char_start", int),
+            char_end=opt("char_end", int),
+            title=shown(opt("title", str)),
+            heading_path=[shown(h) for h in strings("heading_path")],
+            locator=shown(opt("locator", str) or ""),
+            domain=opt("domain", str) or "prose",
+            kind=opt(KIND, str) or NOTE,
+            channel=channel,
+            url=at_moment(opt("url", str), strings("heading_path"), opt("locator", str) or ""),
+            duration_s=opt(DURATION_S, int),
+            view_count=opt(VIEW_COUNT, int),
+            uploaded=opt(UPLOADED, str),
+            categories=strings(CATEGORIES),
+            language=opt(LANGUAGE, str),
+            thumbnail=opt("thumbnail", str),
+            hidden_chars_removed=removed,  # last: after every shown() above
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+HIT_FIELDS = frozenset(f.name for f in fields(Hit))
+RESULT_ONLY_FIELDS = frozenset(
+    {"score", "hidden_chars_removed", "rerank_score"}
+)  # made by a search, not stored
+assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

@@ -1,0 +1,1 @@
+"""Vectors: the embedder's HTTP client, its cache, keyword (BM25) vectors."""

@@ -1,0 +1,1 @@
+"""One ingest run: prepare, plan, embed, write, hand over; deletes by hand."""

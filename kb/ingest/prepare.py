@@ -1,0 +1,165 @@
+"""A source's items read and chunked, with the points each note would get: what ingest embeds
+and writes, and what kb.ingest.plan compares with the collection.
+
+A private note (`private: true` in its frontmatter, or a tag listed in PRIVATE_TAGS) is read
+but never chunked, embedded or stored: it is set apart, and whatever the collection still
+holds of it is deleted by kb.ingest.run. So is what is stored of a note whose `private` field is
+not a boolean (it fails with the reason: it may well be meant as private).
+
+Credentials in a note (keys, tokens, passwords) are replaced in what is embedded and stored
+(kb.content.redact); the summary counts them per note, and the file keeps them.
+
+Frontmatter that is not valid YAML stops an inbox run before anything is written (its notes
+would move into ingested/ otherwise). In a NOTE_FOLDERS folder (often shared, synced, a git
+repository) such a note fails by name with the line, like any unreadable note: what the index
+holds of it stays (the folder still lists the file, so it is not gone), and the rest of the
+folder syncs, private notes taken out of the index included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
+from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError
+from kb.content.redact import redact_note
+from kb.core.errors import IngestError
+from kb.core.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
+from kb.embedding.keywords import TOKENIZER_VERSION
+from kb.ingest.progress import Progress, Summary
+from kb.sources.base import Failure, Item, Source
+
+
+@dataclass
+class Prepared:
+    """A note read and chunked, with what its points would hold."""
+
+    item: Item
+    note: Note
+    chunks: list[Chunk]
+    origin: str = INBOX  # the source it came from (payload `origin`)
+    clean_title: str | None = None  # the title with its secrets redacted (kb.content.redact)
+
+    @cached_property
+    def texts(self) -> list[str]:
+        """What is embedded for each chunk: the chunk with its title, heading path and topic."""
+        title = self.title
+        return [embedding_text(c, self.note, title) for c in self.chunks]
+
+    @cached_property
+    def title(self) -> str:
+        return self.clean_title if self.clean_title is not None else note_title(self.note)
+
+    @cached_property
+    def records(self) -> list[ChunkRecord]:
+        note = self.note
+        return [
+            ChunkRecord(
+                text=c.text,
+                source=note.source,
+                folders=folders_of(note.source),
+                title=self.title,
+                heading_path=list(c.heading_path),
+                chunk_index=c.index,
+                tags=list(note.tags),
+                topic=note.topic,
+                document_date=note.document_date,
+                char_start=c.char_start,
+                char_end=c.char_end,
+                line_start=c.line_start,
+                line_end=c.line_end,
+                origin=self.origin,
+                locator=c.locator,
+                domain=note.domain,
+                **(note.record or {}),
+            )
+            for c in self.chunks
+        ]
+
+    def points(self, model: str, dimensions: int) -> dict[str, str]:
+        """{point id: note fingerprint} of the points this note would get now."""
+        ids = [point_id(self.note.source, c.index) for c in self.chunks]
+        note_hash = fingerprint(
+            model,
+            dimensions,
+            TOKENIZER_VERSION,
+            list(zip(ids, self.texts, self.records, strict=True)),
+        )
+        return dict.fromkeys(ids, note_hash)
+
+
+@dataclass
+class Read:
+    """What a run read: the notes to index, and what must never be in the index."""
+
+    notes: list[Prepared] = field(default_factory=list)
+    private: list[Item] = field(default_factory=list)  # private notes: handed over, not stored
+    unindexed: list[str] = field(default_factory=list)  # names whose stored points must go
+
+
+def is_private(note: Note, private_tags: Collection[str]) -> bool:
+    """`private: true`, or a tag listed in PRIVATE_TAGS (both normalised)."""
+    return note.private or any(tag in private_tags for tag in note.tags)
+
+
+def prepare(
+    source: Source,
+    full: bool,
+    max_bytes: int,
+    summary: Summary,
+    progress: Progress,
+    private_tags: Collection[str] = (),
+) -> Read:
+    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops an
+    inbox run (IngestError) and fails that note alone elsewhere."""
+    listing = source.listing(everything=full)
+    summary.ignored.extend(listing.ignored)
+    for reason, count in listing.skipped.items():
+        summary.skipped[reason] = summary.skipped.get(reason, 0) + count
+    summary.skipped_paths.extend(listing.skipped_paths)
+    failed = list(listing.failed)
+    read = Read()
+    bad_yaml: list[str] = []
+    for item in listing.items:
+        try:
+            note = source.read(item, max_bytes=max_bytes)
+            if is_private(note, private_tags):
+                read.private.append(item)
+                read.unindexed.append(item.source)
+                continue
+            chunks = chunk_note(note)
+            if not chunks:
+                raise NoteError(item.path, "no text to index")
+        except FrontmatterError as exc:
+            if source.origin == INBOX:
+                bad_yaml.append(f"{item.shown}: {exc.reason}")
+            else:
+                failed.append(Failure(item.shown, exc.reason))
+            continue
+        except PrivateFieldError as exc:
+            failed.append(Failure(item.shown, exc.reason))
+            read.unindexed.append(item.source)
+            continue
+        except NoteError as exc:
+            failed.append(Failure(item.shown, exc.reason))
+            continue
+        except OSError as exc:
+            failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
+            continue
+        if note.notice:
+            summary.notices.append(Failure(item.shown, note.notice))
+        clean = redact_note(note, chunks, note_title(note))
+        if clean.secrets:
+            summary.redacted[item.source] = clean.secrets
+        read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title))
+    for failure in failed:
+        summary.failed.append(failure)
+        progress.failed(failure)
+    if bad_yaml:
+        raise IngestError(
+            "; ".join(bad_yaml) + "; nothing was ingested: fix the frontmatter and run again",
+            summary,
+        )
+    return read

@@ -1,0 +1,1 @@
+"""Search, browse and read what is stored."""

@@ -1,0 +1,165 @@
+"""Read an indexed item's text around a search hit: `read_note` (MCP) and `query.py --show`.
+
+Only items the index knows are read: the source is looked up in the collections first (never
+taken as a path), and a soft-deleted item is refused. Its file is then checked as it is now by
+the gates of the listing that indexed it (kb.sources.files through its source's `file_now`: no
+link, no hidden or git-ignored path, no secrets file, a kind INDEX_EXTENSIONS indexes, a
+regular file inside the inbox's ingested/ or its NOTE_FOLDERS folder), read without following
+a link, and refused when it is private now (`private: true`, a PRIVATE_TAGS tag) or its
+frontmatter no longer parses: what ingest would not index is not returned either.
+
+What is returned gets what search results get: credentials redacted as the index redacts them
+(kb.content.redact, a key block's lines kept so line numbers still match the file) and invisible
+characters removed and counted (kb.core.invisible). The text is the item's readable text (kb.content.formats:
+a PDF page by page, a table row by row, a notebook cell by cell) with line numbers matching the
+`line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video has no file: its
+stored text is read instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kb.content.notes import NoteError, normalise_tags, read_note
+from kb.content.redact import redact_text
+from kb.core.errors import NoteNotFound
+from kb.core.invisible import strip_invisible
+from kb.core.schema import INBOX, TRANSCRIPT
+from kb.core.settings import Settings
+from kb.ingest.prepare import is_private
+from kb.sources.folder import FolderSource, configured
+from kb.sources.inbox import InboxSource
+from kb.store import collection
+from kb.store.points import Store
+
+MAX_BYTES = 500_000  # per call: what an assistant's context can take in one go
+MAX_LINES = 2000
+
+
+@dataclass(frozen=True)
+class Passage:
+    source: str
+    start_line: int  # first line shown (1-based)
+    end_line: int  # last line shown (0: none)
+    total_lines: int
+    text: str  # the lines, each as "N<tab>line"
+    truncated: bool  # stopped at MAX_BYTES before `lines` lines
+    hidden_chars_removed: int = 0  # invisible characters taken out of the lines shown
+
+
+def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]]:
+    """The payloads of an item the index holds; NoteNotFound if none does or it is deleted."""
+    for store in stores:
+        if collection.info(store) is None:
+            continue
+        payloads = [payload for _, payload in store.payloads(source)]
+        if not payloads:
+            continue
+        if payloads[0].get("deleted_at"):
+            raise NoteNotFound(f"{source} is deleted (restore it first to read it)")
+        return payloads
+    raise NoteNotFound(f"no indexed note is named {source!r}; use a source search_notes gave")
+
+
+def video_text(payloads: Sequence[dict[str, Any]]) -> str:
+    """A saved video has no file: its text is what the index stored, in chunk order (title and
+    link first; a caption passage led by its moment, `[12:34]`)."""
+    first = payloads[0]
+    lines = [str(first.get("title") or first.get("source")), str(first.get("url") or ""), ""]
+    for payload in sorted(payloads, key=lambda p: int(p.get("chunk_index") or 0)):
+        moment = (
+            f"[{payload.get('locator')}] " if payload.get("heading_path") == [TRANSCRIPT] else ""
+        )
+        lines += [moment + str(payload.get("text") or ""), ""]
+    return "\n".join(lines)
+
+
+def locate(settings: Settings, source: str, origin: str) -> Path:
+    """The file of an indexed item, if its source's listing would hold it now."""
+    parts = PurePosixPath(source).parts
+    if not parts or source.startswith("/") or ".." in parts or "\\" in source:
+        raise NoteNotFound(f"{source!r} is not a note's name")
+    if origin == INBOX:
+        listing: InboxSource | FolderSource = InboxSource(
+            settings.NOTES_DIR, suffixes=settings.index_extensions
+        )
+    else:
+        folders = {f.name: f for f in configured(settings)}
+        if origin not in folders or parts[0] != origin:
+            raise NoteNotFound(f"{source}: its folder {origin!r} is no longer in NOTE_FOLDERS")
+        listing = folders[origin]
+    try:
+        return listing.file_now(source)
+    except NoteError as exc:
+        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+
+
+def file_text(settings: Settings, source: str, origin: str) -> str:
+    """The readable text of an indexed item's file, as ingest would read it now; NoteNotFound
+    when ingest would not index it (unreadable, private now)."""
+    path = locate(settings, source, origin)
+    try:
+        note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+    except NoteError as exc:
+        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+    except OSError as exc:
+        raise NoteNotFound(f"{source}: not read: cannot read it ({exc.strerror})") from None
+    if is_private(note, normalise_tags(settings.PRIVATE_TAGS)):
+        raise NoteNotFound(
+            f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
+        )
+    return note.text
+
+
+@lru_cache(maxsize=4)
+def shown_lines(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """An item's lines as they may be returned (invisible characters removed, then secrets
+    redacted: a key block's lines kept), and the characters removed from each. Cached by
+    content: paging through a big file redacts it once (seconds for megabytes)."""
+    raw = text.split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()  # the file's last newline ends its last line
+    # per line (no hidden character spans lines), then redacted as a whole (a key block does)
+    cleaned = [strip_invisible(line) for line in raw]
+    if not cleaned:
+        return (), ()
+    lines = redact_text("\n".join(line for line, _ in cleaned), keep_lines=True).split("\n")
+    return tuple(lines), tuple(count for _, count in cleaned)
+
+
+def read_item(
+    settings: Settings,
+    stores: Sequence[Store],
+    source: str,
+    start_line: int = 1,
+    lines: int = 200,
+    max_bytes: int = MAX_BYTES,
+) -> Passage:
+    """Lines `start_line`.. of the indexed item `source` (at most `lines` and `max_bytes`)."""
+    if start_line < 1:
+        raise ValueError(f"start_line must be 1 or more, got {start_line}")
+    if not 1 <= lines <= MAX_LINES:
+        raise ValueError(f"lines must be between 1 and {MAX_LINES}, got {lines}")
+    payloads = stored_payloads(stores, source)
+    if payloads[0].get("kind") == "video":
+        text = video_text(payloads)
+    else:
+        text = file_text(settings, source, str(payloads[0].get("origin") or INBOX))
+    all_lines, hidden_per_line = shown_lines(text)
+    shown: list[str] = []
+    size = hidden = 0
+    truncated = False
+    for number in range(start_line, min(len(all_lines), start_line + lines - 1) + 1):
+        line = f"{number}\t{all_lines[number - 1]}"
+        size += len(line.encode()) + 1
+        if size > max_bytes:
+            truncated = True
+            break
+        shown.append(line)
+        hidden += hidden_per_line[number - 1]
+    end = start_line + len(shown) - 1 if shown else 0
+    return Passage(source, start_line, end, len(all_lines), "\n".join(shown), truncated, hidden)

@@ -1,0 +1,1 @@
+"""YouTube playlists as a source: the Data API, quota, captions."""

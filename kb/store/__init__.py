@@ -1,0 +1,1 @@
+"""The one Store facade over Qdrant (a server or the embedded engine)."""

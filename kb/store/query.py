@@ -1,0 +1,284 @@
+"""How a search is put to Qdrant: payload filters, and the dense and keyword prefetches of one
+Query API request with the fusion that merges them. kb.store.points sends it.
+
+Fusions (`Fusion`): hybrid search uses `bonus` (HYBRID_FUSION, see `fusion`); `rrf` (plain
+reciprocal rank fusion, 1 / (60 + rank)) and `dbsf` (Qdrant's distribution-based score fusion)
+are the references bench/retrieval.py measures it against. All three run inside Qdrant, so a
+server and the embedded engine rank alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from kb.core.schema import (
+    DELETED_AT,
+    DELETED_CAUSE,
+    DENSE,
+    FOLDERS,
+    INBOX,
+    KEYWORD,
+    KIND,
+    NOTE,
+    ORIGIN,
+    SOURCE,
+    TAGS,
+)
+from kb.embedding.keywords import KeywordVector
+from kb.store.models import models
+
+# Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
+# and n the number of distinct query terms: see `fusion`.
+KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..1)
+KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half KEYWORD_WEIGHT
+Fusion = Literal["bonus", "rrf", "dbsf"]
+FUSIONS: tuple[str, ...] = get_args(Fusion)
+HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/search.md says why
+# Qdrant's RRF scores w / (rank + w * (k - 1)) (rank from 1): k=61 is the textbook
+# 1 / (60 + rank). Its exact ties (first in one ranking only vs first in the other only) come
+# out in a different order in each process; a keyword weight a hair below 1 orders them dense
+# first, every time, and changes nothing else.
+REFERENCE_RRF_K = 61
+REFERENCE_RRF_WEIGHTS = [1.0, 0.9999]
+# Candidates each prefetch hands to fusion: a few times what is asked for, never fewer than this.
+PREFETCH_MIN = 100
+PREFETCH_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class DateRange:
+    """`field` between `start` (inclusive) and `end` (inclusive, or exclusive when
+    `end_exclusive`); naive datetimes are UTC, as Qdrant reads naive payload dates."""
+
+    field: str
+    start: datetime | None = None
+    end: datetime | None = None
+    end_exclusive: bool = False
+
+
+def payload_filter(
+    *,
+    tags_any: Sequence[str] = (),
+    tags_all: Sequence[str] = (),
+    dates: Sequence[DateRange] = (),
+    path: str | None = None,
+    kind: str | None = None,
+    keywords: Sequence[tuple[str, str]] = (),
+    numbers: Sequence[tuple[str, int | None, int | None]] = (),
+) -> models.Filter | None:
+    """Points matching every given condition (None: no condition). Tags are normalised already;
+    `path` is a folder (`recipes`, any depth below it) or one note (`recipes/kimchi.md`); `kind`
+    is "note" or "video"; `keywords` are (field, value) exact matches, `numbers` (field, least,
+    most) inclusive ranges (a point without the field matches none)."""
+    must: list[models.Condition] = []
+    if kind is not None:
+        must.append(kind_condition(kind))
+    must.extend(
+        models.FieldCondition(key=key, match=models.MatchValue(value=value))
+        for key, value in keywords
+    )
+    for key, least, most in numbers:
+        if least is not None or most is not None:
+            must.append(models.FieldCondition(key=key, range=models.Range(gte=least, lte=most)))
+    if tags_any:
+        must.append(models.FieldCondition(key=TAGS, match=models.MatchAny(any=list(tags_any))))
+    must.extend(
+        models.FieldCondition(key=TAGS, match=models.MatchValue(value=tag)) for tag in tags_all
+    )
+    for when in dates:
+        bounds: dict[str, datetime] = {}
+        if when.start is not None:
+            bounds["gte"] = when.start
+        if when.end is not None:
+            bounds["lt" if when.end_exclusive else "lte"] = when.end
+        if bounds:
+            must.append(models.FieldCondition(key=when.field, range=models.DatetimeRange(**bounds)))
+    if path:
+        either = [
+            models.FieldCondition(key=FOLDERS, match=models.MatchValue(value=path)),
+            models.FieldCondition(key=SOURCE, match=models.MatchValue(value=path)),
+        ]
+        must.append(models.Filter(should=either))
+    return models.Filter(must=must) if must else None
+
+
+def kind_condition(kind: str) -> models.Condition:
+    """Points of one kind; "note" includes points written before the field existed."""
+    match = models.FieldCondition(key=KIND, match=models.MatchValue(value=kind))
+    if kind != NOTE:
+        return match
+    return models.Filter(
+        should=[match, models.IsEmptyCondition(is_empty=models.PayloadField(key=KIND))]
+    )
+
+
+# a point of a note that is not soft-deleted (no `deleted_at`; points written before the field
+# existed have none either)
+LIVE = models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))
+
+
+def visible(where: models.Filter | None) -> models.Filter:
+    """`where`, and only points of notes that are not soft-deleted: every search and count."""
+    return models.Filter(must=[LIVE] if where is None else [LIVE, where])
+
+
+def deleted_filter(cause: str | None = None, since: str | None = None) -> models.Filter:
+    """Points of soft-deleted notes (of one `deleted_cause`; deleted at or after `since`, ISO)."""
+    must: list[models.Condition] = []
+    if cause is not None:
+        must.append(models.FieldCondition(key=DELETED_CAUSE, match=models.MatchValue(value=cause)))
+    if since is not None:
+        must.append(models.FieldCondition(key=DELETED_AT, range=models.DatetimeRange(gte=since)))
+    return models.Filter(
+        must=must, must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))]
+    )
+
+
+def origin_filter(origin: str) -> models.Filter:
+    """Every point of one source (`origin`): the inbox's include points written before the field
+    existed (they have none)."""
+    match = models.FieldCondition(key=ORIGIN, match=models.MatchValue(value=origin))
+    if origin != INBOX:
+        return models.Filter(must=[match])
+    legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=ORIGIN))
+    return models.Filter(should=[match, legacy])
+
+
+def sparse_vector(vector: KeywordVector) -> models.SparseVector:
+    return models.SparseVector(indices=vector.indices, values=vector.values)
+
+
+# One phrasing of a search: its dense vector, its keyword vector, or both (kb.search.query).
+Phrasing = tuple[Sequence[float] | None, KeywordVector | None]
+
+
+def _searchable(phrasing: Phrasing) -> bool:
+    dense, keyword = phrasing
+    return dense is not None or (keyword is not None and bool(keyword.indices))
+
+
+def phrasing_prefetch(
+    phrasing: Phrasing, where: models.Filter | None, depth: int, fusion: Fusion = HYBRID_FUSION
+) -> models.Prefetch:
+    """One phrasing as a prefetch: dense, keyword, or both merged by `fusion` one level down."""
+    dense, keyword = phrasing
+    if dense is not None and keyword is not None and keyword.indices:
+        inner = [
+            models.Prefetch(query=query, using=using, filter=where, limit=depth)
+            for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
+        ]
+        return models.Prefetch(
+            prefetch=inner, query=fused(fusion, len(keyword.indices)), limit=depth
+        )
+    if dense is not None:
+        return models.Prefetch(query=list(dense), using=DENSE, filter=where, limit=depth)
+    assert keyword is not None
+    return models.Prefetch(query=sparse_vector(keyword), using=KEYWORD, filter=where, limit=depth)
+
+
+def request(
+    limit: int,
+    *,
+    dense: Sequence[float] | None,
+    keyword: KeywordVector | None,
+    where: models.Filter | None,
+    per_note: int | None,
+    alternates: Sequence[Phrasing] = (),
+    depth: int | None = None,
+    fusion: Fusion = HYBRID_FUSION,
+) -> dict[str, Any]:
+    """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
+    keyword query, or both (hybrid: filtered prefetches merged by `fusion`, see `fused`).
+
+    `alternates`: more phrasings of the same search (kb.search.query). Each becomes a prefetch of its
+    own and reciprocal rank fusion merges their rankings: their scores live on different scales
+    (a keyword-only phrasing scores BM25, a hybrid one cosine plus a bonus), their ranks do not.
+    `depth`: each prefetch's limit, instead of `_depth`'s.
+    """
+    phrasings = [p for p in ((dense, keyword), *alternates) if _searchable(p)]
+    if len(phrasings) > 1:
+        depth = depth or _depth(limit, per_note)
+        prefetch = [phrasing_prefetch(p, where, depth, fusion) for p in phrasings]
+        return {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
+    if phrasings:
+        dense, keyword = phrasings[0]
+    if dense is not None and keyword is not None and keyword.indices:
+        depth = depth or _depth(limit, per_note)
+        prefetch = [
+            models.Prefetch(query=query, using=using, filter=where, limit=depth)
+            for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
+        ]
+        return {"prefetch": prefetch, "query": fused(fusion, len(keyword.indices))}
+    if dense is not None:
+        # also hybrid without keyword terms: the fused score would be the cosine alone
+        return {"query": list(dense), "using": DENSE, "query_filter": where}
+    if keyword is None:
+        raise ValueError("a search needs a dense vector, a keyword vector, or both")
+    return {"query": sparse_vector(keyword), "using": KEYWORD, "query_filter": where}
+
+
+def fused(name: Fusion, terms: int) -> models.FormulaQuery | models.RrfQuery | models.FusionQuery:
+    """The query that merges the dense prefetch (first) and the keyword prefetch (second) of
+    `terms` distinct query terms by the fusion `name`."""
+    if name == "bonus":
+        return fusion(terms)
+    if name == "rrf":
+        return models.RrfQuery(rrf=models.Rrf(k=REFERENCE_RRF_K, weights=REFERENCE_RRF_WEIGHTS))
+    if name == "dbsf":
+        return models.FusionQuery(fusion=models.Fusion.DBSF)
+    raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {name!r}")
+
+
+def fusion(terms: int) -> models.FormulaQuery:
+    """How hybrid search combines the dense prefetch ($score[0], cosine) and the keyword one
+    ($score[1], BM25): cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * terms).
+
+    Why not reciprocal rank fusion: RRF counts places in each ranking and ignores how strong a
+    match is, so a chunk sharing one incidental word with a paraphrased question ranks level
+    with the best match by meaning (on our hand-written notes queries RRF scored paraphrases
+    nDCG@10 0.87 against 0.97 for semantic alone, identifiers 0.83 against 0.99 for keyword
+    alone). The keyword bonus here saturates with the BM25 score per query term: a chunk
+    matching every term well (an identifier, a name, an error code) gains nearly the full
+    weight, one incidental word little.
+
+    Chosen by its worst case over five development collections of different shapes (Cranfield,
+    the notes, code, an Obsidian-style vault, a documentation site; bench/fusion_sweep.py): its
+    nDCG@10 is at most 0.010 below the best of keyword, semantic and plain RRF in any
+    collection or kind of query, where plain RRF falls 0.146 short (vault paraphrases), DBSF
+    0.077, min-max sums 0.076, weighted RRF 0.13, a per-query choice by keyword strength no
+    better. A point missing from a prefetch scores 0 there.
+    """
+    bm25 = "$score[1]"
+    bonus = models.DivExpression(
+        div=models.DivParams(
+            left=bm25,
+            right=models.SumExpression(sum=[bm25, KEYWORD_HALF * max(terms, 1)]),
+            by_zero_default=0.0,
+        )
+    )
+    return models.FormulaQuery(
+        formula=models.SumExpression(
+            sum=["$score[0]", models.MultExpression(mult=[KEYWORD_WEIGHT, bonus])]
+        )
+    )
+
+
+def grouped_depth(limit: int, per_note: int) -> int:
+    """Candidates each prefetch of a grouped query gets on a server: `_depth` per group, times
+    the groups asked for."""
+    return _depth(limit, per_note) * limit
+
+
+def _depth(limit: int, per_note: int | None) -> int:
+    """Prefetch limit: enough candidates for fusion to rank `limit` results.
+
+    A grouped query multiplies prefetch limits by the number of groups on a server (embedded
+    Qdrant prefetches the whole collection then), so its limit is per group.
+    """
+    if per_note:
+        return max(PREFETCH_FACTOR * per_note, math.ceil(PREFETCH_MIN / limit))
+    return max(PREFETCH_MIN, PREFETCH_FACTOR * limit)

@@ -1,0 +1,1 @@
+"""The MCP server: tools over kb, the HTTP app, the dashboard."""
