@@ -186,7 +186,8 @@ def through_server(settings: Settings, server: handoff.Announced, args: argparse
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> int:
-    """One kb.ingest.lifecycle operation, under the ingest lock; prints what it did (paths, counts)."""
+    """One kb.ingest.lifecycle operation, under the ingest lock; prints what it did (paths,
+    counts)."""
     with State(settings.STATE_DIR).lock(), open_store(settings) as store:
         if args.delete and args.hard:
             print(f"deleted for good: {', '.join(lifecycle.hard_delete(store, [args.delete]))}")

@@ -27,11 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from common import REPO_ROOT, embedder, format_table
-from scale import corpus, cpu_class
-
+from bench.common import REPO_ROOT, embedder, format_table
+from bench.scale import corpus, cpu_class
 from kb.embedding.client import EmbedClient
 from kb.store import collection, optimize
 from kb.store.points import Store

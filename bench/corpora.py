@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from common import CRANFIELD, REPO_ROOT
+from bench.common import CRANFIELD, REPO_ROOT
 
 DATASETS = REPO_ROOT / "bench" / "datasets"
 

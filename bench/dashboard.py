@@ -9,7 +9,8 @@ server's app (mcp/server.py build_app: the dashboard included) under uvicorn on 
 times, R times each (default 10):
 
 - server: GET / (status) and GET /search?q=... (hybrid, k=10) over HTTP, first byte to last;
-- direct: the work alone, in this process (kb.app.status.status; kb.search.query.search), so the page's
+- direct: the work alone, in this process (kb.app.status.status; kb.search.query.search), so the
+page's
   own cost is the ratio page / direct;
 - browser: headless Chromium (Debian's /usr/bin/chromium, through Playwright) loading each page,
   navigation start to the load event (skipped with --no-browser or without Chromium).
@@ -36,17 +37,16 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from common import REPO_ROOT, STOPS, bench_settings, describe, embedder, format_table
 
+from bench.common import STOPS, bench_settings, describe, embedder, format_table
 from kb.app import status
 from kb.app.backend import Backend, embed_client, open_store
 from kb.ingest.run import run
 from kb.search import query as search
+from notes_server import app as mcp_server
 
 # server.py and its siblings (not a package), first: this file's own name is theirs too
-sys.path.insert(0, str(REPO_ROOT / "mcp"))
 sys.modules.pop("dashboard", None)
-import server as mcp_server  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",

@@ -31,11 +31,11 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.common import BenchError, export_apart, require_folder, stop_process
+from bench.qwen3_shape import QWEN3_06B, WORDS, build_apart
 
-from common import BenchError, export_apart, require_folder, stop_process  # noqa: E402
-from qwen3_shape import QWEN3_06B, WORDS, build_apart  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 TARGET = 1.3
 

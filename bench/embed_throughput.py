@@ -55,19 +55,17 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "embedder"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import embed_memory, peer_engines
+from bench.common import CRANFIELD, BenchError, export_apart, require_folder
+from bench.qwen3_shape import QWEN3_06B, build_apart, make_chunks
+from embed_server.batching import Engine
+from embed_server.config import EmbedderSettings
+from embed_server.hardware import cpu_class, cpu_features, resolve_device, resolve_engine
+from embed_server.model import Embedder
+from embed_server.onnx_backend import FILES, onnx_dir
 
-import embed_memory  # noqa: E402
-import peer_engines  # noqa: E402
-from batching import Engine  # noqa: E402
-from common import CRANFIELD, BenchError, export_apart, require_folder  # noqa: E402
-from config import EmbedderSettings  # noqa: E402
-from hardware import cpu_class, cpu_features, resolve_device, resolve_engine  # noqa: E402
-from model import Embedder  # noqa: E402
-from onnx_backend import FILES, onnx_dir  # noqa: E402
-from qwen3_shape import QWEN3_06B, build_apart, make_chunks  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 # (EMBED_BACKEND, EMBED_DTYPE); torch fp32 first: the reference of the accuracy figures.
 CANDIDATES = (

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import STOPS, bench_settings, copy_notes, describe, embedder, format_table
-from corpora import Collection, dev_collections
-from retrieval import Cache, K, Query, load_queries, score
-
+from bench.common import STOPS, bench_settings, copy_notes, describe, embedder, format_table
+from bench.corpora import Collection, dev_collections
+from bench.retrieval import Cache, K, Query, load_queries, score
 from kb.app.backend import embed_client, open_store
 from kb.embedding.keywords import query_vector
 from kb.ingest.run import run

@@ -28,8 +28,6 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, as the other benches
-
 ENVELOPE_KEYS = {"message", "type", "param", "code"}
 UNIT_TOLERANCE = 1e-3  # float32 vectors, normalised in the embedder
 
@@ -140,7 +138,7 @@ def report(counts: Counts, seconds: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from common import embedder
+    from bench.common import embedder
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000, help="at least this many requests")

@@ -3,7 +3,8 @@
     uv run bench/ingest.py [--docs DIR] [--limit N] [--quick] [--json]
 
 Builds a throwaway notes folder from the first N notes of DOCS (default: 300 Cranfield documents;
---quick: 100) plus a generated long note of about 20 chunks, and ingests it through kb.ingest.run.run
+--quick: 100) plus a generated long note of about 20 chunks, and ingests it through
+kb.ingest.run.run
 — the code `ingest.py` runs — into embedded Qdrant, with a real embedder (EMBED_URL when set,
 else a MiniLM embedder started for the run). Each step opens the store and the client afresh,
 as a new `ingest.py` process would:
@@ -37,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import (
+from bench.common import (
     CRANFIELD,
     STOPS,
     BenchError,
@@ -47,7 +48,6 @@ from common import (
     format_table,
     require_folder,
 )
-
 from kb.app.backend import open_store
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note

@@ -30,13 +30,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import httpx
-from cold_query import COLLECTION, build
-from common import REPO_ROOT, _free_port, embedder, format_table, stop_process
-from scale import cpu_class
 
+from bench.cold_query import COLLECTION, build
+from bench.common import REPO_ROOT, _free_port, embedder, format_table, stop_process
+from bench.scale import cpu_class
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import query_vector
 from kb.store.points import Store

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from onnx_backend import onnx_dir
+
+from embed_server.onnx_backend import onnx_dir
 
 # The test tokenizer of qwen3_shape.py is word-level: the converter knows no such vocabulary, so
 # it is written as a plain BPE one (its ids are all the bench gives llama.cpp).

@@ -38,14 +38,13 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "embedder"))  # before bench/: its rerank.py is the service's
-sys.path.append(str(ROOT / "bench"))
+from bench.rerank_models import MODELS, WORDS, Qwen3YesNo, build_cross_encoder
+from embed_server.batching import Engine
+from embed_server.config import EmbedderSettings
+from embed_server.hardware import cpu_class, cpu_features, resolve_device, resolve_rerank_dtype
 
-from batching import Engine  # noqa: E402
-from config import EmbedderSettings  # noqa: E402
-from hardware import cpu_class, cpu_features, resolve_device, resolve_rerank_dtype  # noqa: E402
-from rerank_models import MODELS, WORDS, Qwen3YesNo, build_cross_encoder  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 QUICK_LAYERS = 2
 TARGET_S = 1.0  # the default must add at most this (p50, 30 passages, this machine)
@@ -128,7 +127,7 @@ def load(variant: Variant, folder: Path, settings: EmbedderSettings, layers: int
     shape = shape | {"num_hidden_layers": layers}
     if family == "qwen3":
         return Qwen3YesNo(shape, variant.dtype, settings.EMBED_THREADS)
-    from rerank import Reranker
+    from embed_server.rerank import Reranker
 
     if not folder.exists():
         build_cross_encoder(folder, family, shape)

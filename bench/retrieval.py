@@ -17,10 +17,12 @@ kb.search.query.search in each mode with k=10 and one result per note: a file is
 chunk. The embedder is the one at EMBED_URL when that environment variable is set, else a MiniLM
 embedder started for the run.
 
-Documents may be of every indexed kind (kb.content.formats: PDF, Word, CSV, config, notebooks, code);
+Documents may be of every indexed kind (kb.content.formats: PDF, Word, CSV, config, notebooks,
+code);
 code and notebooks go to the code collection. `--also DIR` ingests another folder beside DOCS_DIR
 (under `_also/`, never judged), and `--domain` (repeatable: prose, code, all; default all) runs
-every query through kb.search.domains.search_all in each domain: does code indexed beside the notes bury
+every query through kb.search.domains.search_all in each domain: does code indexed beside the notes
+bury
 them, and do code questions find their file when searched with the notes?
 
 Queries file: one JSON object a line, `{"id", "query", "relevant": {"path": grade, ...}}` plus an
@@ -71,7 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from common import (
+from bench.common import (
     CRANFIELD,
     STOPS,
     BenchError,
@@ -83,8 +85,7 @@ from common import (
     require_file,
     require_folder,
 )
-from corpora import COLLECTIONS, Collection, dev_collections
-
+from bench.corpora import COLLECTIONS, Collection, dev_collections
 from kb.app.backend import embed_client, open_store
 from kb.content.formats import KNOWN, is_secret
 from kb.core.settings import Settings

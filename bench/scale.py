@@ -6,7 +6,8 @@ qdrant-client's local mode, side by side in one run, on synthetic chunks.
     uv run bench/scale.py --json     # ... and the headline figures as JSON, last
 
 No model runs: chunks get 1024-d dense vectors (Qwen3-Embedding-0.6B's size) clustered by note,
-keyword vectors with BM25 weights over a Zipf-distributed vocabulary (what kb.embedding.keywords makes of
+keyword vectors with BM25 weights over a Zipf-distributed vocabulary (what kb.embedding.keywords
+makes of
 prose: ~60 distinct terms a chunk), 1-3 tags a note. Writes go through kb.store.points.Store.replace
 (the ingest path), queries through Store.query: hybrid (dense + keyword prefetches fused by
 kb.store.query's formula) plain, with a tag filter, and one per note. Each engine and size runs
@@ -29,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kb.core.schema import point_id
 from kb.embedding.keywords import KeywordVector
@@ -217,7 +216,7 @@ def main() -> int:
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]))))
         return 0
-    from common import format_table
+    from bench.common import format_table
 
     sizes = SIZES[:1] if args.quick else SIZES
     if args.sizes:

@@ -34,19 +34,17 @@ import anyio
 import httpx
 import httpx2
 import uvicorn
-from common import REPO_ROOT, bench_settings, minilm_path
-from fuzz import cpu_class
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from bench.common import REPO_ROOT, bench_settings, minilm_path
+from bench.fuzz import cpu_class
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.errors import KbError
 from kb.core.settings import Settings
 from kb.ingest.run import run
-
-sys.path.insert(0, str(REPO_ROOT / "mcp"))
-import server as mcp_server  # mcp/server.py (its folder is not a package)
+from notes_server import app as mcp_server
 
 WORDS = ["sourdough", "tomato", "shock wave", "rust", "kimchi", "chess", "violin", "espresso",
          "marathon", "octopus", "haiku", "jupiter", "photosynthesis", "honey bee"]  # fmt: skip

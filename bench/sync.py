@@ -36,8 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import STOPS, bench_settings, describe, embedder, format_table
-
+from bench.common import STOPS, bench_settings, describe, embedder, format_table
 from kb.app.backend import Backend, embed_client, open_store
 from kb.app.watch import Watcher
 from kb.content.chunking import chunk_note

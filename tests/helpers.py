@@ -3,7 +3,6 @@ whose loading waits for the test, apps served in a thread."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import subprocess
@@ -13,57 +12,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
-
-
-_FOLDER_MODULES: dict[Path, dict[str, ModuleType]] = {}
-_SCRIPT_FOLDERS = {REPO_ROOT / "embedder", REPO_ROOT / "mcp", REPO_ROOT / "bench"}
-
-
-def import_from(folder: Path, name: str) -> ModuleType:
-    """Import `folder/<name>.py` in-process, from a folder of scripts whose modules import their
-    siblings by bare name (embedder/, mcp/, bench/: `from config import ...`).
-
-    sys.path and sys.modules are left as they were: the folder's generic names (config, errors,
-    server, common, ingest ...) never shadow another module for a later test. The folder's
-    modules are kept here instead and shared between calls, as in the folder's own process (one
-    `errors.ModelLoadError` class, not one per import). A sibling a function imports only when
-    called (embedder/app.py's `load_encoder`) is not found later: pass it in instead.
-    """
-    loaded = _FOLDER_MODULES.setdefault(folder, {})
-    if name in loaded:
-        return loaded[name]
-    names = {path.stem for path in folder.glob("*.py")}
-    saved_path = list(sys.path)
-    before = set(sys.modules)
-    shadowed = {n: sys.modules.pop(n) for n in names if n in sys.modules}
-    sys.modules.update(loaded)
-    sys.path.insert(0, str(folder))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path[:] = saved_path
-        for n in names:
-            module = sys.modules.get(n)
-            if module is not None and Path(getattr(module, "__file__", "")).parent == folder:
-                loaded[n] = sys.modules.pop(n)
-        # a script that puts another script folder on its path (bench/ imports embedder/'s
-        # modules) leaves those names behind too: keep them with their folder instead
-        for n in set(sys.modules) - before:
-            parent = Path(getattr(sys.modules[n], "__file__", None) or "/").parent
-            if parent in _SCRIPT_FOLDERS:
-                _FOLDER_MODULES.setdefault(parent, {})[n] = sys.modules.pop(n)
-        sys.modules.update(shadowed)
-
-
-def embedder_module(name: str) -> ModuleType:
-    """embedder/<name>.py imported in-process (see `import_from`)."""
-    return import_from(REPO_ROOT / "embedder", name)
 
 
 @contextmanager

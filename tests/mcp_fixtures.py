@@ -10,6 +10,7 @@ pristine folder that is then closed and copied for every server that needs data.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -26,7 +27,7 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
-from helpers import REPO_ROOT, ServiceProcess, free_port, import_from
+from helpers import REPO_ROOT, ServiceProcess, free_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
@@ -146,7 +147,8 @@ def make_settings(embed_url: str, qdrant_path: Path, **overrides: Any) -> Settin
 def ingested_notes_fixture(
     tmp_path_factory: pytest.TempPathFactory, embedder_url: str
 ) -> IngestedNotes:
-    """NOTES ingested by kb.ingest.run (real MiniLM embedder) into a closed embedded Qdrant folder."""
+    """NOTES ingested by kb.ingest.run (real MiniLM embedder) into a closed embedded Qdrant
+    folder."""
     root = tmp_path_factory.mktemp("mcp-notes")
     for relative, text in NOTES.items():
         path = root / "data" / relative
@@ -231,9 +233,8 @@ def start_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 
 
 def server_module() -> ModuleType:
-    """mcp/server.py imported in-process, its folder never left on sys.path (where `server`,
-    `check` or `security` would shadow other modules) nor named `mcp` (the SDK's package)."""
-    return import_from(SERVER_SCRIPT.parent, SERVER_SCRIPT.stem)
+    """The server's module (notes_server.app), imported in-process."""
+    return importlib.import_module("notes_server.app")
 
 
 @dataclass

@@ -4,11 +4,9 @@ so these implement the small part of each format the tests need, as Docker defin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -235,16 +233,10 @@ def dockerignore_excludes(ignore_file: Path, path: str) -> bool:
 
 @cache
 def embedder_settings_class() -> type:
-    """embedder/config.py's EmbedderSettings. embedder/ is a folder of scripts, not a package,
-    so the module is loaded from its path."""
-    path = REPO_ROOT / "embedder" / "config.py"
-    spec = importlib.util.spec_from_file_location("embedder_config_for_tests", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    # Registered before running: pydantic resolves the postponed annotations through sys.modules.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.EmbedderSettings
+    """The embedder's EmbedderSettings (embed_server.config)."""
+    from embed_server.config import EmbedderSettings
+
+    return EmbedderSettings
 
 
 def env_example_entries() -> dict[str, str]:

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, import_from
 
-throughput = import_from(REPO_ROOT / "bench", "embed_throughput")
+from bench import embed_throughput as throughput
 
 
 def can_fault_cpuid() -> bool:
@@ -28,9 +27,8 @@ def can_fault_cpuid() -> bool:
 
 # Reads torch's own CPU detection and the embedder's class for it, in a fresh process.
 PROBE = """
-import sys, torch
-sys.path.insert(0, sys.argv[1])
-from hardware import cpu_class, cpu_features
+import torch
+from embed_server.hardware import cpu_class, cpu_features
 print(torch.backends.cpu.get_cpu_capability(), torch.cpu._is_avx512_bf16_supported(),
       cpu_class(cpu_features()))
 """
@@ -38,7 +36,7 @@ print(torch.backends.cpu.get_cpu_capability(), torch.cpu._is_avx512_bf16_support
 
 def probe(env: dict[str, str]) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(REPO_ROOT / "embedder")],
+        [sys.executable, "-c", PROBE],
         env=env,
         capture_output=True,
         text=True,

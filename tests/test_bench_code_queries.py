@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import REPO_ROOT, import_from
+from helpers import REPO_ROOT
+
+from bench import retrieval
 
 BENCH = REPO_ROOT / "bench"
-retrieval = import_from(BENCH, "retrieval")
+
 QUERIES = BENCH / "datasets" / "code" / "queries.jsonl"
 CODE = BENCH / "datasets" / "code" / "kb"  # frozen: the gate's collection must not move
 

@@ -10,14 +10,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, import_from
+from helpers import REPO_ROOT
 
+from bench import corpora, retrieval
 from kb.content.chunking import headings
 from kb.embedding.keywords import tokenize
 
 BENCH = REPO_ROOT / "bench"
-retrieval = import_from(BENCH, "retrieval")
-corpora = import_from(BENCH, "corpora")
+
 COLLECTIONS = {c.name: c for c in corpora.COLLECTIONS}
 KINDS = {"exact", "paraphrase", "multi", "how-to"}
 NEW = ("vault", "manual", "snippets")  # written with the four kinds

@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 
-from helpers import REPO_ROOT, import_from
+from helpers import REPO_ROOT
+
+from bench import fusion_sweep as sweep
 
 BENCH = REPO_ROOT / "bench"
-sweep = import_from(BENCH, "fusion_sweep")
 
 
 def test_the_sweep_ranks_every_fusion_and_its_replay_matches_hybrid_search(embedder_url: str):

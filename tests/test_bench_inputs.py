@@ -4,6 +4,7 @@ embedder started (not minutes into a run)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -11,18 +12,20 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers import REPO_ROOT, import_from
+from helpers import REPO_ROOT
+
+from bench import common
 
 BENCH = REPO_ROOT / "bench"
-CRANFIELD = import_from(BENCH, "common").CRANFIELD
+CRANFIELD = common.CRANFIELD
 
 # A wrong input must be reported well before a model could be built or an embedder answer.
 FAST_S = 90
 
 
 def bench_module(name: str) -> ModuleType:
-    """bench/<name>.py in-process, leaving sys.path and module names alone (helpers)."""
-    return import_from(BENCH, name)
+    """bench/<name>.py in-process (the package bench)."""
+    return importlib.import_module(f"bench.{name}")
 
 
 def run_bench(script: str, *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO_ROOT, embedder_module
+from helpers import REPO_ROOT
 from test_bench_smoke import tiny_dataset
 
 BENCH = REPO_ROOT / "bench"
@@ -43,7 +43,8 @@ def test_rerank_bench_measures_the_shipped_default_beside_the_levers() -> None:
     # RERANK_DTYPE=auto as it resolves on this machine's CPU class (bf16 on AMX, else fp32)
     import torch
 
-    hardware = embedder_module("hardware")
+    from embed_server import hardware
+
     dtype = hardware.resolve_rerank_dtype("auto", torch.device("cpu"))
     assert dtype == hardware.RERANK_AUTO_DTYPE[hardware.cpu_class(hardware.cpu_features())]
     assert result["default"] == {"model": tiny, "dtype": dtype, "max_tokens": 512, "threads": 0}

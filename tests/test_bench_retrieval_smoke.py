@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, import_from
+from helpers import REPO_ROOT
+
+from bench import retrieval
+from bench.common import BenchError
 
 BENCH = REPO_ROOT / "bench"
-retrieval = import_from(BENCH, "retrieval")
-BenchError = import_from(BENCH, "common").BenchError
 
 CORPUS = BENCH / "notes_corpus"
 MODES = {"keyword", "semantic", "hybrid"}

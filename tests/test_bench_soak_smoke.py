@@ -5,9 +5,7 @@ the figures live in bench/README.md."""
 
 from __future__ import annotations
 
-from helpers import REPO_ROOT, import_from
-
-soak = import_from(REPO_ROOT / "bench", "soak")
+from bench import soak
 
 
 def test_a_short_soak_serves_every_search_and_keeps_every_note(embedder_url: str) -> None:

@@ -25,7 +25,7 @@ from dashboard_fixtures import (
     screenshot,
     sign_in,
 )
-from helpers import REPO_ROOT, free_port, import_from
+from helpers import free_port
 from mcp_fixtures import (
     NOTES,
     TAG_COUNTS,
@@ -92,7 +92,8 @@ def test_sync_streams_its_log_and_ends_with_the_summary(syncer: Dashboard, page:
 
 def test_a_sync_while_another_ingest_holds_the_lock_says_so(syncer: Dashboard, page: Any) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from kb.core.state import State\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path\n"
+         "from kb.core.state import State\n"
          f"with State(Path({str(syncer.settings.STATE_DIR)!r})).lock():\n"
          "    print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -293,7 +294,8 @@ def test_a_restarted_server_signs_everyone_out(
 def test_a_session_ends_when_its_time_is_up(
     embedder_url: str, store_copy: Any, tmp_path: Path, page: Any
 ) -> None:
-    sessions = import_from(REPO_ROOT / "mcp", "sessions")
+    from notes_server import sessions
+
     settings = make_settings(embedder_url, store_copy(), NOTES_DIR=tmp_path,
                              STATE_DIR=tmp_path / "state", MCP_PORT=free_port(),
                              MCP_TOKEN=TOKEN)  # fmt: skip

@@ -1,4 +1,5 @@
-"""kb.embedding.client.EmbedClient against the real embedder, and against a scripted HTTP server for the
+"""kb.embedding.client.EmbedClient against the real embedder, and against a scripted HTTP server
+for the
 answers a healthy embedder never gives (overload, broken vectors)."""
 
 from __future__ import annotations

@@ -14,12 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from helpers import embedder_module
 from starlette.testclient import TestClient
 
-batching = embedder_module("batching")
-app_module = embedder_module("app")
-config = embedder_module("config")
+from embed_server import api as app_module
+from embed_server import batching, config
 
 
 class FakeEncoder:

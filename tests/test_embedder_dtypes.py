@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import embedder_module, torch_threads_kept
+from helpers import torch_threads_kept
 
 TEXTS = [
     "The cat sat on the warm windowsill all afternoon.",
@@ -20,8 +20,8 @@ TEXTS = [
 
 
 def embed(path: Path, dtype: str) -> np.ndarray:
-    config = embedder_module("config")
-    model = embedder_module("model")
+    from embed_server import config, model
+
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(path), EMBED_DTYPE=dtype, EMBED_THREADS=2
     )

@@ -9,14 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import embedder_module, torch_threads_kept
+from helpers import torch_threads_kept
 from starlette.testclient import TestClient
 
-hardware = embedder_module("hardware")
-errors = embedder_module("errors")
-config = embedder_module("config")
-model = embedder_module("model")
-app_module = embedder_module("app")
+from embed_server import api as app_module
+from embed_server import config, errors, hardware, model
 
 CPU = torch.device("cpu")
 
@@ -135,7 +132,7 @@ def test_health_names_the_setting_when_cuda_is_asked_for_without_a_gpu(
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_DEVICE="cuda"
     )
-    # the loader passed in: embedder/ is not importable by name here (helpers.import_from)
+    # the loader passed in
     app = app_module.create_app(settings, loader=model.Embedder)
     with TestClient(app, base_url="http://localhost:8080") as client:  # a Host it answers
         end = time.monotonic() + 60

@@ -20,7 +20,6 @@ from conftest import EmbedderFactory
 from helpers import (
     EmbedderProcess,
     GatedModel,
-    embedder_module,
     free_port,
     serve_in_thread,
     torch_threads_kept,
@@ -113,7 +112,9 @@ class HeldEncoder:
 def test_requests_over_the_queue_limit_get_429_at_once_while_the_model_works(
     minilm_path: Path,
 ) -> None:
-    config, app, model = (embedder_module(n) for n in ("config", "app", "model"))
+    from embed_server import api as app
+    from embed_server import config, model
+
     port = free_port()  # the app's own port: its Host check answers requests there only
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_QUEUE_SIZE=1, EMBED_THREADS=1,

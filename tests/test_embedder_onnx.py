@@ -9,14 +9,10 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from helpers import embedder_module, torch_threads_kept
+from helpers import torch_threads_kept
 
-hardware = embedder_module("hardware")
-errors = embedder_module("errors")
-config = embedder_module("config")
-model = embedder_module("model")
-export_onnx = embedder_module("export_onnx")
-onnx_backend = embedder_module("onnx_backend")
+from embed_server import config, errors, hardware, model, onnx_backend
+from embed_server import export as export_onnx
 
 CPU = torch.device("cpu")
 CRANFIELD = Path(__file__).resolve().parent.parent / "bench" / "datasets" / "cranfield" / "docs"

@@ -13,12 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import embedder_module, torch_threads_kept
+from helpers import torch_threads_kept
 from transformers import AutoModel, AutoTokenizer
 
-config = embedder_module("config")
-errors = embedder_module("errors")
-model = embedder_module("model")
+from embed_server import config, errors, model
 
 TEXTS = [  # different lengths: one padded batch
     "bread",

@@ -158,8 +158,8 @@ def test_dimensions_outside_the_supported_range_get_422(qwen3_url: str, dims: in
 
 def test_default_query_task_is_the_model_cards_retrieval_instruction() -> None:
     from conftest import QWEN_QUERY_PROMPT
-    from helpers import embedder_module
 
-    settings_class = embedder_module("config").EmbedderSettings
+    from embed_server.config import EmbedderSettings as settings_class
+
     task = settings_class.model_fields["EMBED_QUERY_TASK"].default
     assert f"Instruct: {task}\nQuery:" == QWEN_QUERY_PROMPT

@@ -194,11 +194,12 @@ def test_health_is_503_while_the_configured_reranker_loads_and_200_once_it_answe
     minilm_path: Path, tiny_reranker_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A container's healthcheck must not call the service ready while /v1/rerank answers 503.
-    from helpers import embedder_module, free_port, serve_in_thread, torch_threads_kept, wait_until
+    from helpers import free_port, serve_in_thread, torch_threads_kept, wait_until
 
-    config, app, model, rerank_module = (
-        embedder_module(n) for n in ("config", "app", "model", "rerank")
-    )
+    from embed_server import api as app
+    from embed_server import config, model
+    from embed_server import rerank as rerank_module
+
     released = threading.Event()
 
     def held_reranker(settings: object) -> object:  # the real one, once the test lets it load

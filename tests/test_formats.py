@@ -1,4 +1,5 @@
-"""kb.content.formats: real files of every kind -> readable text, chunks and locators; bad files named."""
+"""kb.content.formats: real files of every kind -> readable text, chunks and locators; bad files
+named."""
 
 from __future__ import annotations
 

@@ -5,9 +5,7 @@ same loop with >= 1,000 requests; this is its CI-sized run."""
 
 from __future__ import annotations
 
-from helpers import REPO_ROOT, import_from
-
-fuzz = import_from(REPO_ROOT / "bench", "fuzz")
+from bench import fuzz
 
 REQUESTS = 150  # ~20-40 s here; bench/fuzz.py sends 1,000+
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from stack_files import REPO_ROOT, load_compose
 
-KEYS_SCRIPT = REPO_ROOT / "kb" / "keys.py"
+KEYS_SCRIPT = REPO_ROOT / "kb" / "app" / "keys.py"
 REQUIRED = re.compile(r"\$\{([A-Z_]+):\?[^}]+\}")
 
 

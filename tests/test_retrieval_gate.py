@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO_ROOT, import_from
+from helpers import REPO_ROOT
+
+from bench import corpora, retrieval
 
 BENCH = REPO_ROOT / "bench"
-retrieval = import_from(BENCH, "retrieval")
-corpora = import_from(BENCH, "corpora")
+
 BASELINE = BENCH / "retrieval_baseline.json"
 PIPELINES = {"keyword", "semantic", "hybrid", "rrf"}
 

@@ -1,4 +1,5 @@
-"""The chunk record has one home (kb/core/schema.py): what ingest writes, what search reads, what the
+"""The chunk record has one home (kb/core/schema.py): what ingest writes, what search reads, what
+the
 MCP tool and its check declare all stay within it."""
 
 import importlib.util
@@ -46,7 +47,8 @@ def record(**changes) -> ChunkRecord:
 
 
 def test_the_mcp_result_model_and_the_mcp_check_use_only_fields_of_a_search_hit():
-    surface = _script_module("mcp/surface.py", "notes_mcp_surface")
+    from notes_server import surface
+
     assert set(surface.Hit.model_fields) <= HIT_FIELDS
     check = _script_module("mcp/check.py", "notes_mcp_check")
     assert set(check.FIELDS) <= HIT_FIELDS

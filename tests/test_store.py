@@ -46,7 +46,8 @@ def points_for(source: str, n: int, tags: list[str] | None = None) -> list[Point
     ]
 
 
-# every store test runs on Qdrant's engine in-process (kb.store.edge) and on qdrant-client's local mode
+# every store test runs on Qdrant's engine in-process (kb.store.edge) and on qdrant-client's local
+# mode
 @pytest.fixture(params=["edge", "local"])
 def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     return make_settings(tmp_path, QDRANT_ENGINE=request.param)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import setting_names
-from helpers import REPO_ROOT, embedder_module, import_from
-from mcp_fixtures import server_module
+from helpers import REPO_ROOT
 
 from kb.core.settings import ENV_FILE_VARIABLE
 
@@ -88,7 +87,9 @@ def test_a_hostile_env_file_and_shell_do_not_change_the_suites_results(
     )
     assert query.returncode == 2, query.stderr
     assert "set QDRANT_URL or QDRANT_PATH, not both" in query.stderr
-    spec = importlib.util.spec_from_file_location("hostile_config", repo / "embedder" / "config.py")
+    spec = importlib.util.spec_from_file_location(
+        "hostile_config", repo / "embedder" / "embed_server" / "config.py"
+    )
     assert spec is not None and spec.loader is not None
     config = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, config)  # pydantic resolves annotations there
@@ -110,30 +111,11 @@ def test_a_hostile_env_file_and_shell_do_not_change_the_suites_results(
     assert f"{len(REPRESENTATIVE)} passed" in suite.stdout
 
 
-def test_importing_from_a_script_folder_leaves_sys_path_and_module_names_alone(
-    tmp_path: Path,
-) -> None:
-    for value in (1, 2):
-        folder = tmp_path / f"scripts{value}"
-        folder.mkdir()
-        (folder / "config.py").write_text(f"VALUE = {value}\n")
-        (folder / "app.py").write_text("import config\n")
-    path, modules = list(sys.path), dict(sys.modules)
-
-    one = import_from(tmp_path / "scripts1", "app")
-    two = import_from(tmp_path / "scripts2", "app")
-
-    assert (one.config.VALUE, two.config.VALUE) == (1, 2)  # neither folder shadows the other
-    assert import_from(tmp_path / "scripts1", "config") is one.config  # siblings are shared
-    assert sys.path == path
-    assert sys.modules.get("config") is modules.get("config")
-    assert sys.modules.get("app") is modules.get("app")
-
-
 def test_no_script_folder_is_left_on_sys_path_or_under_a_module_name() -> None:
-    embedder_module("app")
-    server_module()
-    import_from(REPO_ROOT / "bench", "retrieval")
+    importlib.import_module("embed_server.api")
+    importlib.import_module("notes_server.app")
+    importlib.import_module("bench.retrieval")
+    assert importlib.import_module("mcp").__file__ != str(REPO_ROOT / "mcp")  # the SDK's
     for folder in ("embedder", "mcp", "bench"):
         assert str(REPO_ROOT / folder) not in sys.path
         for script in (REPO_ROOT / folder).glob("*.py"):

@@ -64,7 +64,8 @@ class Replay:
         return sum(1 for call, _ in self.requests if call == name)
 
     def video_info(self, video_id: str) -> dict[str, Any]:
-        """What kb.sources.youtube.captions.video_info returns for a recorded video, minus the network: yt-dlp
+        """What kb.sources.youtube.captions.video_info returns for a recorded video, minus the
+        network: yt-dlp
         processes the recorded `yt-dlp -J` result, its caption tracks pointed at this server."""
         from yt_dlp import YoutubeDL
 

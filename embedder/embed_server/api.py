@@ -1,36 +1,8 @@
-# /// script
-# requires-python = ">=3.11"
-# dependencies = [
-#     "fastapi==0.163.2",
-#     "huggingface-hub==2.4.0",
-#     "numpy==2.4.6",
-#     "onnx==1.23.2",
-#     "onnxruntime==1.32.0",
-#     "pydantic==2.14.4",
-#     "pydantic-settings==2.16.3",
-#     "safetensors==0.8.0",
-#     "tokenizers==0.23.3",
-#     "torch==2.13.0",
-#     "transformers==5.23.0",
-#     "uvicorn==0.54.0",
-# ]
-#
-# # `uv run embedder/app.py` on Linux takes PyTorch's CPU-only build from PyTorch's own index
-# # (the image's torch too), not PyPI's Linux build with its CUDA wheels (several GB). For an
-# # NVIDIA GPU: `uv run --no-sources embedder/app.py`. (`uv pip install -r` reads no sources.)
-# [tool.uv.sources]
-# torch = { index = "pytorch-cpu", marker = "sys_platform == 'linux'" }
-#
-# [[tool.uv.index]]
-# name = "pytorch-cpu"
-# url = "https://download.pytorch.org/whl/cpu"
-# explicit = true
-# ///
 """HTTP surface of the embedding service: OpenAI-style `POST /v1/embeddings`, `GET /health`,
 and `POST /v1/rerank` when RERANK_MODEL is set (rerank_api.py).
 
-Run as `python embedder/app.py` (or `uv run embedder/app.py`), the same path as the container's
-CMD. The model loads in a background thread after the port opens, so `/health` answers 503
+Started by embedder/app.py (`uv run embedder/app.py`, the container's CMD). The model loads in a
+background thread after the port opens, so `/health` answers 503
 with Retry-After until a real forward pass has succeeded.
 """
 
@@ -363,7 +335,3 @@ def main() -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -27,7 +27,7 @@ ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
 
 def env_file() -> Path:
     """The `.env` file settings are read from (looked up when settings are built)."""
-    default = Path(__file__).resolve().parent.parent / ".env"
+    default = Path(__file__).resolve().parents[2] / ".env"
     return Path(os.environ.get(ENV_FILE_VARIABLE) or default)
 
 

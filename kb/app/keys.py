@@ -70,7 +70,7 @@ def ensure_keys(env_file: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    env_file = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / ".env"
+    env_file = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / ".env"
     created = ensure_keys(env_file)
     if created:
         print(f"keys: created {', '.join(created)} in {env_file}")

@@ -263,7 +263,8 @@ def chunk_markdown(text: str, *, start: int = 0, max_chars: int = MAX_CHARS) -> 
 
 def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
     """A note's body (frontmatter excluded) as chunks, each with its locator: the blocks of
-    other file kinds (kb.content.formats) kept apart; code and config without blocks in line windows;
+    other file kinds (kb.content.formats) kept apart; code and config without blocks in line
+    windows;
     `.txt` notes split as plain text; Markdown along its headings."""
     if note.tail:  # a Markdown head, then blocks (a video's description, then its captions)
         head = note.text[: note.tail[0].start]

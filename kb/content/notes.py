@@ -67,14 +67,16 @@ class Note:
     topic: str | None
     document_date: str | None  # ISO 8601 date or datetime
     private: bool = False  # `private: true`: never embedded or stored (kb.ingest.prepare)
-    # payload fields a source sets beyond a file's (kb.sources.youtube.playlist: kind, channel, url ...)
+    # payload fields a source sets beyond a file's (kb.sources.youtube.playlist: kind, channel, url
+    # ...)
     record: Mapping[str, Any] | None = None
     # other file kinds (kb.content.formats): `text` is their readable text, cut into these blocks
     kind: str = "prose"  # prose, table, config, notebook, code
     domain: str = formats.PROSE  # the collection its chunks belong to: prose or code
     blocks: tuple[Block, ...] = ()
     marks: tuple[tuple[int, str], ...] = ()  # (offset, locator) such as a docx's `¶ N`
-    # blocks after a Markdown body (a video's caption passages, kb.sources.youtube.playlist): the text
+    # blocks after a Markdown body (a video's caption passages, kb.sources.youtube.playlist): the
+    # text
     # before the first is chunked as Markdown, each block apart with its locator
     tail: tuple[Block, ...] = ()
     markdown: bool = True  # without blocks: cut along Markdown headings, else plain text
@@ -250,7 +252,8 @@ def file_bytes(path: Path, max_bytes: int) -> bytes:
 
 def read_note(path: Path, source: str, *, max_bytes: int, max_chars: int = 1500) -> Note:
     """Read and parse the regular file at `path` (never through a link): a `.md`/`.txt` note
-    with its frontmatter, or another kind through its kb.content.formats reader (`max_chars`: the chunk
+    with its frontmatter, or another kind through its kb.content.formats reader (`max_chars`: the
+    chunk
     size its code readers cut to)."""
     data = file_bytes(path, max_bytes)
     if source.lower().endswith(NOTE_SUFFIXES):

@@ -130,7 +130,8 @@ def _matches(
 
 def redact_text(text: str, found: set[str] | None = None, *, keep_lines: bool = False) -> str:
     """`text` with every secret replaced by `[redacted <kind>]`; the secrets are added to
-    `found`. Secrets are looked for in the text as a reader sees it (kb.core.invisible: a zero-width
+    `found`. Secrets are looked for in the text as a reader sees it (kb.core.invisible: a
+    zero-width
     character inside a key does not hide it). `keep_lines`: a marker keeps the line breaks of
     what it replaces (a key block), so the lines after it keep their numbers."""
     hidden = hidden_spans(text)

@@ -4,7 +4,8 @@ A note (or anything pasted into one) can carry text a reader never sees but a la
 reads: zero-width characters, bidirectional overrides and isolates that reorder what is shown,
 and Unicode tag characters (U+E0000..U+E007F) that spell out ASCII invisibly. `strip_invisible`
 removes them from what a search, a browse, `read_note` and the dashboard's preview return and
-counts them; stored payloads and the notes on disk are never changed (kb.content.redact looks through
+counts them; stored payloads and the notes on disk are never changed (kb.content.redact looks
+through
 them with `hidden_spans`, so they cannot split a secret out of its pattern's reach).
 
 Kept, because they are part of visible text: ZWNJ/ZWJ (U+200C/U+200D) between two letters, marks

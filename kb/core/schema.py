@@ -33,9 +33,11 @@ VIDEO = "video"  # the kind of a video of a YouTube playlist (kb.sources.youtube
 PLAYLIST_REMOVED = "playlist_removed"  # deleted_cause of a video removed from its playlist
 FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
 USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.ingest.lifecycle)
-# kb.store.points.fingerprints marks each point of a soft-deleted note so: never "unchanged" (kb.ingest.plan)
+# kb.store.points.fingerprints marks each point of a soft-deleted note so: never "unchanged"
+# (kb.ingest.plan)
 DELETED_MARK = "deleted:"
-# ... and each point of a note restored by hand: never "gone" while its file stays away (kb.ingest.plan)
+# ... and each point of a note restored by hand: never "gone" while its file stays away
+# (kb.ingest.plan)
 RESTORED_MARK = "restored:"
 
 # the heading path of a video's caption passages, whose locator is the time they start at
@@ -69,7 +71,8 @@ class ChunkRecord:
     deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
     deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder), "user"
     restored_at: str | None = None  # UTC, ISO 8601: restored by hand then (kb.ingest.lifecycle)
-    # what the item is: "note" (a file) or "video" (kb.sources.youtube.playlist); points written before
+    # what the item is: "note" (a file) or "video" (kb.sources.youtube.playlist); points written
+    # before
     # the field existed are notes. The fields below are a video's (None for a note).
     kind: str = NOTE
     channel: str | None = None

@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from kb.content import formats
 from kb.core.errors import ConfigError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -141,7 +141,8 @@ class Settings(BaseSettings):
     CODE_COLLECTION: str = Field(
         "code",
         min_length=1,
-        description="Collection of code and notebooks (kb.content.formats), searched beside COLLECTION.",
+        description="Collection of code and notebooks (kb.content.formats), searched "
+        "beside COLLECTION.",
     )
     CODE_EMBED_MODEL: str = Field(
         "",

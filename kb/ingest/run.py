@@ -2,7 +2,8 @@
 
 A run (1) takes the ingest lock, (2) reads and chunks every listed note first, so bad
 frontmatter in the inbox stops the run before anything is written (a folder's note fails alone,
-kb.ingest.prepare) and progress knows the total, (3) plans with kb.ingest.plan which notes changed, (4)
+kb.ingest.prepare) and progress knows the total, (3) plans with kb.ingest.plan which notes changed,
+(4)
 embeds those in groups (vectors by content hash from kb.embedding.cache) and writes each group's
 points with wait=True, deleting the notes' stale chunks, and (5) only then calls the source's
 `after_store` for the group (the inbox moves the files into ingested/). A run killed at any

@@ -62,7 +62,8 @@ def search_all(
 ) -> list[Hit]:
     """kb.search.query.search over the prose collection, the code collection, or both (`all`, fused
     by `fuse` when both have hits; the prose hits as they are while no code is indexed).
-    `options` are kb.search.query.search's. CollectionMissing for `code` before any code is ingested."""
+    `options` are kb.search.query.search's. CollectionMissing for `code` before any code is
+    ingested."""
     if domain not in DOMAINS:
         raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
     if domain == "prose":

@@ -2,10 +2,12 @@
 
 Read from the index only, never from the file system: a preview shows what search sees, and
 cannot be pointed at a file the index does not know. Each chunk holds its exact text and where
-it sits in the file (kb.content.chunking: `char_start`/`char_end`, `line_start`); chunks are laid out
+it sits in the file (kb.content.chunking: `char_start`/`char_end`, `line_start`); chunks are laid
+out
 in file order, overlapping text is shown once, and what no chunk holds (frontmatter, blank
 lines between sections) becomes a gap. A note bigger than the budget is cut to a window around
-the chunk asked for. As in search results, the stored text (redacted at ingest, kb.content.redact) is
+the chunk asked for. As in search results, the stored text (redacted at ingest, kb.content.redact)
+is
 shown without its invisible characters (kb.core.invisible), counted in `hidden_chars_removed`.
 """
 

@@ -125,7 +125,8 @@ class Filters:
     ingested_from: str | None = None  # date_ingested >= this
     ingested_to: str | None = None  # date_ingested <= this
     path_prefix: str | None = None  # a folder ("recipes/", any depth below) or one note's path
-    # what kind of item, and a video's fields (kb.sources.youtube.playlist); a note has none of these
+    # what kind of item, and a video's fields (kb.sources.youtube.playlist); a note has none of
+    # these
     kind: str | None = None  # "note" or "video"
     channel: str | None = None  # a video's channel, exactly as results show it
     min_duration: int | str | None = None  # seconds, or "10m", "1h30m", "90s"

@@ -10,7 +10,8 @@ frontmatter no longer parses: what ingest would not index is not returned either
 
 What is returned gets what search results get: credentials redacted as the index redacts them
 (kb.content.redact, a key block's lines kept so line numbers still match the file) and invisible
-characters removed and counted (kb.core.invisible). The text is the item's readable text (kb.content.formats:
+characters removed and counted (kb.core.invisible). The text is the item's readable text
+(kb.content.formats:
 a PDF page by page, a table row by row, a notebook cell by cell) with line numbers matching the
 `line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video has no file: its
 stored text is read instead.

@@ -105,7 +105,8 @@ def search(
     domain: Domain = "all",
     **options: Any,
 ) -> Reranked:
-    """The first stage (kb.search.query.search over `store`; with `code`, kb.search.domains.search_all over
+    """The first stage (kb.search.query.search over `store`; with `code`,
+    kb.search.domains.search_all over
     both collections as `domain` says), then the rerank stage over its best RERANK_CANDIDATES
     (at least `k`): the reranker puts prose and code on one scale.
 

@@ -199,7 +199,8 @@ def listed_now(
 ) -> str | None:
     """Why `discover(top, notes_root, tracked=..., suffixes=...)` would not list the file `rel`
     now (the gate of a folder on its way or of the file itself, or the file's problem), or None
-    when it would: the same gates, on one file (kb.search.read checks a file so before reading it)."""
+    when it would: the same gates, on one file (kb.search.read checks a file so before reading
+    it)."""
     parts = rel.split("/")
     kept_dirs = _kept_dirs(tracked)
     here = top

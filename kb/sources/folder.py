@@ -3,7 +3,8 @@ repository of notes. Its files are only ever read: never moved, written or locke
 
 Each note's `source` is the folder's name and its path in it (`vault/projects/kimchi.md`), and
 every listing names everything the folder holds, so each run is a full sync of that folder
-(kb.ingest.plan): a file gone from it is soft-deleted. In a git work tree only what git would track is
+(kb.ingest.plan): a file gone from it is soft-deleted. In a git work tree only what git would track
+is
 listed (NOTE_FOLDERS_GIT). Discovery and its gates are kb.sources.files, shared with the inbox.
 """
 

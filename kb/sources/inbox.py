@@ -140,7 +140,8 @@ def _makedirs_durably(path: Path) -> None:
         path = path.parent
     for folder in reversed(missing):
         folder.mkdir()
-        # the user's folder, not ours: as open as the one it sits in, whatever our umask (kb.core.state)
+        # the user's folder, not ours: as open as the one it sits in, whatever our umask
+        # (kb.core.state)
         os.chmod(folder, stat.S_IMODE(folder.parent.stat().st_mode))
         _fsync_dir(folder.parent)
 

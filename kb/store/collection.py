@@ -2,7 +2,8 @@
 embedder in use, and decide what an ingest run does with it (keep, update in place, re-create).
 
 The collection's metadata records the embedding model and dimension that made it, the payload
-layout (kb.core.schema.SCHEMA_VERSION) and whether a full build is under way, so a different embedder
+layout (kb.core.schema.SCHEMA_VERSION) and whether a full build is under way, so a different
+embedder
 is refused instead of silently mixing vector spaces, and an interrupted full build is finished
 by the next run. kb.store.points reads and writes the points.
 """

@@ -224,7 +224,8 @@ class Store:
         return other
 
     def optimize(self) -> bool:
-        """Build the vector indexes of embedded storage on Qdrant's engine (kb.store.edge): blocks for
+        """Build the vector indexes of embedded storage on Qdrant's engine (kb.store.edge): blocks
+        for
         up to minutes, so kb.store.optimize calls it after an ingest, never a search. False: nothing
         to do."""
         optimize = getattr(self.client, "optimize", None)
@@ -557,7 +558,8 @@ class Store:
         offset: int = 0,
     ) -> list[Hit]:
         """Points matching `where`, ordered by one payload field, `offset` of them skipped: a
-        listing with no query (kb.search.browse asks for first chunks only). Scores are 0. Soft-deleted
+        listing with no query (kb.search.browse asks for first chunks only). Scores are 0.
+        Soft-deleted
         notes are never listed; a point without the field is not listed either.
 
         A field with a range index (integer, datetime: kb.core.schema.PAYLOAD_INDEXES) is ordered by

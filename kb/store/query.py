@@ -194,7 +194,8 @@ def request(
     """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
     keyword query, or both (hybrid: filtered prefetches merged by `fusion`, see `fused`).
 
-    `alternates`: more phrasings of the same search (kb.search.query). Each becomes a prefetch of its
+    `alternates`: more phrasings of the same search (kb.search.query). Each becomes a prefetch of
+    its
     own and reciprocal rank fusion merges their rankings: their scores live on different scales
     (a keyword-only phrasing scores BM25, a hybrid one cosine plus a bonus), their ranks do not.
     `depth`: each prefetch's limit, instead of `_depth`'s.

@@ -513,7 +513,3 @@ def serve(args: argparse.Namespace, backend: Backend) -> int:
         if announced:
             handoff.withdraw(settings, announced)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

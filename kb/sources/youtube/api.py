@@ -2,7 +2,8 @@
 (`playlistItems.list`, one unit per page of 50) and videos' details (`videos.list`, one unit per
 call of up to 50 ids). Plain httpx against YOUTUBE_API_URL (a test points it at a local server).
 
-Every request is counted in the quota ledger (kb.sources.youtube.quota) before it is sent. 5xx answers, 429 and
+Every request is counted in the quota ledger (kb.sources.youtube.quota) before it is sent. 5xx
+answers, 429 and
 403 rate limits are retried a bounded number of times with exponential backoff, then raise
 YoutubeError naming the call; 403 quotaExceeded is not retried (the API's quota only resets at
 midnight Pacific): the ledger marks the day spent and QuotaReached says the rest waits.

@@ -3,24 +3,28 @@ chunked like a note with the title and channel as every chunk's context.
 
 Each video's `source` is `youtube/<playlist id>/<video id>` and its `origin` is
 `youtube/<playlist id>`; the listing names every video the playlist holds, so each run is a full
-sync of that playlist (kb.ingest.plan): a video removed from it is soft-deleted (`playlist_removed`),
+sync of that playlist (kb.ingest.plan): a video removed from it is soft-deleted
+(`playlist_removed`),
 one added back is restored as it was, with nothing embedded.
 
 Delta sync: a video's details are fetched once (`videos.list`, 50 ids a unit) and kept in
 STATE_DIR/youtube/videos.json; later runs read them from there, so only the playlist's pages
 (one unit per 50 entries) are asked again. A deleted or private video is counted among the
-skipped and never stored. When the day's budget (kb.sources.youtube.quota) runs out, or the API keeps failing,
+skipped and never stored. When the day's budget (kb.sources.youtube.quota) runs out, or the API
+keeps failing,
 the videos not fetched yet wait for the next run and nothing stored is deleted: a playlist not
 listed to its end holds every video it held.
 
 Watch Later (`WL`) is not readable through the Data API: its ids come from yt-dlp's flat
-listing with the user's cookies (kb.sources.youtube.watch_later); its details from the API like any other.
+listing with the user's cookies (kb.sources.youtube.watch_later); its details from the API like any
+other.
 
 View counts older than YOUTUBE_REFRESH_DAYS are read again (`videos.list` part statistics, one
 unit per 50) and handed to ingest as `refreshed`, which sets them on the stored points: the
 view count is no part of a note's fingerprint, so nothing is embedded or rewritten for it.
 
-With YOUTUBE_CAPTIONS, each listed video's captions are fetched once (kb.sources.youtube.captions, no units)
+With YOUTUBE_CAPTIONS, each listed video's captions are fetched once (kb.sources.youtube.captions,
+no units)
 and appended to its note as passages under the heading path `Transcript`, each located by the
 time it starts at; a fetch that fails is a notice on the video and is tried again next run.
 """
@@ -168,7 +172,8 @@ class PlaylistSource:
             log.info("%s: %d view counts refreshed", self.origin, len(self.refreshed))
 
     def _fetch_captions(self, held: list[str], details: Details, listing: Listing) -> None:
-        """Captions of the videos that have none kept yet (kb.sources.youtube.captions); a failure is noted on
+        """Captions of the videos that have none kept yet (kb.sources.youtube.captions); a failure
+        is noted on
         the video (its note is stored without them) and the next run tries again."""
         self._caption_problems = {}
         if self.captions is None or self.video_info is None:

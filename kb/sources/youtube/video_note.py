@@ -1,5 +1,7 @@
-"""A saved YouTube video as a note (kb.sources.youtube.playlist): its description cleaned and chunked like
-a Markdown note, its caption passages (kb.sources.youtube.captions) after it, each a block located by the time
+"""A saved YouTube video as a note (kb.sources.youtube.playlist): its description cleaned and
+chunked like
+a Markdown note, its caption passages (kb.sources.youtube.captions) after it, each a block located
+by the time
 it starts at; and the file that keeps every fetched video's details.
 """
 

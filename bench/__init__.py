@@ -1,0 +1,1 @@
+"""Benchmarks: each module is a script (`uv run bench/NAME.py`); results in README.md."""
