@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kb.content import formats
+from kb.core import kinds
 from kb.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ class Settings(BaseSettings):
     )
 
     INDEX_EXTENSIONS: str = Field(
-        formats.DEFAULT_EXTENSIONS,
+        kinds.DEFAULT_EXTENSIONS,
         description="Comma-separated file suffixes that are indexed (docs/formats.md lists "
         "each kind and its locator); secrets (.env, *.pem, *.key ...) never are.",
     )
@@ -323,10 +323,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _known_extensions(self) -> Settings:
         for suffix in self.index_extensions:
-            if suffix not in formats.KNOWN or formats.is_secret(f"x{suffix}"):
+            if suffix not in kinds.KNOWN or kinds.is_secret(f"x{suffix}"):
                 raise ValueError(
                     f"INDEX_EXTENSIONS: {suffix!r} is not a file kind that can be indexed "
-                    f"(known: {' '.join(formats.KNOWN)})"
+                    f"(known: {' '.join(kinds.KNOWN)})"
                 )
         return self
 

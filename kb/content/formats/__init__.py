@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from typing import Any
 
 from kb.content.formats import code
 from kb.content.formats.base import CODE, PROSE, Block, FormatError, Parsed
+from kb.core import kinds
 
 __all__ = ["CODE", "PROSE", "Block", "FormatError", "Parsed", "domain_of", "is_secret", "parse"]
 
-TEXT_NOTES = (".md", ".txt")  # read by kb.content.notes, with frontmatter
+TEXT_NOTES = kinds.TEXT_NOTES  # read by kb.content.notes, with frontmatter
 
 
 def _reader(module: str, function: str, *args: Any) -> Callable[[bytes, int], Parsed]:
@@ -49,31 +49,16 @@ _READERS: dict[str, Callable[[bytes, int], Parsed]] = {
     ".ipynb": _reader("notebook", "read"),
     ".py": _reader("pycode", "read"),
 }
-CODE_SUFFIXES = (*code.GRAMMARS, ".kt", ".rb", ".php", ".swift", ".scala", ".lua", ".sql")
-KNOWN = (*TEXT_NOTES, *_READERS, *CODE_SUFFIXES)
-# INDEX_EXTENSIONS' default: every kind above that has a reader or a grammar
-DEFAULT_EXTENSIONS = ",".join((*TEXT_NOTES, *_READERS, *code.GRAMMARS))
-
-# never indexed, whatever INDEX_EXTENSIONS says: secrets and keys
-SECRET_FILES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks",
-                "*.keystore", "*.kdbx", "*.gpg", "*.asc", "id_rsa*", "id_dsa*", "id_ecdsa*",
-                "id_ed25519*", ".netrc", ".pgpass", "credentials*.json")  # fmt: skip
-
-
-def is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(fnmatchcase(lowered, pattern) for pattern in SECRET_FILES)
-
-
-def suffix_of(name: str) -> str:
-    dot = name.rfind(".")
-    return name[dot:].lower() if dot > 0 else ""
-
-
-def domain_of(name: str) -> str:
-    """The collection a file's chunks go to: code (code, notebooks) or prose (the rest)."""
-    suffix = suffix_of(name)
-    return CODE if suffix in CODE_SUFFIXES or suffix in (".py", ".ipynb") else PROSE
+CODE_SUFFIXES = tuple(s for s, (reader, _) in kinds.KINDS.items() if reader == "code")
+# every row of the kinds table has its reader here, and every reader its row
+assert {s for s, (r, _) in kinds.KINDS.items() if r not in ("note", "code")} == set(_READERS)
+assert set(code.GRAMMARS) <= set(CODE_SUFFIXES)
+KNOWN = kinds.KNOWN
+DEFAULT_EXTENSIONS = kinds.DEFAULT_EXTENSIONS
+SECRET_FILES = kinds.SECRET_FILES
+is_secret = kinds.is_secret
+suffix_of = kinds.suffix_of
+domain_of = kinds.domain_of
 
 
 def parse(name: str, data: bytes, max_chars: int) -> Parsed:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_NEWLINE = re.compile("\n")
+from kb.core.kinds import CODE, PROSE  # domains: which collection an item's chunks go to
 
-PROSE = "prose"  # domains: which collection an item's chunks go to
-CODE = "code"
+_NEWLINE = re.compile("\n")
 
 
 class FormatError(Exception):
