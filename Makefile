@@ -35,9 +35,11 @@ test: venv ## Run the whole test suite (what CI runs)
 image-test: venv ## Build both images with Compose and run them end to end in containers (what CI runs after test)
 	$(UV) run --group dev python tests/image_check.py
 
-lint: venv ## Lint Python (ruff), Dockerfiles (hadolint) and compose files (compose-spec schema)
+lint: venv ## Lint: ruff, types (mypy), kb's layers (import-linter), Dockerfiles (hadolint), compose files
 	$(UV) run --group dev ruff check .
 	$(UV) run --group dev ruff format --check .
+	$(UV) run --group dev mypy
+	$(UV) run --group dev lint-imports
 	$(UV) run --group dev hadolint --config .hadolint.yaml embedder/Dockerfile mcp/Dockerfile
 	$(UV) run --group dev check-jsonschema --builtin-schema vendor.compose-spec \
 		docker-compose.yml docker-compose.gpu.yml docker-compose.cluster.yml
