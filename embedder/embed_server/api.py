@@ -296,7 +296,7 @@ def create_app(
             {
                 "object": "embedding",
                 "index": i,
-                "embedding": _encode_vector(v, request.encoding_format),
+                "embedding": _encode_vector(v, request.encoding_format or "float"),
             }
             for i, v in enumerate(vectors)
         ]

@@ -23,7 +23,6 @@ from detect_secrets.plugins import keyword
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.basic_auth import BasicAuthDetector
 from detect_secrets.plugins.discord import DiscordBotTokenDetector
 from detect_secrets.plugins.github_token import GitHubTokenDetector
@@ -51,7 +50,8 @@ def _secret_group(rx: re.Pattern[str]) -> int:
     return 1 if rx.groups and rx.pattern.startswith("aws") else 0
 
 
-_TOKEN_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
+# Any: detect-secrets types its class attributes (secret_type, denylist) as properties
+_TOKEN_PLUGINS: tuple[Any, ...] = (
     AWSKeyDetector, AzureStorageKeyDetector, ArtifactoryDetector, DiscordBotTokenDetector,
     GitHubTokenDetector, GitLabTokenDetector, JwtTokenDetector, MailchimpDetector, NpmDetector,
     OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector, SquareOAuthDetector,
@@ -59,13 +59,14 @@ _TOKEN_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
 )  # fmt: skip
 # (kind, regex, group holding the secret; 0: the whole match). Token patterns never span lines:
 # they run over the whole text (re.M for the anchored ones), in one pass each.
+_BASIC_AUTH: Any = BasicAuthDetector
 _TOKEN_RULES: list[tuple[str, re.Pattern[str], int]] = [
     *(
         (p.secret_type, re.compile(rx.pattern, rx.flags | re.M), _secret_group(rx))
         for p in _TOKEN_PLUGINS
         for rx in p.denylist
     ),
-    *((BasicAuthDetector.secret_type, rx, 1) for rx in BasicAuthDetector.denylist),
+    *((_BASIC_AUTH.secret_type, rx, 1) for rx in _BASIC_AUTH.denylist),
 ]
 # Configuration values (the YAML/INI/TOML forms, then the quoted forms of code): their `\s*` and
 # `[^\v]` cross newlines, so they run line by line, on the lines that hold a keyword only.

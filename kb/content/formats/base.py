@@ -10,6 +10,7 @@ shows), and `blocks` are the spans of `text` that chunking keeps apart, each wit
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kb.core.kinds import CODE, PROSE  # domains: which collection an item's chunks go to
@@ -60,7 +61,9 @@ class TextBuilder:
         self.parts.append(text)
         self.size += len(text)
 
-    def block(self, text: str, locator: str, path: tuple[str, ...] = (), code: bool = False):
+    def block(
+        self, text: str, locator: str, path: tuple[str, ...] = (), code: bool = False
+    ) -> None:
         start = self.size
         self.add(text)
         if text.strip():
@@ -71,7 +74,7 @@ class TextBuilder:
         return "".join(self.parts)
 
 
-def line_blocks(text: str, starts: list[tuple[int, str, tuple[str, ...]]]) -> list[Block]:
+def line_blocks(text: str, starts: Sequence[tuple[int, str, tuple[str, ...]]]) -> list[Block]:
     """Blocks from 0-based starting lines: each runs to the line before the next start; lines
     before the first start form a line-based preamble."""
     offsets = line_offsets(text, 0, len(text))
