@@ -31,7 +31,8 @@ from kb.core.settings import Settings
 from kb.ingest import lifecycle
 from kb.ingest.progress import format_summary
 from kb.ingest.run import run
-from kb.search.query import Filters, search, tag_usage
+from kb.search.filters import Filters
+from kb.search.query import search, tag_usage
 from kb.store.points import Store
 
 KIMCHI_QUERY = "how do I ferment napa cabbage with gochugaru"
@@ -75,7 +76,7 @@ def test_a_folder_note_is_searchable_by_folder_name_and_path_and_its_file_is_unt
     assert found(store, client)[0] == "vault/food/kimchi.md"
     assert tree_state(vault) == before and kimchi.stat().st_mtime_ns == mtime
     assert {p["origin"] for _, p in store.payloads()} == {"vault"}
-    in_food = search(store, client, "bread", k=5, filters=Filters(path_prefix="vault/food/"))
+    in_food = search(store, client, "bread", k=5, filters=Filters(path="vault/food/"))
     assert [hit.source for hit in in_food] == ["vault/food/kimchi.md"]
     calls = client.calls
     again = run(settings, client, store)

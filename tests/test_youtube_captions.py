@@ -20,7 +20,8 @@ from kb.core.state import State
 from kb.embedding.client import EmbedClient
 from kb.ingest.progress import Summary
 from kb.ingest.run import ingest
-from kb.search.query import Filters, search
+from kb.search.filters import Filters
+from kb.search.query import search
 from kb.search.read import read_item
 from kb.sources.youtube.api import Video
 from kb.sources.youtube.captions import (

@@ -1,5 +1,6 @@
-"""The one place that builds the embedder client and the store from the settings, and the lazy
-pair of them that long-running servers (the MCP server, later the dashboard) share.
+"""The one place that builds the embedder client and the store from the settings, what a
+search reads (kb.search.Searcher, the rerank settings as plain values), and the lazy pair of
+client and store that long-running servers (the MCP server and its dashboard) share.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 from kb.core.errors import EmbedError, StoreError
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
+from kb.search import RerankOptions, Searcher
 from kb.store import collection
 from kb.store.points import Store
 
@@ -43,6 +45,24 @@ def open_store(settings: Settings, collection_name: str | None = None) -> Store:
         "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
     }
     return store
+
+
+def rerank_options(settings: Settings) -> RerankOptions:
+    return RerankOptions(
+        candidates=settings.RERANK_CANDIDATES,
+        weight=settings.RERANK_WEIGHT,
+        max_chars=settings.RERANK_MAX_CHARS,
+        timeout=settings.RERANK_TIMEOUT,
+    )
+
+
+def searcher(
+    settings: Settings, store: Store, client: EmbedClient, code_client: EmbedClient
+) -> Searcher:
+    """What kb.search.search reads: the notes' `store`, the code collection beside it
+    (CODE_COLLECTION, searched with `code_client`) and the rerank settings."""
+    code = (store.beside(settings.CODE_COLLECTION), code_client)
+    return Searcher(store, client, code, rerank_options(settings))
 
 
 def embedder_message(exc: EmbedError) -> str:
@@ -80,6 +100,15 @@ class Backend:
             if self._code_store is None or self._code_store.client is not store.client:
                 self._code_store = store.beside(self.settings.CODE_COLLECTION)
             return self._code_store
+
+    def searcher(self) -> Searcher:
+        """Both collections and the rerank settings (opens the store: StoreError if it cannot)."""
+        return Searcher(
+            self.store(),
+            self.client,
+            (self.code_store(), self.code_client),
+            rerank_options(self.settings),
+        )
 
     def close(self) -> None:
         with self._lock:

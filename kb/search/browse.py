@@ -22,7 +22,7 @@ from kb.core.schema import (
     VIEW_COUNT,
     Hit,
 )
-from kb.search.query import Filters
+from kb.search.filters import Filters
 from kb.store import collection
 from kb.store.points import Store
 
