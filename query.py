@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, read_config, rerank_config
 from kb.app.cli import fail, script
 from kb.content.chunking import PATH_SEPARATOR
 from kb.core.errors import StoreUnavailable
@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             hits = kb_rerank.search(
                 store,
                 client,
-                settings,
+                rerank_config(settings),
                 args.query,
                 args.k,
                 rerank_hits=False if args.no_rerank else None,
@@ -325,7 +325,7 @@ def show(settings: Settings, target: str) -> int:
         source, line = target, "1"
     with open_store(settings) as store:
         stores = [store, store.beside(settings.CODE_COLLECTION)]
-        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+        passage = read_item(read_config(settings), stores, source, start_line=max(1, int(line)))
     print(passage.text)
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_fixtures import call_tool, error_text, make_settings, serve_in_process
 from mcp_types import CallToolResult, CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, rerank_config
 from kb.core.schema import Hit
 from kb.search import answer as kb_answer
 from kb.search import rerank as kb_rerank
@@ -39,7 +39,7 @@ def local_dirs(tmp_path: Path) -> dict[str, Path]:
 
 def retrieved(settings, k: int = 5) -> list[Hit]:
     with open_store(settings) as store, embed_client(settings) as client:
-        return kb_rerank.search(store, client, settings, QUESTION, k).hits
+        return kb_rerank.search(store, client, rerank_config(settings), QUESTION, k).hits
 
 
 def labels_in(text: str) -> set[str]:

@@ -9,7 +9,7 @@ import httpx
 from helpers import free_port
 from mcp_fixtures import call_tool, make_settings, serve_in_process
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, rerank_config
 from kb.core.schema import Hit
 from kb.search import query as kb_search
 from kb.search import rerank as kb_rerank
@@ -24,7 +24,7 @@ def first_stage(settings, query: str, k: int, **options) -> list[Hit]:
 
 def reranked(settings, query: str, k: int, **options) -> kb_rerank.Reranked:
     with open_store(settings) as store, embed_client(settings) as client:
-        return kb_rerank.search(store, client, settings, query, k, **options)
+        return kb_rerank.search(store, client, rerank_config(settings), query, k, **options)
 
 
 def scores_from_the_service(url: str, query: str, hits: list[Hit], max_chars: int) -> list[float]:
@@ -96,9 +96,11 @@ def test_an_embedder_that_said_it_has_no_reranker_is_not_asked_again_on_the_next
     settings = make_settings(embedder_url, store_copy())
     expected = first_stage(settings, QUERY, 5)
     with open_store(settings) as store, embed_client(settings) as client:
-        found = [kb_rerank.search(store, client, settings, QUERY, 5) for _ in range(3)]
+        found = [
+            kb_rerank.search(store, client, rerank_config(settings), QUERY, 5) for _ in range(3)
+        ]
         assert client.rerank_calls == 1 and client.reranker_off  # told once, for a minute
-        asked = kb_rerank.search(store, client, settings, QUERY, 5, rerank_hits=True)
+        asked = kb_rerank.search(store, client, rerank_config(settings), QUERY, 5, rerank_hits=True)
         assert client.rerank_calls == 2  # asked for by name: asked, and the note says why
     assert all(f.hits == expected and f.note is None for f in found)
     assert asked.hits == expected and asked.note and "RERANK_MODEL" in asked.note

@@ -1,5 +1,6 @@
 """The one place that builds the embedder client and the store from the settings, and the lazy
-pair of them that long-running servers (the MCP server, later the dashboard) share.
+pair of them that long-running servers (the MCP server, later the dashboard) share; and the
+plain configs of reading and reranking (kb.search takes values, never the settings).
 """
 
 from __future__ import annotations
@@ -7,9 +8,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kb.content.notes import normalise_tags
 from kb.core.errors import EmbedError, StoreError
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
+from kb.search.read import ReadConfig
+from kb.search.rerank import RerankConfig
 from kb.store import collection
 from kb.store.points import Store
 
@@ -43,6 +47,27 @@ def open_store(settings: Settings, collection_name: str | None = None) -> Store:
         "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
     }
     return store
+
+
+def read_config(settings: Settings) -> ReadConfig:
+    """Where read_note and query.py --show find an indexed item's file, and how to read it."""
+    return ReadConfig(
+        notes_dir=settings.NOTES_DIR,
+        note_folders=settings.NOTE_FOLDERS,
+        folders_git=settings.NOTE_FOLDERS_GIT,
+        suffixes=settings.index_extensions,
+        max_bytes=settings.NOTE_MAX_BYTES,
+        private_tags=frozenset(normalise_tags(settings.PRIVATE_TAGS)),
+    )
+
+
+def rerank_config(settings: Settings) -> RerankConfig:
+    return RerankConfig(
+        candidates=settings.RERANK_CANDIDATES,
+        weight=settings.RERANK_WEIGHT,
+        max_chars=settings.RERANK_MAX_CHARS,
+        timeout=settings.RERANK_TIMEOUT,
+    )
 
 
 def embedder_message(exc: EmbedError) -> str:

@@ -20,13 +20,22 @@ from kb.search import query as kb_search
 from kb.search.domains import Domain, search_all
 
 if TYPE_CHECKING:
-    from kb.core.settings import Settings
     from kb.embedding.client import EmbedClient
     from kb.store.points import Store
 
 # Reciprocal-rank constant of the blend (RERANK_WEIGHT < 1), as in reciprocal rank fusion.
 BLEND_K = 60
 DISABLED = RERANK_DISABLED  # the embedder's error code when it serves no reranker
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    """The RERANK_* settings, as plain values (kb.app.backend.rerank_config builds them)."""
+
+    candidates: int  # RERANK_CANDIDATES: first-stage hits the reranker reads
+    weight: float  # RERANK_WEIGHT: 1 = the reranker's order alone (`order`)
+    max_chars: int  # RERANK_MAX_CHARS: of each passage
+    timeout: float  # RERANK_TIMEOUT: seconds before the first-stage order stands
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,7 @@ def rerank(
 def search(
     store: Store,
     client: EmbedClient,
-    settings: Settings,
+    config: RerankConfig,
     query: str,
     k: int = 5,
     *,
@@ -107,7 +116,7 @@ def search(
 ) -> Reranked:
     """The first stage (kb.search.query.search over `store`; with `code`,
     kb.search.domains.search_all over
-    both collections as `domain` says), then the rerank stage over its best RERANK_CANDIDATES
+    both collections as `domain` says), then the rerank stage over its best `config.candidates`
     (at least `k`): the reranker puts prose and code on one scale.
 
     `rerank_hits`: None = when the embedder serves a reranker; False = first stage only;
@@ -121,14 +130,14 @@ def search(
 
     if rerank_hits is False or (rerank_hits is None and client.reranker_off):
         return Reranked(first(k))  # no reranker to read more than k: fetch only k
-    depth = min(kb_search.MAX_K, max(k, settings.RERANK_CANDIDATES))
+    depth = min(kb_search.MAX_K, max(k, config.candidates))
     return rerank(
         client,
         query,
         first(depth),
         k,
-        weight=settings.RERANK_WEIGHT,
-        max_chars=settings.RERANK_MAX_CHARS,
-        timeout=settings.RERANK_TIMEOUT,
+        weight=config.weight,
+        max_chars=config.max_chars,
+        timeout=config.timeout,
         requested=rerank_hits is True,
     )

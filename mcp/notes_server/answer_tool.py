@@ -23,7 +23,7 @@ from mcp_types import CreateMessageResult, SamplingMessage, TextContent, ToolAnn
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field, StringConstraints
 
-from kb.app.backend import Backend
+from kb.app.backend import Backend, rerank_config
 from kb.search import answer as kb_answer
 from kb.search import query as kb_search
 from kb.search import rerank as kb_rerank
@@ -114,7 +114,8 @@ def add_answer_tool(
         k = max(1, min(TOOL_MAX_K, k))
         with errors():
             found = kb_rerank.search(
-                backend.store(), backend.client, backend.settings, question, k, filters=where,
+                backend.store(), backend.client, rerank_config(backend.settings), question, k,
+                filters=where,
                 code=(backend.code_store(), backend.code_client),
             )  # fmt: skip
         return Retrieved(found.hits, found.note)

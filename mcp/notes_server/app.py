@@ -32,7 +32,7 @@ from starlette.types import ASGIApp
 
 from kb.app import handoff
 from kb.app import status as kb_status
-from kb.app.backend import Backend, embedder_message
+from kb.app.backend import Backend, embedder_message, read_config, rerank_config
 from kb.app.cli import fail
 from kb.app.watch import in_background
 from kb.core.errors import ConfigError, EmbedError, IngestError, KbError, NoteNotFound, StoreError
@@ -149,7 +149,7 @@ def find(backend: Backend, query: str, k: int, **options: Any) -> kb_rerank.Rera
     store = backend.store()
     code = (backend.code_store(), backend.code_client)
     found = kb_rerank.search(
-        store, backend.client, backend.settings, query, k, code=code, **options
+        store, backend.client, rerank_config(backend.settings), query, k, code=code, **options
     )
     if not found.hits and collection.require(store).points == 0:
         raise ToolError(
@@ -322,7 +322,9 @@ def build_server(backend: Backend) -> MCPServer:
 
         def read() -> reading.Passage:
             stores = [backend.store(), backend.code_store()]
-            return reading.read_item(backend.settings, stores, source, start_line, count)
+            return reading.read_item(
+                read_config(backend.settings), stores, source, start_line, count
+            )
 
         passage = await off_loop(read)
         log.info("read_note lines=%d truncated=%s", passage.end_line, passage.truncated)

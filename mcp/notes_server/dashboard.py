@@ -30,7 +30,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from kb.app import status
-from kb.app.backend import Backend, embedder_message
+from kb.app.backend import Backend, embedder_message, rerank_config
 from kb.content.formats import CODE
 from kb.core.errors import EmbedError, KbError, NoteNotFound, StoreError
 from kb.core.state import State
@@ -136,7 +136,7 @@ class Dashboard:
             out["tags"] = [u.tag for u in search.tag_usage(store)]
             if params["q"]:
                 found = rerank.search(
-                    store, backend.client, self.settings, params["q"], params["k"],
+                    store, backend.client, rerank_config(self.settings), params["q"], params["k"],
                     rerank_hits=None if params["rerank"] else False,
                     code=(backend.code_store(), backend.code_client), domain=params["domain"],
                     mode=params["mode"], filters=search.Filters(tags_any=params["tag"]),
