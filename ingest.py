@@ -170,12 +170,20 @@ def watch(settings: Settings) -> int:
 
 def through_server(settings: Settings, server: handoff.Announced, options: IngestOptions) -> int:
     """The MCP server holds embedded storage: it runs the ingest in its process, with every
-    option of this one but `stop` and `progress` (kb.app.handoff)."""
+    option of this one but `stop` and `progress` (kb.app.handoff). A stop request cannot
+    reach that run: Ctrl-C here stops waiting for it, and says so."""
     print(
         f"embedded storage is held by the MCP server (pid {server.pid}): it runs this ingest",
         file=sys.stderr,
     )
-    answer = handoff.ingest_via_server(settings, server, options)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # not "after the current group"
+    try:
+        answer = handoff.ingest_via_server(settings, server, options)
+    except KeyboardInterrupt:
+        return fail(
+            f"interrupted: the MCP server (pid {server.pid}) finishes this ingest on its own; "
+            "its log says when"
+        )
     if answer.summary:
         print(answer.summary)
     if answer.error is not None:
