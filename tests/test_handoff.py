@@ -57,6 +57,10 @@ def test_the_ingest_route_refuses_an_option_it_does_not_know_rather_than_droppin
         assert newer.json()["error"] == "bad ingest options: unknown ingest options: dry_run"
         typed = httpx.post(url, json={"youtube_only": "yes"}, headers=key)
         assert typed.status_code == 400 and "youtube_only must be true or false" in typed.text
+        # a collection this server's index does not have: said, not taken for "every one"
+        other = httpx.post(url, json={"rebuild": "elsewhere"}, headers=key, timeout=60)
+        assert other.status_code == 409
+        assert "rebuild 'elsewhere': not a collection of this index" in other.json()["error"]
         assert not (settings.STATE_DIR / RUN_LOG_NAME).exists()  # nothing ran
 
 
