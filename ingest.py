@@ -25,13 +25,14 @@ from types import FrameType
 from kb.app import handoff
 from kb.app.backend import Backend, embed_client, open_store
 from kb.app.cli import fail, script, setup_logging
+from kb.app.ingest import run
 from kb.app.watch import Watcher
 from kb.core.errors import IngestError, StoreUnavailable
 from kb.core.settings import Settings, get_settings
 from kb.core.state import State
 from kb.ingest import lifecycle
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, format_summary
-from kb.ingest.run import run
 from kb.store import optimize
 
 
@@ -108,6 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         print("stopping after the current group (Ctrl-C again to stop now)", file=sys.stderr)
 
+    options = IngestOptions(
+        rebuild=args.rebuild,
+        allow_deletes=args.allow_deletes,
+        youtube_only=args.youtube_only,
+        stop=stop,
+        progress=ConsoleProgress(sys.stderr),
+    )
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
         # the lock first: a second ingest is told "another ingest is running", not "storage busy"
@@ -116,16 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             open_store(settings) as store,
             embed_client(settings) as client,
         ):
-            summary = run(
-                settings,
-                client,
-                store,
-                rebuild=args.rebuild,
-                progress=ConsoleProgress(sys.stderr),
-                stop=stop,
-                allow_deletes=args.allow_deletes,
-                youtube_only=args.youtube_only,
-            )
+            summary = run(settings, client, store, options)
             if not stop.is_set():  # embedded storage: its search index, off the request path
                 optimize.after_ingest(
                     store,
@@ -141,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = handoff.running(settings) if settings.QDRANT_PATH else None
         if server is None:
             raise
-        return through_server(settings, server, args)
+        return through_server(settings, server, options)
     finally:
         signal.signal(signal.SIGINT, previous)
     print(format_summary(summary, verbose=args.verbose))
@@ -169,20 +168,27 @@ def watch(settings: Settings) -> int:
     return 0
 
 
-def through_server(settings: Settings, server: handoff.Announced, args: argparse.Namespace) -> int:
-    """The MCP server holds embedded storage: it runs the ingest in its process (kb.app.handoff)."""
+def through_server(settings: Settings, server: handoff.Announced, options: IngestOptions) -> int:
+    """The MCP server holds embedded storage: it runs the ingest in its process, with every
+    option of this one but `stop` and `progress` (kb.app.handoff). A stop request cannot
+    reach that run: Ctrl-C here stops waiting for it, and says so."""
     print(
         f"embedded storage is held by the MCP server (pid {server.pid}): it runs this ingest",
         file=sys.stderr,
     )
-    answer = handoff.ingest_via_server(
-        settings, server, rebuild=args.rebuild, allow_deletes=args.allow_deletes
-    )
-    if answer.get("summary"):
-        print(answer["summary"])
-    if "error" in answer:
-        return fail(str(answer["error"]))
-    return 1 if answer.get("failed") else 0
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # not "after the current group"
+    try:
+        answer = handoff.ingest_via_server(settings, server, options)
+    except KeyboardInterrupt:
+        return fail(
+            f"interrupted: the MCP server (pid {server.pid}) finishes this ingest on its own; "
+            "its log says when"
+        )
+    if answer.summary:
+        print(answer.summary)
+    if answer.error is not None:
+        return fail(answer.error)
+    return 1 if answer.failed else 0
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> int:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kb.app.backend import embed_client, open_store, searcher
+from kb.app.backend import embed_client, open_store, read_config, searcher
 from kb.app.cli import fail, script
 from kb.content.chunking import PATH_SEPARATOR
 from kb.core.errors import StoreUnavailable
@@ -268,7 +268,7 @@ def show(settings: Settings, target: str) -> int:
         source, line = target, "1"
     with open_store(settings) as store:
         stores = [store, store.beside(settings.CODE_COLLECTION)]
-        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+        passage = read_item(read_config(settings), stores, source, start_line=max(1, int(line)))
     print(passage.text)
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""

@@ -41,7 +41,7 @@ import uvicorn
 from bench.common import STOPS, bench_settings, describe, embedder, format_table
 from kb.app import status
 from kb.app.backend import Backend, embed_client, open_store
-from kb.ingest.run import run
+from kb.app.ingest import run
 from kb.search import query as search
 from notes_server import app as mcp_server
 

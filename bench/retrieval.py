@@ -87,11 +87,11 @@ from bench.common import (
 )
 from bench.corpora import COLLECTIONS, Collection, dev_collections
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.formats import KNOWN, is_secret
 from kb.core.settings import Settings
 from kb.core.state import CACHE_NAME
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
 from kb.search import rerank as kb_rerank
 from kb.search.domains import DOMAINS, Domain, search_all
 from kb.search.query import Mode, search

@@ -39,11 +39,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.common import REPO_ROOT, bench_settings, minilm_path
 from bench.fuzz import cpu_class
+from kb.app.ingest import run
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.errors import KbError
 from kb.core.settings import Settings
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from notes_server import app as mcp_server
 
 WORDS = ["sourdough", "tomato", "shock wave", "rust", "kimchi", "chess", "violin", "espresso",
@@ -139,7 +140,9 @@ def sync_loop(backend, vault: Path, every: float, stop: threading.Event, tally: 
         (vault / f"added-{n}.md").write_text(note_text(rng, f"Added {n}"))
         n += 1
         try:
-            run(backend.settings, backend.client, backend.store(), allow_deletes=True)
+            run(
+                backend.settings, backend.client, backend.store(), IngestOptions(allow_deletes=True)
+            )
             tally.syncs += 1
         except KbError as exc:  # the embedder restarting: the next sync catches up
             tally.sync_errors.append((time.monotonic(), str(exc)[:200]))
@@ -147,7 +150,7 @@ def sync_loop(backend, vault: Path, every: float, stop: threading.Event, tally: 
 
 def check_index(backend, vault: Path) -> tuple[int, int, int]:
     """(lost or stale notes, duplicated chunks, orphan notes) after a final sync."""
-    run(backend.settings, backend.client, backend.store(), allow_deletes=True)
+    run(backend.settings, backend.client, backend.store(), IngestOptions(allow_deletes=True))
     payloads = backend.store().payloads()
     keys = [(p["source"], p["chunk_index"]) for _, p in payloads]
     duplicates = len(keys) - len(set(keys))

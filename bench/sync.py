@@ -38,13 +38,14 @@ from pathlib import Path
 
 from bench.common import STOPS, bench_settings, describe, embedder, format_table
 from kb.app.backend import Backend, embed_client, open_store
+from kb.app.ingest import run
 from kb.app.watch import Watcher
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.search.query import search
 from kb.store import collection
 from kb.store.points import Store
@@ -148,7 +149,7 @@ def compare(store: Store, folder: Folder, max_bytes: int) -> tuple[int, int]:
 def sync(settings: Settings, store: Store, client: CountingClient) -> int:
     """One sync of the folder (as `ingest.py` runs it); the texts it embedded."""
     before = client.texts
-    summary = run(settings, client, store, allow_deletes=True)
+    summary = run(settings, client, store, IngestOptions(allow_deletes=True))
     if summary.failed:
         raise RuntimeError(f"{len(summary.failed)} notes failed: {summary.failed[:3]}")
     return client.texts - before

@@ -18,12 +18,12 @@ import pytest
 from helpers import REPO_ROOT
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
 from kb.store.points import Store, source_filter
 
 UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
@@ -192,7 +192,8 @@ def run_script(
 KILLABLE_INGEST = """
 import sys
 from kb.app.backend import embed_client, open_store
-from kb.ingest.run import run
+from kb.app.ingest import run
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress
 from kb.core.settings import get_settings
 
@@ -215,7 +216,8 @@ class ParkingProgress(Progress):
 
 settings = get_settings()
 with open_store(settings) as store, embed_client(settings) as client:
-    run(settings, client, store, rebuild=sys.argv[2:] == ["rebuild"], progress=ParkingProgress())
+    options = IngestOptions(rebuild=sys.argv[2:] == ["rebuild"], progress=ParkingProgress())
+    run(settings, client, store, options)
 print("finished", flush=True)
 """
 

@@ -32,9 +32,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from kb.app import ingest
 from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
-from kb.ingest import run as ingest
 from kb.store import collection
 
 SERVER_SCRIPT = REPO_ROOT / "mcp" / "server.py"

@@ -17,10 +17,10 @@ from ingest_fixtures import (
 )
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.app.local_stack import Stack
 from kb.core.schema import point_id
 from kb.ingest.lifecycle import soft_delete
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store import collection
 from kb.store.edge import EDGE_DIR, EdgeClient

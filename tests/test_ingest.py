@@ -27,13 +27,14 @@ from ingest_fixtures import (
 from qdrant_client import models
 
 from kb.app.backend import open_store
+from kb.app.ingest import run
 from kb.core.errors import IngestBusy, IngestError
 from kb.core.schema import DENSE, KEYWORD
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, Failure, Summary
-from kb.ingest.run import run
 from kb.store import collection
 from kb.store.points import Store
 
@@ -50,7 +51,7 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 
 def ingest(settings: Settings, client: EmbedClient, store: Store, **kwargs) -> Summary:
-    return run(settings, client, store, **kwargs)
+    return run(settings, client, store, IngestOptions(**kwargs))
 
 
 def test_notes_are_stored_then_moved_to_ingested_keeping_their_subfolder(settings, client, store):

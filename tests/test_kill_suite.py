@@ -20,12 +20,13 @@ from pathlib import Path
 from ingest_fixtures import make_settings, write
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import point_id
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.store.points import Store
 
 SEED = 18
@@ -53,7 +54,7 @@ def _killed(settings: Settings, op: str, delay: float) -> tuple[str, float | Non
                 if op == "purge":
                     lifecycle.purge(store, 0)
                 else:
-                    run(settings, client, store, allow_deletes=True)
+                    run(settings, client, store, IngestOptions(allow_deletes=True))
         except BaseException:
             code = 1
         finally:
@@ -136,7 +137,7 @@ def test_sigkill_at_25_seeded_points_of_ingest_sync_and_purge_leaves_a_consisten
         endings[f"{op} {ending}"] = endings.get(f"{op} {ending}", 0) + 1
         # the normal run that follows every kill
         with open_store(settings) as store, embed_client(settings) as client:
-            run(settings, client, store, allow_deletes=True)
+            run(settings, client, store, IngestOptions(allow_deletes=True))
             if op == "purge":
                 lifecycle.purge(store, 0)
             _check(settings, store, vault, written)

@@ -1,6 +1,7 @@
 """The one place that builds the embedder client and the store from the settings, what a
-search reads (kb.search.Searcher, the rerank settings as plain values), and the lazy pair of
-client and store that long-running servers (the MCP server and its dashboard) share.
+search reads (kb.search.Searcher, the rerank settings as plain values), the plain config of
+reading (kb.search.read), and the lazy pair of client and store that long-running servers (the MCP
+server and its dashboard) share.
 """
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kb.content.notes import normalise_tags
 from kb.core.errors import EmbedError, StoreError
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.search import RerankOptions, Searcher
+from kb.search.read import ReadConfig
 from kb.store import collection
 from kb.store.points import Store
 
@@ -45,6 +48,18 @@ def open_store(settings: Settings, collection_name: str | None = None) -> Store:
         "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
     }
     return store
+
+
+def read_config(settings: Settings) -> ReadConfig:
+    """Where read_note and query.py --show find an indexed item's file, and how to read it."""
+    return ReadConfig(
+        notes_dir=settings.NOTES_DIR,
+        note_folders=settings.NOTE_FOLDERS,
+        folders_git=settings.NOTE_FOLDERS_GIT,
+        suffixes=settings.index_extensions,
+        max_bytes=settings.NOTE_MAX_BYTES,
+        private_tags=frozenset(normalise_tags(settings.PRIVATE_TAGS)),
+    )
 
 
 def rerank_options(settings: Settings) -> RerankOptions:
