@@ -10,7 +10,7 @@ from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.search.query import Filters, search
-from kb.store.points import Store, source_filter
+from kb.store.points import Store
 
 
 def garden_log(days: int) -> str:
@@ -47,13 +47,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
     settings = ingest_notes(tmp_path_factory.mktemp("search"), embedder_url, NOTES)
     with open_store(settings) as store:
         assert count_points(store, "garden/tomatoes.md") == 6
-        for source, stamp in INGESTED.items():
-            store.client.set_payload(
-                store.collection,
-                {"date_ingested": stamp},
-                points=source_filter([source]),
-                wait=True,
-            )
+        store.set_fields({source: {"date_ingested": stamp} for source, stamp in INGESTED.items()})
     return settings
 
 
