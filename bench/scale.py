@@ -1,5 +1,6 @@
 """Embedded storage at scale: Qdrant's engine in-process (qdrant-edge, kb.store.edge) against
-qdrant-client's local mode, side by side in one run, on synthetic chunks.
+qdrant-client's local mode (the engine before it, read now only to carry old folders over:
+kb.store.migrate.local_mode), side by side in one run, on synthetic chunks.
 
     uv run bench/scale.py            # 10k, 50k and 100k chunks (local mode at 10k only)
     uv run bench/scale.py --quick    # 10k only
@@ -31,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.core.schema import point_id
-from kb.embedding.keywords import KeywordVector
+from kb.core.schema import KeywordVector, point_id
 from kb.store.points import Point, Store
 from kb.store.query import payload_filter
 
@@ -116,15 +116,17 @@ def open_store(engine: str, folder: str) -> Store:
     """`engine`: "local", "edge" (as ingest.py leaves it), "edge-raw" (as written, before the
     index is built) or "edge-int8" (with Qdrant's int8 scalar quantization)."""
     if engine == "local":
-        return Store.open("scale", path=folder, engine="local")
-    tuning = {}
+        from kb.store.migrate import local_mode
+
+        return Store(local_mode(Path(folder)), "scale")
     if engine == "edge-int8":
         import qdrant_edge as qe
 
-        tuning["quantization_config"] = qe.ScalarQuantizationConfig(
-            type=qe.ScalarType.Int8, quantile=0.99, always_ram=True
-        )
-    return Store.open("scale", path=folder, tuning=tuning)
+        from kb.store.edge import tuned_store
+
+        int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+        return tuned_store(folder, "scale", quantization=int8)
+    return Store.open("scale", path=folder)
 
 
 def measure(engine: str, n: int) -> dict[str, Any]:

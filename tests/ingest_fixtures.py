@@ -24,7 +24,8 @@ from kb.content.notes import read_note
 from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.store.points import Store, source_filter
+from kb.store.points import Store
+from kb.store.query import source_filter
 
 UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
 
@@ -65,6 +66,20 @@ def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overr
         **overrides,
     }
     return Settings(_env_file=None, **values)
+
+
+def in_process_qdrant(monkeypatch: pytest.MonkeyPatch, folder: Path) -> str:
+    """A QDRANT_URL that qdrant-client's in-process implementation of a server's API answers,
+    from `folder`: the server engine's code path (kb.store.server) with no server running."""
+    from qdrant_client import QdrantClient
+
+    from kb.store.server import ServerEngine
+
+    def connect(cls: type[ServerEngine], url: str, api_key: str = "") -> ServerEngine:
+        return cls(QdrantClient(path=str(folder)), f"Qdrant at {url} (QDRANT_URL)")
+
+    monkeypatch.setattr(ServerEngine, "connect", classmethod(connect))
+    return "http://qdrant.in-process.test:6333"
 
 
 def ingest_notes(folder: Path, embed_url: str, notes: dict[str, str]) -> Settings:
@@ -236,12 +251,12 @@ with State(settings.STATE_DIR).lock(), open_store(settings):
 
 
 def count_points(store: Store, source: str | None = None) -> int:
-    """Points stored (of one note), read straight from Qdrant."""
+    """Points stored (of one note), soft-deleted ones too."""
     flt = source_filter([source]) if source is not None else None
-    return store.client.count(store.collection, count_filter=flt, exact=True).count
+    return store.count(flt, deleted=True)
 
 
 def stored_vectors(store: Store, ids: list[str]) -> dict[str, list[float]]:
-    """Stored dense vectors by point id, read straight from Qdrant."""
-    records = store.client.retrieve(store.collection, ids=list(ids), with_vectors=[DENSE])
-    return {str(r.id): list(r.vector[DENSE]) for r in records}  # type: ignore[index]
+    """Stored dense vectors by point id."""
+    found = store.records(list(ids), vectors=[DENSE])
+    return {pid: list(vectors[DENSE]) for pid, (_, vectors) in found.items()}

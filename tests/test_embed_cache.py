@@ -32,7 +32,7 @@ def test_rebuilding_from_scratch_reuses_every_vector_and_makes_no_embedding_call
         pid: vec for pid, vec in stored_vectors(store, [p for p, _ in store.payloads()]).items()
     }
     # a collection from an older payload layout: the rebuild re-creates it, re-embedding nothing
-    store.client.update_collection(store.collection, metadata={"schema_version": 1})
+    store.update_metadata({"schema_version": 1})
     calls = client.calls
 
     summary = run(settings, client, store, IngestOptions(rebuild=True))

@@ -7,7 +7,7 @@ import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, count_points, write
 
 from kb.app.ingest import run
-from kb.core.schema import FILE_DELETED
+from kb.core.schema import DENSE, FILE_DELETED, KEYWORD, KeywordVector
 from kb.ingest import lifecycle
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
@@ -138,8 +138,14 @@ def test_points_written_without_a_fingerprint_are_rewritten_by_the_next_ingest(
 ):
     ingest_three(settings, client, store)
     ids = [pid for pid, _ in store.payloads("kimchi.md")]
-    # as an older version wrote them
-    store.client.delete_payload(store.collection, keys=["note_hash"], points=ids, wait=True)
+    # as an older version wrote them: the same points without the field
+    older = [
+        Point(pid, vectors[DENSE], {k: v for k, v in payload.items() if k != "note_hash"},
+              KeywordVector(vectors[KEYWORD].indices, vectors[KEYWORD].values))
+        for pid, (payload, vectors) in store.records(ids, vectors=True).items()
+    ]  # fmt: skip
+    store.replace(older, ["kimchi.md"])
+    assert all("note_hash" not in p for _, p in store.payloads("kimchi.md"))
     write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
     writes.clear()
 

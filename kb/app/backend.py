@@ -16,6 +16,7 @@ from kb.embedding.client import EmbedClient
 from kb.search import RerankOptions, Searcher
 from kb.search.read import ReadConfig
 from kb.store import collection
+from kb.store.engine import ClusterLayout
 from kb.store.points import Store
 
 
@@ -33,20 +34,27 @@ def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
 
 
 def open_store(settings: Settings, collection_name: str | None = None) -> Store:
-    """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers."""
+    """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers.
+
+    A collection an older version left in embedded storage's old layout is carried over here,
+    once (Store.carry_over): opening a store by itself never changes what is stored."""
     store = Store.open(
         collection_name or settings.COLLECTION,
         url=settings.QDRANT_URL,
         path=settings.QDRANT_PATH,
         api_key=settings.QDRANT_API_KEY,
-        engine=settings.QDRANT_ENGINE,
+        # how a new collection is spread over a cluster (kb.store.collection.create)
+        cluster=ClusterLayout(
+            shards=settings.QDRANT_SHARDS,
+            replicas=settings.QDRANT_REPLICATION,
+            write_consistency=settings.QDRANT_WRITE_CONSISTENCY,
+        ),
     )
-    # how a new collection is spread over a cluster (kb.store.collection.create)
-    store.cluster = {
-        "shard_number": settings.QDRANT_SHARDS,
-        "replication_factor": settings.QDRANT_REPLICATION,
-        "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
-    }
+    try:
+        store.carry_over()
+    except BaseException:
+        store.close()
+        raise
     return store
 
 
@@ -100,6 +108,7 @@ class Backend:
         self.code_client = embed_client(settings, code=True)
         self._store: Store | None = None
         self._code_store: Store | None = None
+        self._code_beside: Store | None = None  # the store the code store shares an engine with
         self._lock = threading.Lock()
 
     def store(self) -> Store:
@@ -112,8 +121,9 @@ class Backend:
         """The code collection (CODE_COLLECTION), on the notes store's client."""
         store = self.store()
         with self._lock:
-            if self._code_store is None or self._code_store.client is not store.client:
+            if self._code_store is None or self._code_beside is not store:
                 self._code_store = store.beside(self.settings.CODE_COLLECTION)
+                self._code_beside = store
             return self._code_store
 
     def searcher(self) -> Searcher:
@@ -129,7 +139,7 @@ class Backend:
         with self._lock:
             if self._store is not None:
                 self._store.close()
-                self._store = self._code_store = None
+                self._store = self._code_store = self._code_beside = None
         self.client.close()
         self.code_client.close()
 

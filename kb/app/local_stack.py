@@ -87,8 +87,9 @@ class Stack:
         self.say(f"storage: {env_storage(self.settings)}; Ctrl-C stops both")
 
     def index(self) -> None:
-        """Build the search index that ingests through the server left unbuilt (kb.store.optimize),
-        before the server holds the folder: the engine blocks its whole process meanwhile."""
+        """Before the server holds the folder: carry over a collection an older version left in
+        the old layout (Store.carry_over), then build the search index that ingests through the
+        server left unbuilt (kb.store.optimize); the engine blocks its whole process meanwhile."""
         from kb.store import optimize
         from kb.store.points import Store
 
@@ -98,6 +99,7 @@ class Stack:
         except StoreError:
             return  # held by another process: the MCP server says so
         with store:
+            store.carry_over()
             optimize.after_ingest(store, names, written=0, say=self.say)
 
     def _wait(self, url: str, name: str, *, any_status: bool = False) -> None:

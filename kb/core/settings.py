@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -115,11 +115,6 @@ class Settings(BaseSettings):
     QDRANT_URL: str = Field("http://localhost:6333", description="Qdrant server URL.")
     QDRANT_PATH: str = Field(
         "", description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both."
-    )
-    QDRANT_ENGINE: Literal["edge", "local"] = Field(
-        "edge",
-        description="Engine of embedded storage (QDRANT_PATH): edge (Qdrant's own, in-process) "
-        "or local (qdrant-client's Python one, slow past a few thousand chunks).",
     )
     QDRANT_SHARDS: int = Field(
         1, ge=1, description="Shards of a new collection on a Qdrant cluster (shard_number)."
