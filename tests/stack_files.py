@@ -320,7 +320,7 @@ def readme_row(name: str) -> str:
 README_TABLE_HEADER = "| Setting | Default | Read by | Meaning |\n| --- | --- | --- | --- |"
 
 
-CONFIG_DOC = REPO_ROOT / "docs" / "configuration.md"
+CONFIG_DOC = REPO_ROOT / "docs" / "guide" / "configuration.md"
 
 
 def readme_table_names(doc: Path = CONFIG_DOC) -> list[str] | None:

@@ -102,7 +102,7 @@ def test_readme_sample_query_output_is_what_query_py_prints_for_that_note(tmp_pa
 
 def test_readme_quotes_one_int8_cosine_figure_and_so_does_the_setting() -> None:
     description = embedder_settings_class().model_fields["EMBED_DTYPE"].description
-    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").glob("*.md"))]
+    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").rglob("*.md"))]
     figures = [
         f
         for text in docs
