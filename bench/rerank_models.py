@@ -25,7 +25,8 @@ def _bert(layers: int, hidden: int = 384, heads: int = 12) -> tuple[str, dict[st
     }  # fmt: skip
 
 
-# name -> (family, config); published quality and licence: bench/README.md and docs/reranking.md
+# name -> (family, config); published quality and licence: bench/README.md and
+# docs/design/reranking.md
 MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "cross-encoder/ms-marco-MiniLM-L6-v2": _bert(6),
     "cross-encoder/ms-marco-MiniLM-L4-v2": _bert(4),
