@@ -5,7 +5,7 @@
   in its own code or a helper of its module that it calls (a name of PROCESS_NAMES used); or it
   says so itself (`@pytest.mark.process`, e.g. for a fork);
 - `unit`: every other test (in-process: seconds);
-- `slow`: minutes of real work, set by hand (the retrieval gate, fuzzing, the soak, the kill
+- `slow`: minutes of real work, set by hand (e.g. the retrieval gate, fuzzing, the soak, the kill
   suite).
 
 `make test-fast` runs `-m "unit and not slow"`, the inner loop; `make test` runs everything

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import REPO_ROOT
 
 BENCH = REPO_ROOT / "bench"
@@ -37,6 +38,7 @@ def tiny_dataset(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # builds the Qwen3 shape, two ONNX exports and every engine: minutes
 def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Path) -> None:
     out, result = run_bench(
         str(BENCH / "embed_throughput.py"),
