@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import cpu_name
 from kb.core.schema import KeywordVector, point_id
 from kb.store.points import Point, Store
 from kb.store.query import payload_filter
@@ -47,21 +47,6 @@ QUERIES = {"edge": 40, "local": 8}  # per kind; local mode takes ~0.5 s a query 
 # untimed queries first: a freshly built index is read from disk into the page cache by the
 # first searches (tens of ms each at 50k chunks), as a long-running server's already is
 WARMUP = 20
-
-
-def cpu_class() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-        else:
-            name = platform.processor() or platform.machine()
-    except OSError:
-        name = platform.processor() or platform.machine()
-    import os
-
-    return f"{name}, {os.cpu_count()} logical CPUs"
 
 
 def rss_mb() -> float:
@@ -223,7 +208,7 @@ def main() -> int:
     sizes = SIZES[:1] if args.quick else SIZES
     if args.sizes:
         sizes = tuple(int(n) for n in args.sizes.split(","))
-    print(f"CPU: {cpu_class()}; {DIMS}-d dense + keyword, hybrid queries, top {LIMIT}")
+    print(f"CPU: {cpu_name()}; {DIMS}-d dense + keyword, hybrid queries, top {LIMIT}")
     rows = []
     found: dict[tuple[str, int], dict[str, Any]] = {}
     for n in sizes:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import tempfile
@@ -36,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import STOPS, bench_settings, describe, embedder, format_table
+from bench.common import STOPS, bench_settings, cpu_name, describe, embedder, format_table
 from kb.app.backend import Backend, embed_client, open_store
 from kb.app.ingest import run
 from kb.app.watch import Watcher
@@ -69,16 +67,6 @@ class CountingClient(EmbedClient):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.texts += len(texts)
         return super().embed_documents(texts)
-
-
-def cpu_class() -> str:
-    """The CPU model and core count the figures were measured on."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            names = [line.split(":", 1)[1].strip() for line in info if "model name" in line]
-    except OSError:
-        names = []
-    return f"{names[0] if names else platform.processor() or 'unknown CPU'}, {os.cpu_count()} cores"
 
 
 def note_text(rng: random.Random, n: int) -> str:
@@ -315,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (*STOPS, RuntimeError) as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1
-    text, data = report(result, cpu_class())
+    text, data = report(result, cpu_name())
     print(text)
     if args.json:
         print(json.dumps(data))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, UNREACHABLE_EMBEDDER, build_settings
 
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
@@ -26,8 +26,6 @@ from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.store.points import Store
 from kb.store.query import source_filter
-
-UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
 
 KIMCHI = """---
 tags: [Korean Cuisine, "recipes ", korean   cuisine]
@@ -53,19 +51,8 @@ velocity drops below the speed of sound.
 
 def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overrides) -> Settings:
     """Settings for one test: notes in tmp/data, state in tmp/state, embedded Qdrant in
-    tmp/qdrant, no .env read."""
-    notes = tmp_path / "data"
-    notes.mkdir(exist_ok=True)
-    values = {
-        "EMBED_URL": embed_url,
-        "NOTES_DIR": notes,
-        "STATE_DIR": tmp_path / "state",
-        "QDRANT_PATH": str(tmp_path / "qdrant"),
-        "COLLECTION": "notes",
-        "EMBED_RETRIES": 0,
-        **overrides,
-    }
-    return Settings(_env_file=None, **values)
+    tmp/qdrant, no .env read (helpers.build_settings)."""
+    return build_settings(embed_url, root=tmp_path, **overrides)
 
 
 def in_process_qdrant(monkeypatch: pytest.MonkeyPatch, folder: Path) -> str:

@@ -17,6 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
 from ingest_fixtures import make_settings, write
 
 from kb.app.backend import embed_client, open_store
@@ -99,6 +100,8 @@ def _check(settings: Settings, store: Store, vault: Path, written: set[str]) -> 
         assert all(p.get("deleted_at") for p in stored[source].values()), f"orphan: {source}"
 
 
+@pytest.mark.slow
+@pytest.mark.process  # forked ingests, killed
 def test_sigkill_at_25_seeded_points_of_ingest_sync_and_purge_leaves_a_consistent_index(
     tmp_path: Path, embedder_url: str
 ) -> None:
