@@ -1,13 +1,14 @@
 """Ingest the notes in NOTES_DIR into Qdrant, then move them to NOTES_DIR/ingested; sync every
-NOTE_FOLDERS folder in place (docs/folders.md).
+NOTE_FOLDERS folder in place (docs/design/folders.md).
 
     uv run ingest.py                  # new and re-dropped notes; every folder synced
-    uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
-    uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/youtube.md)
+    uv run ingest.py --rebuild        # every note, ingested/ included
+    (docs/design/ingest-and-storage.md)
+    uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/guide/youtube.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
-    uv run ingest.py --watch          # stay running: sync what changes (docs/watching.md)
+    uv run ingest.py --watch          # stay running: sync what changes (docs/guide/watching.md)
     uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
-                                      # --restore NOTE, --purge-deleted (docs/folders.md)
+                                      # --restore NOTE, --purge-deleted (docs/design/folders.md)
 
 Exit status: 0 when every note was ingested, 1 when some were not (listed with reasons) or the
 run stopped (one `error:` line), 2 for bad settings.

@@ -4,7 +4,8 @@
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
     uv run query.py "kb.store.points.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
-    uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
+    uv run query.py "chess" --kind video --max-duration 10m    # saved videos
+    (docs/guide/youtube.md)
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
     uv run query.py "where is the ingest lock taken" --domain code
     uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40

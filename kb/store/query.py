@@ -40,7 +40,7 @@ KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..
 KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half KEYWORD_WEIGHT
 Fusion = Literal["bonus", "rrf", "dbsf"]
 FUSIONS: tuple[str, ...] = get_args(Fusion)
-HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/search.md says why
+HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/design/search.md says why
 # Qdrant's RRF scores w / (rank + w * (k - 1)) (rank from 1): k=61 is the textbook
 # 1 / (60 + rank). Its exact ties (first in one ranking only vs first in the other only) come
 # out in a different order in each process; a keyword weight a hair below 1 orders them dense

@@ -27,7 +27,7 @@ from kb.store.engine import (
 )
 from kb.store.models import exceptions, models
 
-# What a secured Qdrant's refusals mean, said with the setting to fix (docs/security.md).
+# What a secured Qdrant's refusals mean, said with the setting to fix (docs/guide/security.md).
 KEY_REFUSED = {
     401: "refused the key in QDRANT_API_KEY (HTTP 401: missing or wrong); set QDRANT_API_KEY "
     "to the QDRANT_API_KEY in the stack's .env (`make keys` creates it)",

@@ -66,7 +66,7 @@ CAPTIONS_DIR = "captions"
 
 @dataclass(frozen=True)
 class YoutubeConfig:
-    """The YOUTUBE_* settings a sync reads (docs/youtube.md), as plain values."""
+    """The YOUTUBE_* settings a sync reads (docs/guide/youtube.md), as plain values."""
 
     playlists: str  # YOUTUBE_PLAYLISTS: ids, comma-separated
     api_url: str
@@ -287,7 +287,7 @@ def configured(
     else:
         problem = (
             "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
-            "(see docs/youtube.md)"
+            "(see docs/guide/youtube.md)"
         )
     kept = None
     if config.captions:
