@@ -38,7 +38,7 @@ from kb.store import optimize
 
 
 @script
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Ingest notes from NOTES_DIR into Qdrant.")
     parser.add_argument(
         "--rebuild",
@@ -82,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     deleted.add_argument("--list-deleted", action="store_true", help="list soft-deleted notes")
     parser.add_argument("--hard", action="store_true", help="with --delete: delete for good")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     maintaining = args.delete or args.restore or args.purge_deleted or args.list_deleted
     if args.hard and not args.delete:
@@ -101,6 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return maintain(args, settings)
     if args.watch:
         return watch(settings)
+    return ingest(args, settings)
+
+
+def ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """One ingest run, here or through the MCP server holding embedded storage; Ctrl-C stops it
+    after the current group."""
     stop = threading.Event()
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
