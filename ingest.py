@@ -37,7 +37,6 @@ from kb.ingest.progress import ConsoleProgress, format_summary
 from kb.store import optimize
 
 
-@script
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Ingest notes from NOTES_DIR into Qdrant.")
     parser.add_argument(
@@ -85,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@script
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
