@@ -75,7 +75,7 @@ class EmbedderSettings(BaseSettings):
     EMBED_ALLOWED_HOSTS: str = Field(
         "",
         description="Comma-separated Host values accepted besides the defaults localhost, "
-        "127.0.0.1, [::1] and embedder (the compose service name), each on EMBED_PORT; other "
+        "127.0.0.1, [::1] and embedder (the compose service name) on any port; other "
         "Host headers get 421, an Origin of another host 403 (DNS rebinding, docs/security.md).",
     )
     EMBED_MAX_TOKENS: int = Field(
