@@ -44,7 +44,7 @@ from kb.app.backend import embed_client
 from kb.content.formats import CODE, PROSE
 from kb.content.notes import normalise_tags
 from kb.core.errors import EmbedError, IngestError, ModelMismatch, StoreError
-from kb.core.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED, VIEW_COUNT
+from kb.core.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED, VIEW_COUNT, WEB
 from kb.core.settings import Settings
 from kb.core.state import State
 from kb.embedding.cache import EmbedCache
@@ -57,6 +57,7 @@ from kb.sources.base import Failure, Source
 from kb.sources.domain import DomainSource, Listed
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
+from kb.sources.web.source import configured as web_sources
 from kb.sources.youtube.playlist import PlaylistSource
 from kb.sources.youtube.playlist import close as close_youtube
 from kb.sources.youtube.playlist import configured as youtube_playlists
@@ -256,7 +257,9 @@ def _run(
         if source.complete and not allow_deletes:
             check_deletes(source, len(plan.gone), stored, max_delete)
         log.info("%s: soft-deleting %d notes whose items are gone", source.origin, len(plan.gone))
-        cause = PLAYLIST_REMOVED if isinstance(source, PlaylistSource) else FILE_DELETED
+        cause = getattr(source, "deleted_cause", None) or (
+            PLAYLIST_REMOVED if isinstance(source, PlaylistSource) else FILE_DELETED
+        )
         store.soft_delete(plan.gone, cause, date_ingested)
         summary.deleted = plan.gone
     if isinstance(source, PlaylistSource) and source.refreshed:  # view counts read again
@@ -330,6 +333,8 @@ def check_deletes(
             else f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are "
             "gone from the folder"
         )
+        if hasattr(source, "describe_gone"):  # a source's own words (kb.sources.web)
+            where = source.describe_gone(gone, live)
         raise IngestError(
             f"{where}, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
             "If the folder is right (not an unmounted drive), confirm with "
@@ -381,8 +386,8 @@ def run(
     notebooks to CODE_COLLECTION beside it, embedded with CODE_EMBED_MODEL (kb.sources.domain);
     `rebuild` True rebuilds both, a collection's name that one only. ConfigError for a bad
     NOTE_FOLDERS or YOUTUBE_PLAYLISTS and IngestError for a folder losing too many notes, before
-    anything changes. `only`: the origins to sync ("inbox", folder names; no playlist), all when
-    None (kb.app.watch)."""
+    anything changes. Then the BOOKMARKS pages (not with `youtube_only`). `only`: the origins to
+    sync ("inbox", folder names, "web"; no playlist), all when None (kb.app.watch)."""
     if not settings.NOTES_DIR.is_dir():
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
     folders = configured(settings)
@@ -397,6 +402,8 @@ def run(
         _check_folders(chosen, store, settings.NOTE_FOLDERS_MAX_DELETE)
     # a watcher's batch (`only`) never spends YouTube quota
     playlists = youtube_playlists(settings, State(settings.STATE_DIR)) if only is None else []
+    wanted = not youtube_only if only is None else WEB in only  # nor does it fetch pages
+    pages = web_sources(settings, State(settings.STATE_DIR)) if wanted else []
     total = Summary(rebuilt=bool(rebuild))
     step = partial(_ingest_into, total, settings, progress=progress, stop=stop,
                    allow_deletes=allow_deletes)  # fmt: skip
@@ -419,6 +426,8 @@ def run(
                     )
         for playlist in playlists:  # videos are prose: the notes collection
             step(playlist, client, store, rebuild=rebuild is True or rebuild == store.collection)
+        for web in pages:  # so are web pages
+            step(web, client, store, rebuild=rebuild is True or rebuild == store.collection)
     finally:
         close_youtube(playlists)
     return total
