@@ -15,13 +15,15 @@ from stack_files import embedder_settings_class
 
 from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
-# Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker).
+# Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker, the
+# recorded web site).
 pytest_plugins = [
     "ingest_fixtures",
     "mcp_fixtures",
     "dashboard_fixtures",
     "youtube_fixtures",
     "rerank_fixtures",
+    "web_fixtures",
 ]
 
 QWEN_QUERY_PROMPT = (

@@ -48,7 +48,8 @@ RESULT_FIELDS: dict[str, str] = {
     "thumbnail": "A video's thumbnail image URL.",
     "site": "A web page's site name (e.g. its publication).",
     "author": "A web page's author, if it names one.",
-    "fetched_at": "When a web page was fetched (ISO, UTC); its published date is document_date.",
+    "fetched_at": "When a web page's text was fetched (ISO, UTC); its published date is "
+    "document_date.",
     "bookmark_folders": "A bookmarked page's browser folders (e.g. 'Bookmarks bar/Read later').",
     "rerank_score": "The reranker's relevance (0..1) when it ordered the results; `score` stays "
     "the first stage's.",

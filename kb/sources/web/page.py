@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -37,7 +37,7 @@ class Page:
     url: str  # the address asked for (a bookmark's)
     final_url: str  # where it was found, after redirects
     content_type: str
-    fetched_at: str  # UTC, ISO 8601
+    fetched_at: str  # UTC, ISO 8601: when this text was fetched (the payload's `fetched_at`)
     text: str  # Markdown (HTML), the PDF reader's text, or the plain text
     markdown: bool  # else plain text
     title: str | None = None
@@ -48,12 +48,18 @@ class Page:
     description: str | None = None
     etag: str | None = None
     last_modified: str | None = None
+    checked_at: str | None = None  # when a refresh last found it (changed or not); None: fetched_at
 
     @property
     def link(self) -> str:
         """The link results cite: the canonical URL when the page names a web one."""
         canonical = self.canonical or ""
         return canonical if canonical.startswith(("http://", "https://")) else self.final_url
+
+    def same_text(self, other: Page) -> bool:
+        """Whether `other` reads as this page does (fetch times and validators aside)."""
+        kept = ("fetched_at", "checked_at", "etag", "last_modified")
+        return replace(self, **{k: None for k in kept}) == replace(other, **{k: None for k in kept})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Page:

@@ -92,7 +92,8 @@ class WebSource:
             page = pages.get(entry.url)
             if page is not None:
                 held[source] = page
-            if page is None or (self.refresh_days and page.fetched_at <= due_before):
+            checked = page.checked_at or page.fetched_at if page is not None else ""
+            if page is None or (self.refresh_days and checked <= due_before):
                 due.append(source)
         for source, outcome in self._fetch(due, held).items():
             if isinstance(outcome, Page):
@@ -176,9 +177,12 @@ class WebSource:
                                 last_modified=before.last_modified if before else None)  # fmt: skip
             if got == NOT_MODIFIED:
                 assert before is not None
-                return replace(before, fetched_at=stamp)
+                return replace(before, checked_at=stamp)
             assert not isinstance(got, str)
-            return read_page(got, url, stamp)
+            page = read_page(got, url, stamp)
+            if before is not None and page.same_text(before):  # no validators, same text
+                return replace(page, fetched_at=before.fetched_at, checked_at=stamp)
+            return page
         except FetchError as exc:
             return str(exc)
         except FormatError as exc:
