@@ -58,8 +58,11 @@ class Page:
 
     def same_text(self, other: Page) -> bool:
         """Whether `other` reads as this page does (fetch times and validators aside)."""
-        kept = ("fetched_at", "checked_at", "etag", "last_modified")
-        return replace(self, **{k: None for k in kept}) == replace(other, **{k: None for k in kept})
+
+        def read(page: Page) -> Page:
+            return replace(page, fetched_at="", checked_at=None, etag=None, last_modified=None)
+
+        return read(self) == read(other)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Page:
