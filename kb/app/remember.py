@@ -219,10 +219,17 @@ def save_url(
     except ValueError as exc:
         raise SaveError(f"tags: {exc}") from None
     page = fetch_page(settings, url)
-    folder, title, content = url_note(page, tags, note)
     with State(settings.STATE_DIR).lock():
-        source = write_note(settings, folder, title, content)
-        return ingest_saved(settings, client, store, source)
+        return ingest_saved(settings, client, store, write_page(settings, page, tags, note))
+
+
+def write_page(
+    settings: Settings, page: Page, tags: Sequence[str] = (), note: str | None = None
+) -> str:
+    """A fetched page written into the inbox as a note (not ingested yet): its `source`. Call
+    it holding the ingest lock."""
+    folder, title, content = url_note(page, normalise_tags(list(tags)), note)
+    return write_note(settings, folder, title, content)
 
 
 def source_names(settings: Settings) -> list[str]:
