@@ -42,17 +42,21 @@ def writer(
     marks = [Mark(site.page("shakshuka-recipe.html"), "Shakshuka", ("Read later",))]
     bookmarks = chromium_bookmarks(home / "Bookmarks", marks)
     return start_server(
-        EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()), MCP_WRITE_TOOLS="true",
-        STATE_DIR=str(home / "state"), NOTES_DIR=str(home / "data"), BOOKMARKS=str(bookmarks),
+        EMBED_URL=embedder_url,
+        QDRANT_PATH=str(store_copy()),
+        MCP_WRITE_TOOLS="true",
+        STATE_DIR=str(home / "state"),
+        NOTES_DIR=str(home / "data"),
+        BOOKMARKS=str(bookmarks),
         WEB_ALLOW_PRIVATE="true",
-    )  # fmt: skip
+    )
 
 
 def test_the_three_tools_are_offered_only_with_write_tools_and_annotated_so(
     writer: ServerProcess, tmp_path: Path
 ) -> None:
     tools = {tool["name"]: tool for tool in list_tools(writer.url)}
-    assert NEW_TOOLS <= set(tools)
+    assert set(tools) >= NEW_TOOLS
     for name in NEW_TOOLS:
         assert tools[name]["annotations"]["readOnlyHint"] is False, name
         assert tools[name]["annotations"]["destructiveHint"] is False, name
@@ -64,28 +68,37 @@ def test_the_three_tools_are_offered_only_with_write_tools_and_annotated_so(
     for write_tools in (False, True):
         settings = Settings(_env_file=None, MCP_WRITE_TOOLS=write_tools, STATE_DIR=tmp_path)
         names = {tool.name for tool in all_tools(Backend(settings))}
-        assert (NEW_TOOLS <= names) is write_tools and bool(NEW_TOOLS & names) is write_tools
+        assert (names >= NEW_TOOLS) is write_tools and bool(NEW_TOOLS & names) is write_tools
 
 
 def test_save_note_writes_a_new_note_that_search_finds_in_the_same_conversation(
     writer: ServerProcess, home: Path
 ) -> None:
     text = "The north route ferry leaves Harbour City at 07:40 and 16:15; bikes ride free."
-    saved = call_tool(writer.url, "save_note", {"title": "Ferry timetable", "text": text,
-                                                "tags": ["Travel"], "folder": "read later"})  # fmt: skip
+    saved = call_tool(
+        writer.url,
+        "save_note",
+        {"title": "Ferry timetable", "text": text, "tags": ["Travel"], "folder": "read later"},
+    )
     assert saved.structured_content == {
-        "file": "ingested/read later/ferry-timetable.md", "source": "read later/ferry-timetable.md",
-        "title": "Ferry timetable", "passages": 1,
-    }  # fmt: skip
+        "file": "ingested/read later/ferry-timetable.md",
+        "source": "read later/ferry-timetable.md",
+        "title": "Ferry timetable",
+        "passages": 1,
+    }
     path = home / "data" / "ingested" / "read later" / "ferry-timetable.md"
     assert path.read_text() == f"---\ntags:\n- travel\n---\n# Ferry timetable\n\n{text}\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # the inbox is 0755: the user's file
-    [hit] = results(call_tool(writer.url, "search_notes", {"query": "when does the ferry leave",
-                                                           "k": 1}))  # fmt: skip
+    [hit] = results(
+        call_tool(writer.url, "search_notes", {"query": "when does the ferry leave", "k": 1})
+    )
     assert (hit["source"], hit["tags"]) == ("read later/ferry-timetable.md", ["travel"])
 
-    again = call_tool(writer.url, "save_note", {"title": "Ferry timetable", "text": "Winter: 08:10.",
-                                                "folder": "read later"})  # fmt: skip
+    again = call_tool(
+        writer.url,
+        "save_note",
+        {"title": "Ferry timetable", "text": "Winter: 08:10.", "folder": "read later"},
+    )
     assert again.structured_content["file"] == "ingested/read later/ferry-timetable-2.md"
     assert path.read_text().endswith(f"{text}\n")  # never written over
 
@@ -99,8 +112,11 @@ def test_save_url_saves_a_page_as_a_note_with_its_title_and_passages(
     writer: ServerProcess, home: Path, site: Site
 ) -> None:
     url = site.page("bike-lanes-news.html")
-    saved = call_tool(writer.url, "save_url", {"url": url, "tags": ["cycling"],
-                                               "note": "for the residents' meeting"})  # fmt: skip
+    saved = call_tool(
+        writer.url,
+        "save_url",
+        {"url": url, "tags": ["cycling"], "note": "for the residents' meeting"},
+    )
     content = saved.structured_content
     expected = EXPECTED["bike-lanes-news.html"]
     assert content["title"] == expected["title"] and content["passages"] >= 2
@@ -108,8 +124,13 @@ def test_save_url_saves_a_page_as_a_note_with_its_title_and_passages(
     text = (home / "data" / content["file"]).read_text()
     assert "kind: web" in text and f"url: {expected['canonical']}" in text
     assert "> for the residents' meeting" in text and "Refinance your mortgage" not in text
-    hits = results(call_tool(writer.url, "search_notes", {"query": "protected bike lanes vote",
-                                                          "kind": "web", "k": 3}))  # fmt: skip
+    hits = results(
+        call_tool(
+            writer.url,
+            "search_notes",
+            {"query": "protected bike lanes vote", "kind": "web", "k": 3},
+        )
+    )
     saved_hit = next(h for h in hits if h["source"] == content["source"])
     assert (saved_hit["url"], saved_hit["site"], saved_hit["author"]) == (
         expected["canonical"],
@@ -132,8 +153,11 @@ def test_sync_syncs_every_source_or_one_and_is_refused_while_another_runs(
     assert inbox["added"] == 1 and inbox["failed"] == [] and "ingested 1" in inbox["summary"]
     web = call_tool(writer.url, "sync", {"source": "web"}).structured_content
     assert web["added"] == 1 and web["failed"] == []
-    [hit] = results(call_tool(writer.url, "search_notes", {"query": "shakshuka eggs",
-                                                           "folder": "read later", "k": 1}))  # fmt: skip
+    [hit] = results(
+        call_tool(
+            writer.url, "search_notes", {"query": "shakshuka eggs", "folder": "read later", "k": 1}
+        )
+    )
     assert hit["source"] == page_source(site.page("shakshuka-recipe.html"))
     every = call_tool(writer.url, "sync", {}).structured_content
     assert every["added"] == 0 and every["unchanged"] >= 1

@@ -128,6 +128,13 @@ def test_a_recorded_article_keeps_its_text_and_metadata_and_loses_its_boilerplat
         assert page.link == expected["canonical"]
 
 
+def test_a_page_read_twice_in_one_process_keeps_all_its_text(web_site: Site) -> None:
+    # trafilatura's own de-duplication would drop the paragraphs it saw before
+    got = fetched(web_site, "/pages/connection-pool-docs.html")
+    first, second = (read_page(got, web_site.url, STAMP) for _ in range(2))
+    assert first == second and len(first.text) > 1500
+
+
 def test_a_redirect_chain_is_followed_and_one_past_the_limit_is_a_named_failure(
     web_site: Site,
 ) -> None:

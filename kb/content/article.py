@@ -68,7 +68,9 @@ def extract(html: str | bytes, url: str) -> Article:
         include_images=False,
         include_comments=False,  # readers' comments are not the article
         include_tables=True,
-        deduplicate=True,
+        # not its cache of paragraphs seen before in this process: a page read twice (a refresh,
+        # a saved page also bookmarked) would lose them the second time
+        deduplicate=False,
         with_metadata=False,
     )
     if not text or not text.strip():
