@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from ingest_fixtures import make_settings
+from ingest_fixtures import make_settings, run_script, script_env
 from web_fixtures import (
     EXPECTED,
     Mark,
@@ -35,9 +35,11 @@ from kb.ingest.progress import Summary
 from kb.ingest.run import ingest, run
 from kb.search import SearchRequest, search
 from kb.search.filters import Filters
+from kb.search.read import read_item
 from kb.sources.web.page import page_source
 from kb.sources.web.source import NOT_WEB, OUTSIDE, configured
 from kb.store.points import Store
+from notes_server.dashboard import templates
 
 Writer = Callable[[Path, list[Mark]], Path]
 FORMATS: dict[str, tuple[str, Writer, str]] = {
@@ -351,3 +353,50 @@ def test_an_unreadable_bookmarks_file_fails_by_name_and_deletes_nothing(
         sync(settings)
     with open_store(settings) as store:
         assert lifecycle.list_deleted(store) == []
+
+
+def test_a_bookmarked_page_reads_as_its_stored_text_and_shows_its_site_on_the_dashboard(
+    tmp_path: Path, embedder_url: str, web_site: Site
+) -> None:
+    url = web_site.page("sourdough-blog.html")
+    settings = web_settings(
+        tmp_path,
+        embedder_url,
+        chromium_bookmarks(tmp_path / "Bookmarks", [Mark(url, "", ("Bread",))]),
+    )
+    assert sync(settings).added == [page_source(url)]
+    with open_store(settings) as store, embed_client(settings) as client:
+        passage = read_item(settings, [store], page_source(url))
+        hits = search(
+            make_searcher(settings, store, client, client),
+            SearchRequest("sourdough starter in the fridge", k=1),
+        ).hits
+    expected = EXPECTED["sourdough-blog.html"]
+    assert passage.text.startswith(f"1\t{expected['title']}\n2\t{expected['canonical']}")
+    assert "Cold does not kill the culture" in passage.text
+    page = templates.get_template("_results.html").render(
+        hits=hits, params={"q": "sourdough", "mode": "hybrid", "domain": "all"}
+    )
+    assert f'<span class="site">{expected["site"]}</span>' in page
+    assert f'href="{expected["canonical"]}"' in page and "Bookmarks bar/Bread" in page
+
+
+def test_ingest_py_save_url_keeps_a_page_as_a_note_and_refuses_loopback_by_default(
+    tmp_path: Path, embedder_url: str, web_site: Site
+) -> None:
+    settings = make_settings(tmp_path, embedder_url)
+    url = web_site.page("bike-lanes-news.html")
+    refused = run_script("ingest.py", "--save-url", url, env=script_env(settings), cwd=tmp_path)
+    assert refused.returncode == 1 and "not a public address" in refused.stderr
+    assert not any(settings.NOTES_DIR.rglob("*.md")) and web_site.requests == []
+    done = run_script(
+        "ingest.py",
+        "--save-url",
+        url,
+        cwd=tmp_path,
+        env=script_env(settings, WEB_ALLOW_PRIVATE="true"),
+    )
+    assert done.returncode == 0, done.stderr
+    title = EXPECTED["bike-lanes-news.html"]["title"]
+    assert done.stdout.startswith("saved ingested/web/herald.example.net/council-approves")
+    assert f": {title} (" in done.stdout and "passages)" in done.stdout
