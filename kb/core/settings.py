@@ -249,7 +249,7 @@ class Settings(BaseSettings):
         "unit per 50 videos; the payload is updated, nothing embedded); 0: never.",
     )
 
-    # --- bookmarks and web pages (docs/web.md) ----------------------------------------------
+    # --- bookmarks and web pages (docs/guide/web.md) ----------------------------------------
     BOOKMARKS: str = Field(
         "",
         description="Comma-separated browser bookmark files synced as a source (each page one "
