@@ -30,6 +30,7 @@ from kb.app.cli import fail, script, setup_logging
 from kb.app.ingest import run
 from kb.app.watch import Watcher
 from kb.core.errors import IngestError, StoreUnavailable
+from kb.core.schema import INBOX
 from kb.core.settings import Settings, get_settings
 from kb.core.state import State
 from kb.ingest import lifecycle
@@ -38,8 +39,7 @@ from kb.ingest.progress import ConsoleProgress, format_summary
 from kb.store import optimize
 
 
-@script
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Ingest notes from NOTES_DIR into Qdrant.")
     parser.add_argument(
         "--rebuild",
@@ -88,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     deleted.add_argument("--list-deleted", action="store_true", help="list soft-deleted notes")
     parser.add_argument("--hard", action="store_true", help="with --delete: delete for good")
+    return parser
+
+
+@script
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     maintaining = args.delete or args.restore or args.purge_deleted or args.list_deleted
     if args.hard and not args.delete:
@@ -111,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return watch(settings)
     if args.save_url:
         return save_url(settings, args)
+    return ingest(args, settings)
+
+
+def ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """One ingest run, here or through the MCP server holding embedded storage; Ctrl-C stops it
+    after the current group."""
     stop = threading.Event()
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
@@ -178,7 +190,7 @@ def save_url(settings: Settings, args: argparse.Namespace) -> int:
         with State(settings.STATE_DIR).lock():
             source = remember.write_page(settings, page)
         print(f"saved {source} in the inbox", file=sys.stderr)
-        return through_server(settings, server, args)
+        return through_server(settings, server, IngestOptions(only=frozenset({INBOX})))
     print(f"saved {saved.file}: {saved.title} ({saved.passages} passages)")
     return 0
 

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from kb.app.process import Child
@@ -99,7 +100,8 @@ class Stack:
         for child in self.children:
             child.check_alive()
 
-    def wait(self) -> None:
+    def wait(self) -> NoReturn:
+        """Until a child stops (check_alive raises, naming it) or Ctrl-C."""
         while True:
             self.check_alive()
             time.sleep(0.5)
