@@ -34,7 +34,8 @@ from kb.store.points import Point
 # Filters with every filter set at once
 EXAMPLES = {"tags": "a,b", "date": "2024-03-01", "duration": "10m", "text": "x", "kind": "video"}
 EVERY = {"any_tag": ["a"], "every_tag": ["b"], "since": "2024-01-01", "until": "2024-12-31",
-         "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m", "within": "read later"}  # fmt: skip
+         "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m",
+         "within": "read later"}  # fmt: skip
 
 
 @cache

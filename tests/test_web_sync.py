@@ -24,6 +24,7 @@ from web_fixtures import (
 
 from kb.app.backend import embed_client, open_store
 from kb.app.backend import searcher as make_searcher
+from kb.app.ingest import ingest_config, run, web_sources
 from kb.content.chunking import chunk_note
 from kb.core.errors import IngestError
 from kb.core.schema import BOOKMARK_REMOVED, point_id
@@ -32,12 +33,12 @@ from kb.core.state import State
 from kb.embedding.client import EmbedClient
 from kb.ingest import lifecycle
 from kb.ingest.progress import Summary
-from kb.ingest.run import ingest, run
+from kb.ingest.run import ingest
 from kb.search import SearchRequest, search
 from kb.search.filters import Filters
 from kb.search.read import read_item
 from kb.sources.web.page import page_source
-from kb.sources.web.source import NOT_WEB, OUTSIDE, configured
+from kb.sources.web.source import NOT_WEB, OUTSIDE
 from kb.store.points import Store
 from notes_server.dashboard import templates
 
@@ -79,7 +80,7 @@ def check_no_orphans(settings: Settings, live: set[str], deleted: set[str] = fro
     each with exactly its current chunks: no stale chunk, no point of a page not listed."""
     points = web_points(settings)
     assert set(points) == live | deleted, "orphan or missing pages"
-    source = configured(settings, State(settings.STATE_DIR))[0]
+    source = web_sources(settings, State(settings.STATE_DIR))[0]
     listing = source.listing(everything=True)
     by_name = {item.source: item for item in listing.items}
     for name, payloads in points.items():
@@ -283,8 +284,8 @@ class Clock:
 
 def web_ingest(settings: Settings, client: EmbedClient, store: Store, clock: Clock) -> Summary:
     state = State(settings.STATE_DIR)
-    [source] = configured(settings, state, clock=clock)
-    return ingest(source, client, store, state)
+    [source] = web_sources(settings, state, clock=clock)
+    return ingest(source, client, store, state, ingest_config(settings))
 
 
 def test_failing_pages_are_named_and_tried_again_next_sync_without_holding_back_the_rest(

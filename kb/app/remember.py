@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from kb.app.ingest import ingest_config, run, web_limits
 from kb.content.formats.base import FormatError
 from kb.content.notes import normalise_tags
 from kb.core.errors import ConfigError, IngestError, SaveError
@@ -35,14 +36,14 @@ from kb.core.schema import INBOX
 from kb.core.settings import Settings
 from kb.core.state import State
 from kb.embedding.client import EmbedClient
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
-from kb.ingest.run import ingest, run
+from kb.ingest.run import ingest
 from kb.sources.folder import parse as folder_names
 from kb.sources.inbox import INGESTED, InboxSource
 from kb.sources.picked import Picked
 from kb.sources.web.fetch import Fetcher, FetchError
 from kb.sources.web.page import PREFIX, Page, host_of, read_page, saved_note
-from kb.sources.web.source import limits
 from kb.store.points import Store
 
 log = logging.getLogger(__name__)
@@ -141,11 +142,8 @@ def ingest_saved(settings: Settings, client: EmbedClient, store: Store, source: 
     reserved = [name for name, _ in folder_names(settings.NOTE_FOLDERS)]
     inbox = InboxSource(settings.NOTES_DIR, reserved=reserved, suffixes=settings.index_extensions)
     try:
-        summary = ingest(
-            Picked(inbox, {source}), client, store, State(settings.STATE_DIR),
-            max_bytes=settings.NOTE_MAX_BYTES, group_chunks=settings.EMBED_BATCH_SIZE,
-            cache=settings.EMBED_CACHE, private_tags=normalise_tags(settings.PRIVATE_TAGS),
-        )  # fmt: skip
+        picked = Picked(inbox, {source})
+        summary = ingest(picked, client, store, State(settings.STATE_DIR), ingest_config(settings))
     except IngestError as exc:
         raise SaveError(f"saved {source} in the inbox, but not indexed yet: {exc}") from exc
     file = f"{INGESTED}/{source}" if (settings.NOTES_DIR / INGESTED / source).exists() else source
@@ -186,7 +184,7 @@ def save_note(
 def fetch_page(settings: Settings, url: str) -> Page:
     """The page at `url`, fetched within the WEB_* limits (never from a private address unless
     WEB_ALLOW_PRIVATE); SaveError saying why not."""
-    with Fetcher(limits(settings)) as fetcher:
+    with Fetcher(web_limits(settings)) as fetcher:
         try:
             got = fetcher.fetch(url.strip())
             assert not isinstance(got, str)
@@ -255,9 +253,11 @@ def sync(
         raise ConfigError(
             f"no source {source!r} to sync: one of {', '.join(source_names(settings))}"
         )
+    if source is None:
+        options = IngestOptions(progress=progress)
+    elif source == YOUTUBE:
+        options = IngestOptions(youtube_only=True, progress=progress)
+    else:
+        options = IngestOptions(only=frozenset({source}), progress=progress)
     with State(settings.STATE_DIR).lock():
-        if source is None:
-            return run(settings, client, store, progress=progress)
-        if source == YOUTUBE:
-            return run(settings, client, store, progress=progress, youtube_only=True)
-        return run(settings, client, store, progress=progress, only={source})
+        return run(settings, client, store, options)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kb.content.formats import PROSE, domain_of
 from kb.content.notes import Note
+from kb.core.kinds import Domain
 from kb.sources.base import Item, Listing, Source
 
 
@@ -25,6 +26,10 @@ class Picked:
         self.root: Path = inner.root
         self.origin: str = inner.origin
         self.complete: bool = inner.complete
+        self.domains: tuple[Domain, ...] = (PROSE,)  # only prose items are picked
+        self.deletion_cause: str = inner.deletion_cause
+        self.halts_on_bad_frontmatter: bool = inner.halts_on_bad_frontmatter
+        self.local_listing: bool = inner.local_listing
 
     def listing(self, *, everything: bool) -> Listing:
         whole = self.inner.listing(everything=everything)
@@ -50,3 +55,9 @@ class Picked:
 
     def finish(self) -> None:
         self.inner.finish()
+
+    def refreshed_fields(self) -> dict[str, dict[str, object]]:
+        return self.inner.refreshed_fields()
+
+    def too_many_gone(self, gone: int, live: int) -> str:
+        return self.inner.too_many_gone(gone, live)

@@ -26,15 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 from kb.content.formats.base import FormatError
 from kb.content.notes import Note, NoteError
-from kb.core.errors import ConfigError
+from kb.core.kinds import PROSE, Domain
 from kb.core.schema import BOOKMARK_REMOVED, folder_key
-from kb.core.settings import Settings
-from kb.core.state import State
-from kb.sources.base import Failure, Item, Listing
-from kb.sources.folder import parse as folder_names
+from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.web import bookmarks
 from kb.sources.web.fetch import NOT_MODIFIED, Fetcher, FetchError, Limits
 from kb.sources.web.page import PREFIX, Marks, Page, Pages, page_note, page_source, read_page
@@ -58,7 +56,7 @@ class _Entry:
 
 
 @dataclass
-class WebSource:
+class WebSource(SourceDefaults):
     """The BOOKMARKS files (see the module docstring)."""
 
     files: list[Path]
@@ -70,7 +68,9 @@ class WebSource:
     fetcher: Callable[[Limits], Fetcher] = Fetcher  # tests allow their loopback server
     origin: str = PREFIX
     complete = True
-    deleted_cause = BOOKMARK_REMOVED  # kb.ingest.run: why a page leaves the index
+    domains: ClassVar[tuple[Domain, ...]] = (PROSE,)  # a page's text (a PDF's too) is prose
+    deletion_cause: ClassVar[str] = BOOKMARK_REMOVED  # why a page leaves the index
+    local_listing: ClassVar[bool] = False  # listing fetches the pages due: its own sync guards it
     _listed: set[str] = field(default_factory=set, repr=False)
     _whole: bool = field(default=False, repr=False)  # every file was read
     _entries: dict[str, _Entry] = field(default_factory=dict, repr=False)  # by source
@@ -205,40 +205,6 @@ class WebSource:
     def finish(self) -> None:
         pass
 
-    def describe_gone(self, gone: int, live: int) -> str:
-        """The mass-deletion guard's words (kb.ingest.run.check_deletes)."""
+    def too_many_gone(self, gone: int, live: int) -> str:
+        """The mass-deletion guard's words (kb.ingest.guard)."""
         return f"BOOKMARKS: {gone} of its {live} pages are no longer bookmarked"
-
-
-def limits(settings: Settings) -> Limits:
-    types = tuple(t.strip().lower() for t in settings.WEB_CONTENT_TYPES.split(",") if t.strip())
-    return Limits(
-        timeout=settings.WEB_TIMEOUT,
-        max_bytes=settings.WEB_MAX_BYTES,
-        max_redirects=settings.WEB_MAX_REDIRECTS,
-        content_types=types,
-        robots=settings.WEB_ROBOTS,
-        allow_private=settings.WEB_ALLOW_PRIVATE,
-    )
-
-
-def files(settings: Settings) -> list[Path]:
-    """BOOKMARKS as paths, in order, without repeats."""
-    names = [n.strip() for n in settings.BOOKMARKS.split(",") if n.strip()]
-    return list(dict.fromkeys(Path(n).expanduser() for n in names))
-
-
-def configured(settings: Settings, state: State, **options: object) -> list[WebSource]:
-    """The BOOKMARKS source (none when BOOKMARKS is empty); ConfigError when a NOTE_FOLDERS
-    folder is named `web` (its notes' origin would be the pages')."""
-    paths = files(settings)
-    if not paths:
-        return []
-    if PREFIX in (name for name, _ in folder_names(settings.NOTE_FOLDERS)):
-        raise ConfigError(
-            f"BOOKMARKS: pages are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses "
-            "that name: rename it"
-        )
-    wanted = tuple(k for k in (folder_key(f) for f in settings.BOOKMARKS_FOLDERS.split(",")) if k)
-    return [WebSource(paths, state.web_dir(), limits(settings), wanted,
-                      settings.WEB_REFRESH_DAYS, **options)]  # type: ignore[arg-type]  # fmt: skip
