@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import REPO_ROOT
-from bench.scale import cpu_class
+from bench.common import REPO_ROOT, cpu_name
 
 PAGES = REPO_ROOT / "tests" / "web_data"
 Extractor = Callable[[str], tuple[str, str | None]]  # html -> (Markdown text, title)
@@ -88,7 +87,7 @@ def measure(repeat: int) -> dict[str, Any]:
             "titles": sum(r["title"] for r in mine),
             "ms": sum(r["ms"] for r in mine) / len(mine),
         }
-    return {"cpu": cpu_class(), "pages": len(expected), "rows": rows, "totals": totals}
+    return {"cpu": cpu_name(), "pages": len(expected), "rows": rows, "totals": totals}
 
 
 def main(argv: list[str] | None = None) -> int:
