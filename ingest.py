@@ -7,6 +7,7 @@ NOTE_FOLDERS folder in place (docs/design/folders.md).
     uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/guide/youtube.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
     uv run ingest.py --watch          # stay running: sync what changes (docs/guide/watching.md)
+    uv run ingest.py --save-url URL   # a web page saved as a note in the inbox (docs/guide/web.md)
     uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
                                       # --restore NOTE, --purge-deleted (docs/design/folders.md)
 
@@ -23,12 +24,13 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from kb.app import handoff
+from kb.app import handoff, remember
 from kb.app.backend import Backend, embed_client, open_store
 from kb.app.cli import fail, script, setup_logging
 from kb.app.ingest import run
 from kb.app.watch import Watcher
 from kb.core.errors import IngestError, StoreUnavailable
+from kb.core.schema import INBOX
 from kb.core.settings import Settings, get_settings
 from kb.core.state import State
 from kb.ingest import lifecycle
@@ -69,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="sync only the YOUTUBE_PLAYLISTS playlists (not the inbox or NOTE_FOLDERS)",
     )
+    parser.add_argument(
+        "--save-url",
+        metavar="URL",
+        help="fetch the web page at URL and save its text as a note in the inbox, indexed",
+    )
     deleted = parser.add_argument_group(
         "deleted notes (no ingest runs)"
     ).add_mutually_exclusive_group()
@@ -95,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rebuild and --allow-deletes run an ingest; give them on their own")
     if args.watch and (maintaining or args.rebuild or args.allow_deletes or args.youtube_only):
         parser.error("--watch runs on its own")
+    if args.save_url and (maintaining or args.watch or args.rebuild or args.youtube_only):
+        parser.error("--save-url runs on its own")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
     if args.rebuild not in (True, False, settings.COLLECTION, settings.CODE_COLLECTION):
@@ -106,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return maintain(args, settings)
     if args.watch:
         return watch(settings)
+    if args.save_url:
+        return save_url(settings, args)
     return ingest(args, settings)
 
 
@@ -157,6 +168,31 @@ def ingest(args: argparse.Namespace, settings: Settings) -> int:
         signal.signal(signal.SIGINT, previous)
     print(format_summary(summary, verbose=args.verbose))
     return 1 if summary.failed else 0
+
+
+def save_url(settings: Settings, args: argparse.Namespace) -> int:
+    """Fetch a page, save it in the inbox and index it (kb.app.remember); while the MCP server
+    holds embedded storage, it indexes the note (the hand-off's ingest)."""
+    page = remember.fetch_page(settings, args.save_url)
+    try:
+        with (
+            State(settings.STATE_DIR).lock(),
+            open_store(settings) as store,
+            embed_client(settings) as client,
+        ):
+            saved = remember.ingest_saved(
+                settings, client, store, remember.write_page(settings, page)
+            )
+    except StoreUnavailable:
+        server = handoff.running(settings) if settings.QDRANT_PATH else None
+        if server is None:
+            raise
+        with State(settings.STATE_DIR).lock():
+            source = remember.write_page(settings, page)
+        print(f"saved {source} in the inbox", file=sys.stderr)
+        return through_server(settings, server, IngestOptions(only=frozenset({INBOX})))
+    print(f"saved {saved.file}: {saved.title} ({saved.passages} passages)")
+    return 0
 
 
 def watch(settings: Settings) -> int:

@@ -45,7 +45,11 @@ if TYPE_CHECKING:
 
 PREVIEW_CHARS = 200
 OPTION = {f.name: f.option for f in FILTERS}  # a filter's name -> the option errors name
-GROUPS = {"notes": "filters", "videos": "saved videos' filters (YOUTUBE_PLAYLISTS)"}
+GROUPS = {
+    "notes": "filters",
+    "videos": "saved videos' filters (YOUTUBE_PLAYLISTS)",
+    "web": "web pages' filters (BOOKMARKS)",
+}
 METAVARS = {"tags": "TAGS", "date": "DATE", "duration": "LENGTH", "text": None, "kind": None}
 
 

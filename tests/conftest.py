@@ -15,7 +15,8 @@ from stack_files import embedder_settings_class
 
 from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
-# Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker).
+# Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker, the
+# recorded web site).
 pytest_plugins = [
     "markers",
     "ingest_fixtures",
@@ -23,6 +24,7 @@ pytest_plugins = [
     "dashboard_fixtures",
     "youtube_fixtures",
     "rerank_fixtures",
+    "web_fixtures",
 ]
 
 QWEN_QUERY_PROMPT = (

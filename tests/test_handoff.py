@@ -13,6 +13,7 @@ import httpx
 from helpers import REPO_ROOT, free_port, wait_until
 from ingest_fixtures import UNREACHABLE_EMBEDDER, make_settings, run_script, script_env, write
 from mcp_fixtures import ServerFactory, ServerProcess, serve_in_process
+from web_fixtures import Site
 from youtube_fixtures import KEY, Replay
 
 from kb.app import handoff
@@ -214,5 +215,28 @@ def test_ingest_py_youtube_only_through_the_server_syncs_the_playlists_and_leave
         ), done.stdout
         assert (settings.NOTES_DIR / "kimchi.md").exists()  # the inbox was not synced
         assert {r["source"] for r in runs(settings)} == {str(settings.STATE_DIR / "youtube")}
+    finally:
+        server.stop()
+
+
+def test_ingest_py_save_url_through_the_server_indexes_the_page_and_syncs_the_inbox_alone(
+    start_server: ServerFactory, tmp_path: Path, embedder_url: str, web_site: Site
+):
+    settings = make_settings(tmp_path, embedder_url)
+    folder = tmp_path / "vault"
+    write(folder / "kept.md", "# Kept\n\nA note of a folder, synced by the next full run.\n")
+    extra = {"NOTE_FOLDERS": f"vault={folder}", "WEB_ALLOW_PRIVATE": "true"}
+    server = holding_server(start_server, settings, **extra)
+    url = web_site.page("bike-lanes-news.html")
+    try:
+        done = run_script("ingest.py", "--save-url", url, env=script_env(settings, **extra),
+                          cwd=tmp_path, timeout=240)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "held by the MCP server" in done.stderr and "saved web/herald" in done.stderr
+        assert "ingested 1 notes" in done.stdout, done.stdout
+        [page] = (settings.NOTES_DIR / "ingested" / "web").rglob("*.md")  # stored, moved
+        assert page.read_text(encoding="utf-8").startswith("---\n")
+        # the hand-off carried `only: inbox`: the folder waits for a full sync
+        assert {r["source"] for r in runs(settings)} == {str(settings.NOTES_DIR)}
     finally:
         server.stop()

@@ -73,6 +73,9 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
         "status",
         "delete_note",
         "restore_note",
+        "save_note",
+        "save_url",
+        "sync",
     }
     delete, restore = tools["delete_note"], tools["restore_note"]
     assert delete["annotations"]["readOnlyHint"] is False

@@ -31,7 +31,8 @@ from kb.store.points import Point
 # Filters with every filter set at once
 EXAMPLES = {"tags": "a,b", "date": "2024-03-01", "duration": "10m", "text": "x", "kind": "video"}
 EVERY = {"any_tag": ["a"], "every_tag": ["b"], "since": "2024-01-01", "until": "2024-12-31",
-         "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m"}  # fmt: skip
+         "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m",
+         "within": "read later"}  # fmt: skip
 
 
 EXTRA = {
@@ -226,6 +227,10 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "rerank_score": None,  # made by the rerank stage, which kb.search.query alone does not run
         "locator": "",  # points written before locators: none, and prose
         "domain": "prose",
+        "site": None,  # a web page's fields: none
+        "author": None,
+        "fetched_at": None,
+        "bookmark_folders": [],
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector

@@ -19,7 +19,13 @@ TOOLS_MD = REPO_ROOT / "docs" / "guide" / "tools.md"
 FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/test_readme.py) -->"
 FILTERS_END = "<!-- /filters -->"
 METAVARS = {"tags": " a,b", "date": " DATE", "duration": " 10m", "kind": " video"}
-EXAMPLES = {"path": " recipes/", "channel": " NAME", "language": " en", "category": " Chess"}
+EXAMPLES = {
+    "path": " recipes/",
+    "channel": " NAME",
+    "language": " en",
+    "category": " Chess",
+    "folder": ' "read later"',
+}
 
 TOOLS_HEADER = """# The MCP tools
 

@@ -1,17 +1,20 @@
 """The ingest as the settings say: what `ingest.py`, the dashboard's Sync, the watcher and the
 MCP server's hand-off route run. The sources (the NOTES_DIR inbox, every NOTE_FOLDERS folder,
-every YOUTUBE_PLAYLISTS playlist), the code collection's client and the run's config are built
-here from the settings; kb.ingest.run runs them knowing no setting and no kind of source.
+every YOUTUBE_PLAYLISTS playlist, the BOOKMARKS pages), the code collection's client and the
+run's config are built here from the settings; kb.ingest.run runs them knowing no setting
+and no kind of source.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kb.app.backend import embed_client
 from kb.content.notes import normalise_tags
 from kb.core.errors import ConfigError, IngestError
+from kb.core.schema import folder_key
 from kb.core.settings import Settings
 from kb.core.state import State
 from kb.embedding.client import EmbedClient
@@ -21,6 +24,9 @@ from kb.ingest.progress import Summary
 from kb.sources.base import Source
 from kb.sources.folder import FolderSource, configured, parse
 from kb.sources.inbox import InboxSource
+from kb.sources.web.fetch import Limits
+from kb.sources.web.page import PREFIX as WEB
+from kb.sources.web.source import WebSource
 from kb.sources.youtube import playlist as youtube
 from kb.sources.youtube.quota import Ledger
 from kb.store.points import Store
@@ -90,6 +96,39 @@ def playlists(
     return youtube.configured(config, state, ledger=ledger, video_info=video_info, **api_options)
 
 
+def web_limits(settings: Settings) -> Limits:
+    """The WEB_* limits every page fetch keeps to (BOOKMARKS pages, save_url)."""
+    types = tuple(t.strip().lower() for t in settings.WEB_CONTENT_TYPES.split(",") if t.strip())
+    return Limits(
+        timeout=settings.WEB_TIMEOUT,
+        max_bytes=settings.WEB_MAX_BYTES,
+        max_redirects=settings.WEB_MAX_REDIRECTS,
+        content_types=types,
+        robots=settings.WEB_ROBOTS,
+        allow_private=settings.WEB_ALLOW_PRIVATE,
+    )
+
+
+def web_sources(settings: Settings, state: State, **options: Any) -> list[WebSource]:
+    """The BOOKMARKS source (none when BOOKMARKS is empty; its files in order, without
+    repeats); ConfigError when a NOTE_FOLDERS folder is named `web` (its notes' origin would
+    be the pages'). `options`: WebSource's (tests: a clock, a fetcher)."""
+    names = [n.strip() for n in settings.BOOKMARKS.split(",") if n.strip()]
+    paths = list(dict.fromkeys(Path(n).expanduser() for n in names))
+    if not paths:
+        return []
+    if WEB in (name for name, _ in parse(settings.NOTE_FOLDERS)):
+        raise ConfigError(
+            f"BOOKMARKS: pages are named {WEB}/..., and a NOTE_FOLDERS folder already uses "
+            "that name: rename it"
+        )
+    wanted = tuple(k for k in (folder_key(f) for f in settings.BOOKMARKS_FOLDERS.split(",")) if k)
+    return [
+        WebSource(paths, state.web_dir(), web_limits(settings), wanted,
+                  settings.WEB_REFRESH_DAYS, **options)
+    ]  # fmt: skip
+
+
 def file_sources(settings: Settings, options: IngestOptions) -> list[Source]:
     """The inbox and the folders, as `options` choose (`youtube_only`: none; `only`: those
     origins). ConfigError for a bad NOTE_FOLDERS (even with youtube_only: the settings are
@@ -108,7 +147,8 @@ def run(
 ) -> Summary:
     """Ingest the inbox NOTES_DIR (and, with a rebuild, everything in ingested/), then sync
     every NOTE_FOLDERS folder, then every YOUTUBE_PLAYLISTS playlist (none with `options.only`:
-    a watcher's batch spends no YouTube quota), as `options` choose. Prose goes to `store`
+    a watcher's batch spends no YouTube quota), then the BOOKMARKS pages (not with
+    `youtube_only`; with `only`, when it names "web"), as `options` choose. Prose goes to `store`
     (COLLECTION) through `client`; code and notebooks to CODE_COLLECTION beside it, embedded
     with CODE_EMBED_MODEL. ConfigError for bad settings (a rebuild naming no collection of this
     index included), IngestError for a folder losing too many notes, before anything changes."""
@@ -121,11 +161,13 @@ def run(
     files = file_sources(settings, options)
     state = State(settings.STATE_DIR)
     videos = playlists(settings, state) if options.only is None else []
+    wanted = not options.youtube_only and (options.only is None or WEB in options.only)
+    pages: list[Source] = list(web_sources(settings, state)) if wanted else []
     prose = ingest_run.Target(store, client)
     try:
         with embed_client(settings, code=True) as code_client:
             code = ingest_run.Target(store.beside(settings.CODE_COLLECTION), code_client)
             config = ingest_config(settings)
-            return ingest_run.run([*files, *videos], prose, code, state, config, options)
+            return ingest_run.run([*files, *videos, *pages], prose, code, state, config, options)
     finally:
         youtube.close(videos)

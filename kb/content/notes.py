@@ -9,6 +9,10 @@ A note is a UTF-8 `.md` or `.txt` file. An optional frontmatter block opens it:
     private: true                        # never embedded or stored (a YAML boolean)
     ---
 
+A web page saved as a note (save_url writes them) says so with `kind: web`, its `url`, and
+optionally `site`, `author` and `fetched_at`: its results then carry them like a bookmarked
+page's (kb.sources.web).
+
 Files that cannot be notes (binary, not UTF-8, empty, too large) raise `NoteError` with a reason;
 the caller reports them and leaves them where they are. Frontmatter that is not valid YAML raises
 `FrontmatterError`, which stops an inbox run (a folder's note fails alone: kb.ingest.prepare).
@@ -31,6 +35,7 @@ import yaml
 
 from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
+from kb.core.schema import WEB
 
 NOTE_SUFFIXES = formats.TEXT_NOTES  # Markdown and text: frontmatter, heading chunks
 
@@ -223,6 +228,7 @@ def parse_note(text: str, path: Path, source: str) -> Note:
     if isinstance(topic, dict | list):
         raise NoteError(path, "topic must be one sentence of text")
     topic = " ".join(str(topic).split()) if topic is not None else ""
+    record = web_record(meta, path) if meta.get("kind") == WEB else None
     return Note(
         path=path,
         source=source,
@@ -232,7 +238,28 @@ def parse_note(text: str, path: Path, source: str) -> Note:
         topic=topic or None,
         document_date=document_date,
         private=private,
+        record=record,
     )
+
+
+def web_record(meta: Mapping[str, Any], path: Path | str) -> dict[str, Any]:
+    """The payload fields of a `kind: web` note: its url (http or https), site, author and
+    fetched_at; NoteError naming the field that is wrong."""
+    url = meta.get("url")
+    if not isinstance(url, str) or not url.strip().lower().startswith(("http://", "https://")):
+        raise NoteError(path, "a kind: web note needs its url (http:// or https://)")
+    record: dict[str, Any] = {"kind": WEB, "url": url.strip()}
+    for name in ("site", "author"):
+        value = meta.get(name)
+        if value is not None:
+            if isinstance(value, dict | list):
+                raise NoteError(path, f"{name} must be text")
+            record[name] = " ".join(str(value).split()) or None
+    try:
+        record["fetched_at"] = iso_date(meta.get("fetched_at"))
+    except ValueError:
+        raise NoteError(path, f"fetched_at {meta.get('fetched_at')!r} is not a date") from None
+    return record
 
 
 def file_bytes(path: Path, max_bytes: int) -> bytes:

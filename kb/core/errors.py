@@ -67,5 +67,9 @@ class IngestBusy(IngestError):
     """Another ingest holds the lock."""
 
 
+class SaveError(KbError):
+    """A note or web page could not be saved (kb.app.remember); str() says why."""
+
+
 class NoteNotFound(KbError):
     """A lifecycle operation (kb.ingest.lifecycle) named a note the collection does not hold."""

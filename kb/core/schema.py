@@ -39,7 +39,9 @@ class KeywordVector:
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
 NOTE = "note"  # the kind of an item read from a file
 VIDEO = "video"  # the kind of a video of a YouTube playlist (kb.sources.youtube.playlist)
+WEB = "web"  # the kind of a web page: a bookmark's (kb.sources.web) or one saved as a note
 PLAYLIST_REMOVED = "playlist_removed"  # deleted_cause of a video removed from its playlist
+BOOKMARK_REMOVED = "bookmark_removed"  # deleted_cause of a page whose bookmark was removed
 FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
 USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.ingest.lifecycle)
 # kb.store.points.fingerprints marks each point of a soft-deleted note so: never "unchanged"
@@ -80,9 +82,9 @@ class ChunkRecord:
     deleted_at: str | None = None  # UTC, ISO 8601: soft-deleted then (hidden from searches)
     deleted_cause: str | None = None  # why: "file_deleted" (its file left its folder), "user"
     restored_at: str | None = None  # UTC, ISO 8601: restored by hand then (kb.ingest.lifecycle)
-    # what the item is: "note" (a file) or "video" (kb.sources.youtube.playlist); points written
-    # before
-    # the field existed are notes. The fields below are a video's (None for a note).
+    # what the item is: "note" (a file), "video" (kb.sources.youtube.playlist) or "web" (a page);
+    # points written before the field existed are notes. The fields below are a video's (None
+    # for a note; a web page has `url`).
     kind: str = NOTE
     channel: str | None = None
     url: str | None = None
@@ -95,6 +97,12 @@ class ChunkRecord:
     # where in the item a reader finds the chunk: heading path, "p. 2", "row 17", "L 12-40"
     locator: str = ""
     domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.content.formats)
+    # a web page's (kind "web"; `url` is its canonical link, `document_date` its published date)
+    site: str | None = None
+    author: str | None = None
+    fetched_at: str | None = None  # UTC, ISO 8601: when the page was fetched
+    bookmark_folders: list[str] = field(default_factory=list)  # "Bookmarks bar/Read later"
+    folder_keys: list[str] = field(default_factory=list)  # the `folder` filter's (`folder_keys`)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +128,8 @@ UPLOADED = "uploaded"
 CATEGORIES = "categories"
 LANGUAGE = "language"
 TITLE = "title"
+SITE = "site"
+FOLDER_KEYS = "folder_keys"
 # what a soft delete sets and a restore clears or sets: never part of a note's fingerprint
 LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
@@ -146,13 +156,17 @@ PAYLOAD_INDEXES: dict[str, IndexKind] = {
     UPLOADED: "datetime",
     CATEGORIES: "keyword",
     LANGUAGE: "keyword",
+    # web pages (kb.sources.web): the `folder` filter, and their site
+    FOLDER_KEYS: "keyword",
+    SITE: "keyword",
 }
 
 
 # fields added after SCHEMA_VERSION 3: left out of a fingerprint while they hold their default,
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
-                    LANGUAGE, "thumbnail", "locator", "domain"})  # fmt: skip
+                    LANGUAGE, "thumbnail", "locator", "domain", SITE, "author", "fetched_at",
+                    "bookmark_folders", FOLDER_KEYS})  # fmt: skip
 _DEFAULTS: dict[str, object] = {
     f.name: f.default_factory() if callable(f.default_factory) else f.default
     for f in fields(ChunkRecord)
@@ -167,6 +181,25 @@ def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | N
         return url
     hours, minutes, seconds = (int(g or 0) for g in clock.groups())
     return f"{url}{'&' if '?' in url else '?'}t={hours * 3600 + minutes * 60 + seconds}s"
+
+
+def folder_key(path: str) -> str:
+    """A bookmark folder path as the `folder` filter compares it: case, spacing and slashes at
+    either end ignored (`" Read Later/ "` -> `"read later"`)."""
+    parts = [" ".join(p.split()).casefold() for p in path.split("/")]
+    return "/".join(p for p in parts if p)
+
+
+def folder_keys(paths: list[list[str]]) -> list[str]:
+    """Every run of consecutive folders of each path, as `folder_key`s: a bookmark in
+    `Bookmarks bar/Read later/Rust` matches `read later`, `read later/rust`, `bookmarks bar` ...
+    (Qdrant matches keywords exactly, never by part)."""
+    keys: set[str] = set()
+    for path in paths:
+        names = [folder_key(name) for name in path if folder_key(name)]
+        keys.update("/".join(names[i:j]) for i in range(len(names))
+                    for j in range(i + 1, len(names) + 1))  # fmt: skip
+    return sorted(keys)
 
 
 def point_id(source: str, chunk_index: int) -> str:
@@ -232,7 +265,7 @@ class Hit:
     title: str | None = None
     heading_path: list[str] = field(default_factory=list)
     hidden_chars_removed: int = 0  # invisible characters taken out of the strings above
-    kind: str = NOTE  # "note" or "video"; the video fields below are None for a note
+    kind: str = NOTE  # "note", "video" or "web"; the video fields below are None for a note
     channel: str | None = None
     url: str | None = None
     duration_s: int | None = None
@@ -246,6 +279,10 @@ class Hit:
     )
     locator: str = ""  # "p. 2", "row 17", "L 12-40", a heading path (kb.content.formats)
     domain: str = "prose"  # prose or code
+    site: str | None = None  # a web page's (kind "web")
+    author: str | None = None
+    fetched_at: str | None = None
+    bookmark_folders: list[str] = field(default_factory=list)
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -294,6 +331,10 @@ class Hit:
             categories=strings(CATEGORIES),
             language=opt(LANGUAGE, str),
             thumbnail=opt("thumbnail", str),
+            site=shown(opt(SITE, str)),
+            author=shown(opt("author", str)),
+            fetched_at=opt("fetched_at", str),
+            bookmark_folders=[shown(f) for f in strings("bookmark_folders")],
             hidden_chars_removed=removed,  # last: after every shown() above
         )
 

@@ -249,6 +249,45 @@ class Settings(BaseSettings):
         "unit per 50 videos; the payload is updated, nothing embedded); 0: never.",
     )
 
+    # --- bookmarks and web pages (docs/guide/web.md) ----------------------------------------
+    BOOKMARKS: str = Field(
+        "",
+        description="Comma-separated browser bookmark files synced as a source (each page one "
+        "item, results under web/<site>/): Chromium/Chrome/Edge/Brave `Bookmarks`, Firefox "
+        "`places.sqlite`, or an exported bookmarks HTML.",
+    )
+    BOOKMARKS_FOLDERS: str = Field(
+        "",
+        description="Comma-separated bookmark folders to sync (e.g. read later; any depth, any "
+        "case); empty: every bookmark.",
+    )
+    WEB_REFRESH_DAYS: int = Field(
+        30,
+        ge=0,
+        description="Days after which a bookmarked page is fetched again (only what changed is "
+        "embedded); 0: never.",
+    )
+    WEB_TIMEOUT: float = Field(20.0, gt=0, description="Seconds one page's fetch may take.")
+    WEB_MAX_BYTES: int = Field(
+        10_000_000, ge=1, description="Pages larger than this (bytes) are not fetched."
+    )
+    WEB_MAX_REDIRECTS: int = Field(
+        5, ge=0, description="Redirects a fetch follows at most (each one checked like the first)."
+    )
+    WEB_CONTENT_TYPES: str = Field(
+        "text/html,application/xhtml+xml,application/pdf,text/plain",
+        description="Comma-separated media types fetched: HTML (main text extracted), PDF, plain "
+        "text; others are refused.",
+    )
+    WEB_ROBOTS: bool = Field(
+        True, description="Honour a site's robots.txt: a page it disallows is not fetched."
+    )
+    WEB_ALLOW_PRIVATE: bool = Field(
+        False,
+        description="Fetch pages on loopback or private addresses (this machine, your own "
+        "network); off: refused, redirects and DNS answers included.",
+    )
+
     # --- MCP server ------------------------------------------------------------------
     MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")
     MCP_PORT: int = Field(8000, ge=1, le=65535, description="Port the MCP server listens on.")
@@ -269,7 +308,7 @@ class Settings(BaseSettings):
     MCP_WRITE_TOOLS: bool = Field(
         False,
         description="Offer the MCP tools that change the collection (`delete_note`, "
-        "`restore_note`); off: the server only reads.",
+        "`restore_note`, `save_note`, `save_url`, `sync`); off: the server only reads.",
     )
     MCP_WATCH: bool = Field(
         False,
@@ -313,6 +352,17 @@ class Settings(BaseSettings):
                 f"CODE_COLLECTION: {self.CODE_COLLECTION!r} is COLLECTION too; code and notes "
                 "need collections of their own"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _web_content_types(self) -> Settings:
+        known = {"text/html", "application/xhtml+xml", "application/pdf", "text/plain"}
+        for kind in (t.strip().lower() for t in self.WEB_CONTENT_TYPES.split(",") if t.strip()):
+            if kind not in known:
+                raise ValueError(
+                    f"WEB_CONTENT_TYPES: {kind!r} is not a type a page is read as (known: "
+                    f"{', '.join(sorted(known))})"
+                )
         return self
 
     @model_validator(mode="after")

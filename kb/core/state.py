@@ -1,6 +1,6 @@
 """The project's own state, in STATE_DIR and never inside the user's notes: the ingest lock,
-the embedding cache, the run log and, while `ingest.py --watch` (or MCP_WATCH) runs, the
-watcher's status file.
+the embedding cache, the run log, the YouTube details and web pages fetched and, while
+`ingest.py --watch` (or MCP_WATCH) runs, the watcher's status file.
 
 It holds note text (the cache's keys are hashes, but its vectors are of the notes; the YouTube
 state keeps video details), so it is the user's alone whatever the umask: STATE_DIR (and
@@ -36,6 +36,7 @@ LOCK_NAME = "ingest.lock"
 CACHE_NAME = "embed-cache.sqlite3"
 RUN_LOG_NAME = "runs.jsonl"
 YOUTUBE_DIR_NAME = "youtube"  # the YouTube sources' video details and quota ledger
+WEB_DIR_NAME = "web"  # the pages the bookmarks source fetched (kb.sources.web)
 OLD_CACHE_NAME = ".embed-cache.sqlite3"  # in the notes folder, before STATE_DIR
 OLD_LOCK_NAME = ".ingest.lock"
 # {"pid", "started_at", "folders", "last_batch_at", "last_batch_notes"} (kb.app.watch writes it,
@@ -145,6 +146,10 @@ class State:
     def youtube_dir(self) -> Path:
         """Where the YouTube sources keep what they fetched (video details, units spent)."""
         return private_folder(self._ready() / YOUTUBE_DIR_NAME)
+
+    def web_dir(self) -> Path:
+        """Where the bookmarks source keeps the pages it fetched (their text: owner-only)."""
+        return private_folder(self._ready() / WEB_DIR_NAME)
 
     def log_run(self, record: dict[str, Any]) -> None:
         """Append one JSON line about a run (counts and paths, never note text)."""

@@ -27,10 +27,13 @@ from kb.core.schema import (
     DATE_INGESTED,
     DOCUMENT_DATE,
     DURATION_S,
+    FOLDER_KEYS,
     LANGUAGE,
     NOTE,
     UPLOADED,
     VIDEO,
+    WEB,
+    folder_key,
 )
 from kb.store.query import DateRange, payload_filter
 
@@ -41,15 +44,16 @@ __all__ = ["FILTERS", "KINDS", "FilterError", "FilterField", "Filters", "seconds
 
 # What a filter keeps, which also fixes the shape of its value (FilterField.value).
 Test = Literal[
-    "any_tag", "every_tag", "since", "until", "folder", "kind", "equals", "least", "most"
-]
+    "any_tag", "every_tag", "since", "until", "folder", "kind", "equals", "least", "most",
+    "within",
+]  # fmt: skip
 Value = Literal["tags", "date", "text", "kind", "duration"]
-Group = Literal["notes", "videos"]
+Group = Literal["notes", "videos", "web"]
 VALUES: dict[Test, Value] = {
     "any_tag": "tags", "every_tag": "tags", "since": "date", "until": "date", "folder": "text",
-    "equals": "text", "kind": "kind", "least": "duration", "most": "duration",
+    "equals": "text", "kind": "kind", "least": "duration", "most": "duration", "within": "text",
 }  # fmt: skip
-KINDS = (NOTE, VIDEO)
+KINDS = (NOTE, VIDEO, WEB)
 _ROW = "filter"  # the key of a row in its dataclass field's metadata
 T = TypeVar("T")
 
@@ -145,7 +149,7 @@ class Filters:
         help="Notes in this folder ('recipes/', any depth) or this one file.")
     # the videos' filters (kb.sources.youtube.playlist; a note has none of these fields)
     kind: str | None = row(None, "kind", group="videos",
-        help="Only notes (files) or only videos (saved YouTube videos).")
+        help="Only notes (files), videos (saved YouTube videos) or web pages.")
     channel: str | None = row(None, "equals", CHANNEL, group="videos",
         help="Videos of this channel (its exact name).")
     min_duration: int | str | None = row(None, "least", DURATION_S, group="videos",
@@ -160,6 +164,9 @@ class Filters:
         help="Videos in this language (en, ja, es).")
     category: str | None = row(None, "equals", CATEGORIES, group="videos",
         help="Videos of this topic category (e.g. Chess).")
+    # the web pages' filters (kb.sources.web): `within` matches a path of folders, any depth
+    folder: str | None = row(None, "within", FOLDER_KEYS, group="web",
+        help="Bookmarks in this browser folder ('read later', any depth, any case).")
     # fmt: on
 
     def __post_init__(self) -> None:
@@ -181,6 +188,8 @@ class Filters:
                 object.__setattr__(self, spec.name, seconds(spec.name, value))
             elif spec.test == "equals":
                 object.__setattr__(self, spec.name, (value or "").strip() or None)
+            elif spec.test == "within":
+                object.__setattr__(self, spec.name, folder_key(value or "") or None)
         self._bounds()  # the ranges are checked now rather than at search time
         self.date_ranges()
 
@@ -218,7 +227,9 @@ class Filters:
 
     def where(self) -> QdrantFilter | None:
         """The Qdrant filter for these conditions (None when there are none)."""
-        keywords = [(f.payload, getattr(self, f.name)) for f in FILTERS if f.test == "equals"]
+        keywords = [
+            (f.payload, getattr(self, f.name)) for f in FILTERS if f.test in ("equals", "within")
+        ]
         return payload_filter(
             tags_any=tuple(self.tags),
             tags_all=tuple(self.all_tags),

@@ -13,8 +13,8 @@ What is returned gets what search results get: credentials redacted as the index
 characters removed and counted (kb.core.invisible). The text is the item's readable text
 (kb.content.formats:
 a PDF page by page, a table row by row, a notebook cell by cell) with line numbers matching the
-`line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video has no file: its
-stored text is read instead.
+`line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video or a bookmarked
+page (origin `web`) has no file of the user's: its stored text is read instead.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from kb.content.notes import NoteError, is_private, read_note
 from kb.content.redact import redact_text
 from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
-from kb.core.schema import INBOX, TRANSCRIPT
+from kb.core.schema import INBOX, TRANSCRIPT, VIDEO, WEB
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.store import collection
@@ -78,8 +78,8 @@ def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]
 
 
 def video_text(payloads: Sequence[dict[str, Any]]) -> str:
-    """A saved video has no file: its text is what the index stored, in chunk order (title and
-    link first; a caption passage led by its moment, `[12:34]`)."""
+    """A saved video (or bookmarked page) has no file: its text is what the index stored, in
+    chunk order (title and link first; a caption passage led by its moment, `[12:34]`)."""
     first = payloads[0]
     lines = [str(first.get("title") or first.get("source")), str(first.get("url") or ""), ""]
     for payload in sorted(payloads, key=lambda p: int(p.get("chunk_index") or 0)):
@@ -160,7 +160,7 @@ def read_item(
     if not 1 <= lines <= MAX_LINES:
         raise ValueError(f"lines must be between 1 and {MAX_LINES}, got {lines}")
     payloads = stored_payloads(stores, source)
-    if payloads[0].get("kind") == "video":
+    if payloads[0].get("kind") == VIDEO or payloads[0].get("origin") == WEB:
         text = video_text(payloads)
     else:
         text = file_text(config, source, str(payloads[0].get("origin") or INBOX))

@@ -95,7 +95,8 @@ class DeletedNote(BaseModel):
     deleted_at: str = Field(description="When it was deleted (ISO, UTC).")
     cause: str | None = Field(
         description="Why: 'file_deleted' (its file left its folder), 'playlist_removed' (a "
-        "video taken out of its YouTube playlist) or 'user' (deleted by hand)."
+        "video taken out of its YouTube playlist), 'bookmark_removed' (a page no longer "
+        "bookmarked) or 'user' (deleted by hand)."
     )
 
 
@@ -112,8 +113,25 @@ class NoteChange(BaseModel):
 
 
 class SourceFailure(BaseModel):
-    source: str = Field(description="The file, relative to its folder.")
+    source: str = Field(description="The file (relative to its folder) or the page's link.")
     reason: str = Field(description="Why it was not ingested.")
+
+
+class SavedNote(BaseModel):
+    file: str = Field(description="The new file in the notes folder: tell the user.")
+    source: str = Field(description="Its name in search results (read_note takes it).")
+    title: str
+    passages: int = Field(description="Passages indexed: searchable now (0: a private note).")
+
+
+class SyncSummary(BaseModel):
+    summary: str = Field(description="What the sync did, as `ingest.py` reports it.")
+    added: int
+    replaced: int
+    unchanged: int
+    restored: int
+    deleted: int = Field(description="Soft-deleted: their file or bookmark is gone.")
+    failed: list[SourceFailure] = Field(description="Items not ingested, with the reason.")
 
 
 class SourceState(BaseModel):
@@ -195,7 +213,7 @@ Rerank = Annotated[
           "embedder serves one); false is faster."),
 ]  # fmt: skip
 DeleteCause = Annotated[
-    Literal["file_deleted", "user", "playlist_removed"] | None,
+    Literal["file_deleted", "user", "playlist_removed", "bookmark_removed"] | None,
     Field(description="Only notes deleted for this reason."),
 ]
 DeletedSince = Annotated[

@@ -1,0 +1,276 @@
+"""Fetching a web page with httpx, within the WEB_* limits, and never from the user's own network.
+
+A bookmark or a saved link must not be a way to reach the services on the user's machine or
+network (a router's admin page, the embedder, Qdrant, the cloud's metadata address). So unless
+WEB_ALLOW_PRIVATE=true, every connection, each redirect's included, goes through `Guard`: it
+resolves the name itself, refuses an address that is not a public one (loopback, private,
+link-local, shared, reserved, multicast; IPv4-mapped IPv6 read as IPv4) and connects to the very
+address it checked, so a name whose DNS answer changes between a check and the connection
+(rebinding) cannot slip through. No proxy is used (the environment's proxy settings are not
+read): a proxy would resolve the name where the guard cannot see it.
+
+Limits (settings): WEB_TIMEOUT for the whole fetch (connect, each read and the total), WEB_MAX_BYTES
+(Content-Length first, then as the body streams), WEB_MAX_REDIRECTS, WEB_CONTENT_TYPES. With
+WEB_ROBOTS, a page its site's robots.txt disallows for our user agent is not fetched (RFC 9309:
+a robots.txt missing or 4xx allows everything, one that fails to load allows nothing this time).
+A refresh sends the ETag and Last-Modified it got: `304 Not Modified` costs no download.
+Every failure is a FetchError whose message says why, for the sync's summary.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+import urllib.robotparser
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import Any
+
+import httpcore
+import httpx
+
+USER_AGENT = "personal-vector-mcp/0.1 (+a personal knowledge base fetching its user's bookmarks)"
+ROBOTS_AGENT = "personal-vector-mcp"  # the token robots.txt rules name
+CHUNK = 64 * 1024
+ROBOTS_MAX_BYTES = 500_000  # RFC 9309 asks crawlers to read at least 500 KiB of it
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class FetchError(Exception):
+    """A page that could not be fetched; str() says why (no page text in it)."""
+
+
+class Refused(Exception):
+    """A connection the guard refused (raised inside httpx's connect, caught by `fetch`)."""
+
+
+def is_public(address: Address) -> bool:
+    """An address on the public internet: not loopback, private, link-local, shared (CGNAT),
+    reserved, multicast or unspecified."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, as the system resolver answers now."""
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+
+
+@dataclass
+class Guard(httpcore.SyncBackend):
+    """httpcore's network backend, connecting only to addresses `allowed` accepts (by default
+    public ones), to the address it checked (see the module docstring)."""
+
+    allowed: Callable[[Address], bool] = is_public
+    resolve: Callable[[str, int], Iterable[str]] = field(
+        default=lambda host, port: resolve(host, port)
+    )
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            found = [ipaddress.ip_address(a.split("%", 1)[0]) for a in self.resolve(host, port)]
+        except (OSError, UnicodeError) as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host} ({exc})") from None
+        usable = [a for a in dict.fromkeys(found) if self.allowed(a)]
+        if not usable:
+            shown = ", ".join(str(a) for a in found) or "no address"
+            raise Refused(
+                f"{host} is {shown}, not a public address: pages on this machine or your own "
+                "network are not fetched (WEB_ALLOW_PRIVATE=true allows them)"
+            )
+        return super().connect_tcp(
+            str(usable[0]), port, timeout, local_address, socket_options=socket_options
+        )
+
+
+def everywhere(address: Address) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The WEB_* settings a fetch obeys."""
+
+    timeout: float = 20.0
+    max_bytes: int = 10_000_000
+    max_redirects: int = 5
+    content_types: tuple[str, ...] = (
+        "text/html", "application/xhtml+xml", "application/pdf", "text/plain",
+    )  # fmt: skip
+    robots: bool = True
+    allow_private: bool = False
+
+
+@dataclass(frozen=True)
+class Fetched:
+    url: str  # where the page was found (after redirects)
+    content_type: str  # its media type, lowercase, without parameters
+    charset: str | None
+    body: bytes
+    etag: str | None
+    last_modified: str | None
+
+
+NOT_MODIFIED = "not modified"
+
+
+def media_type(header: str | None) -> tuple[str, str | None]:
+    """`text/html; charset=UTF-8` -> (`text/html`, `UTF-8`)."""
+    message = Message()
+    message["content-type"] = header or ""
+    charset = message.get_param("charset")
+    return message.get_content_type() if header else "", (
+        charset if isinstance(charset, str) else None
+    )
+
+
+def sniffed(body: bytes) -> str:
+    """A media type for a body served without one."""
+    head = body[:512].lstrip().lower()
+    if head.startswith(b"%pdf-"):
+        return "application/pdf"
+    if head.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or b"<html" in head:
+        return "text/html"
+    return "application/octet-stream"
+
+
+class Fetcher:
+    """One httpx client for a sync (connections kept alive per site), within `limits`; `allowed`
+    replaces the guard's test of an address (tests allow one loopback address, refuse another)."""
+
+    def __init__(self, limits: Limits, *, allowed: Callable[[Address], bool] | None = None):
+        self.limits = limits
+        test = allowed or (everywhere if limits.allow_private else is_public)
+        transport = httpx.HTTPTransport(retries=0, trust_env=False)
+        # httpx takes no network backend of its own: its pool is rebuilt with the guard's
+        transport._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), network_backend=Guard(test), retries=0
+        )
+        self.http = httpx.Client(
+            transport=transport,
+            timeout=httpx.Timeout(limits.timeout),
+            follow_redirects=True,
+            max_redirects=limits.max_redirects,
+            headers={"User-Agent": USER_AGENT, "Accept": ", ".join(limits.content_types)},
+            trust_env=False,
+        )
+        self._robots: dict[str, urllib.robotparser.RobotFileParser | str] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def fetch(
+        self, url: str, *, etag: str | None = None, last_modified: str | None = None
+    ) -> Fetched | str:
+        """The page at `url`, or NOT_MODIFIED when the ETag/Last-Modified still hold;
+        FetchError saying why not."""
+        scheme = httpx.URL(url).scheme if url else ""
+        if scheme not in ("http", "https"):
+            raise FetchError(f"not a web address ({scheme or 'no'} scheme): only http and https")
+        if self.limits.robots:
+            self._check_robots(httpx.URL(url))
+        headers = {}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        deadline = time.monotonic() + self.limits.timeout
+        try:
+            with self.http.stream("GET", url, headers=headers) as response:
+                if response.status_code == 304 and (etag or last_modified):
+                    return NOT_MODIFIED
+                if response.status_code >= 400:
+                    raise FetchError(f"HTTP {response.status_code} {response.reason_phrase}")
+                if response.status_code != 200:
+                    raise FetchError(f"HTTP {response.status_code}: not a page")
+                kind, charset = media_type(response.headers.get("content-type"))
+                if kind and kind != "application/octet-stream":
+                    self._check_type(kind)
+                body = self._body(response, deadline)
+                if not kind or kind == "application/octet-stream":
+                    kind = sniffed(body)
+                    self._check_type(kind)
+                return Fetched(str(response.url), kind, charset, body,
+                               response.headers.get("etag"),
+                               response.headers.get("last-modified"))  # fmt: skip
+        except Refused as exc:
+            raise FetchError(f"refused: {exc}") from None
+        except httpx.TooManyRedirects:
+            raise FetchError(
+                f"more than WEB_MAX_REDIRECTS={self.limits.max_redirects} redirects"
+            ) from None
+        except httpx.TimeoutException:
+            raise FetchError(f"no answer within WEB_TIMEOUT={self.limits.timeout:g}s") from None
+        except httpx.UnsupportedProtocol as exc:
+            raise FetchError(f"redirected to a non-web address ({exc})") from None
+        except httpx.HTTPError as exc:
+            raise FetchError(f"cannot fetch it ({type(exc).__name__}: {exc})") from None
+
+    def _check_type(self, kind: str) -> None:
+        if kind not in self.limits.content_types:
+            raise FetchError(f"content type {kind} is not one of WEB_CONTENT_TYPES")
+
+    def _body(self, response: httpx.Response, deadline: float, cap: int | None = None) -> bytes:
+        cap = cap or self.limits.max_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise FetchError(f"{int(declared):,} bytes, more than WEB_MAX_BYTES={cap:,}")
+        parts: list[bytes] = []
+        size = 0
+        for part in response.iter_bytes(CHUNK):
+            size += len(part)
+            if size > cap:
+                raise FetchError(f"more than WEB_MAX_BYTES={cap:,} bytes")
+            if time.monotonic() > deadline:  # a server trickling bytes never trips a read timeout
+                raise FetchError(f"not downloaded within WEB_TIMEOUT={self.limits.timeout:g}s")
+            parts.append(part)
+        return b"".join(parts)
+
+    def _check_robots(self, url: httpx.URL) -> None:
+        site = f"{url.scheme}://{url.netloc.decode('ascii')}"
+        with self._lock:
+            rules = self._robots.get(site)
+        if rules is None:
+            rules = self._read_robots(site)
+            with self._lock:
+                self._robots[site] = rules
+        if isinstance(rules, str):
+            raise FetchError(rules)
+        if not rules.can_fetch(ROBOTS_AGENT, str(url)):
+            raise FetchError(f"{site}/robots.txt disallows it (WEB_ROBOTS=false fetches it anyway)")
+
+    def _read_robots(self, site: str) -> urllib.robotparser.RobotFileParser | str:
+        """The site's robots.txt rules, or why none could be read (then nothing is fetched
+        from the site this sync)."""
+        rules = urllib.robotparser.RobotFileParser()
+        deadline = time.monotonic() + self.limits.timeout
+        try:
+            with self.http.stream("GET", f"{site}/robots.txt") as response:
+                status = response.status_code
+                body = self._body(response, deadline, ROBOTS_MAX_BYTES) if status == 200 else b""
+        except Refused as exc:
+            return f"refused: {exc}"
+        except (httpx.HTTPError, FetchError) as exc:
+            return f"{site}/robots.txt could not be read ({exc}); tried next sync"
+        if status >= 500:
+            return f"{site}/robots.txt answered HTTP {status}; tried next sync"
+        rules.parse(body.decode("utf-8", "replace").splitlines())
+        return rules
