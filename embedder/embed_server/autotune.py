@@ -1,0 +1,460 @@
+"""EMBED_BACKEND=auto with EMBED_DTYPE=auto on a CPU: measure the engines, run the fastest.
+
+A table of CPU classes cannot know a CPU: bf16 without AMX ran 2.3x fp32 on an AMD Zen 4 and
+0.7x on an Intel part of the same class. So at first start, after the port opens (/health is 503
+`model_loading` meanwhile, as during the load itself), the embedder runs each candidate engine
+this install carries on the loaded model, one at a time (never two models in memory):
+
+1. its vectors of the probe texts (embed_server.probe: one- and two-word inputs, queries with
+   their instruction, sentences, code) against fp32's: lowest cosine >= BOUND or it is out;
+2. a document batch as the engine runs them (two micro-batches of DOC_TOKENS side by side on
+   torch, one batch of two on ONNX Runtime), best of DOC_RUNS; a QUERY_TOKENS-token query alone,
+   best of QUERY_RUNS.
+
+Documents then run on the engine with the fastest batch, queries on the one with the fastest
+query; a second engine is loaded for queries only when it answers them SPLIT_GAIN times faster
+and the memory it needs is free. The decision is kept in EMBED_STATE_DIR under a key of what it
+depends on (CPU model and features, threads, model files, library versions, the candidates), so
+later starts load the engine directly; any change of the key measures again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from embed_server import hardware
+from embed_server.batching import encode_ids
+from embed_server.onnx_backend import FILES, onnx_dir, onnx_exported
+from embed_server.probe import CALIBRATION_TEXTS, PROBE_DOCUMENTS, PROBE_QUERIES
+
+if TYPE_CHECKING:
+    from embed_server.model import Embedder
+
+MAX_WORKERS = 2  # as model.MAX_SIDE_BY_SIDE: micro-batches side by side
+
+log = logging.getLogger("embedder.auto")
+
+BOUND = 0.995  # lowest cosine to fp32 over the probe texts
+DOC_TOKENS = 128
+QUERY_TOKENS = 20
+DOC_RUNS = 2
+QUERY_RUNS = 3
+SPLIT_GAIN = 1.25
+SLOWER = 2.0  # a first document run this many times the best so far: not run again
+VERSION = 1  # of what is measured: raising it measures again everywhere
+Engine = tuple[str, str]
+clock = time.perf_counter  # what the timings read (a test's fake engines bring their own)
+
+
+def label(engine: Sequence[str]) -> str:
+    return " ".join(engine)
+
+
+def parse(text: str) -> Engine:
+    backend, dtype = text.split()
+    return backend, dtype
+
+
+@dataclass
+class Figures:
+    """One candidate's measurement (None where it was not measured: `note` says why)."""
+
+    engine: str
+    min_cosine: float | None = None
+    document_batch_s: float | None = None
+    query_s: float | None = None
+    size_mb: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Decision:
+    documents: str
+    queries: str
+    figures: list[Figures]
+    seconds: float
+    measured_at: str
+    key: dict[str, Any]
+    cached: bool = False
+    cache_file: str | None = None
+    # the query engine when it runs apart, or why it does not
+    query_engine: str | None = None
+    query_note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def reason(self) -> str:
+        by_name = {f.engine: f for f in self.figures}
+        doc, query = by_name[self.documents], by_name[self.queries]
+        ref = self.figures[0]
+        parts = [
+            f"{self.documents} for documents: fastest within lowest cosine >= {BOUND} "
+            f"({_ms(doc.document_batch_s)} per {DOC_TOKENS}-token batch pair, "
+            f"{_ratio(ref.document_batch_s, doc.document_batch_s)} {ref.engine})"
+        ]
+        parts.append(
+            f"{self.queries} for queries ({_ms(query.query_s)} per {QUERY_TOKENS}-token query, "
+            f"{_ratio(ref.query_s, query.query_s)} {ref.engine})"
+        )
+        if self.query_note:
+            parts.append(self.query_note)
+        return "; ".join(parts)
+
+    def report(self) -> dict[str, Any]:
+        """What /health shows: the choice, why, and every candidate's figures."""
+        return {
+            "measured": True,
+            "cached": self.cached,
+            "documents": self.documents,
+            "queries": self.query_engine or self.documents,
+            "fastest_for_queries": self.queries,
+            "reason": self.reason(),
+            "bound_min_cosine": BOUND,
+            "seconds": round(self.seconds, 1),
+            "measured_at": self.measured_at,
+            "cache_file": self.cache_file,
+            "candidates": [
+                {k: (round(v, 5) if isinstance(v, float) else v) for k, v in asdict(f).items()}
+                for f in self.figures
+            ],
+        }
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def _ratio(reference: float | None, seconds: float | None) -> str:
+    if reference is None or not seconds:
+        return "vs"
+    return f"{reference / seconds:.2f}x"
+
+
+def candidates(embedder: Embedder) -> list[Engine]:
+    """The engines this install carries and this CPU runs natively, in the order measured: torch
+    fp32 first (the reference), then torch int8 (made from it in place: no second load), bf16
+    only where the CPU computes it (elsewhere it is emulated, several times slower), ONNX Runtime
+    where the model was exported and onnxruntime is installed. int8 needs x86 (fbgemm)."""
+    features = hardware.cpu_features()
+    x86 = platform.machine().lower() in {"x86_64", "amd64"}
+    engines: list[Engine] = [("torch", "fp32")]
+    if x86:
+        engines.append(("torch", "int8"))
+    if x86 and {"avx512_bf16", "amx_tile"} & features:
+        engines.append(("torch", "bf16"))
+    if _onnxruntime_version() is not None:
+        root = embedder.settings.EMBED_ONNX_DIR
+        engines += [("onnx", d) for d in FILES if onnx_exported(root, embedder.folder, d)]
+    return engines
+
+
+def _onnxruntime_version() -> str | None:
+    try:
+        import onnxruntime  # optional: only to know whether it is there
+    except ImportError:
+        return None
+    return str(onnxruntime.__version__)
+
+
+def cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what Python knows of it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith(("model name", "Model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _files(folder: Path) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            if path.is_file():  # through symlinks (the Hugging Face cache's blobs)
+                stat = path.stat()
+                out.append([path.name, stat.st_size, stat.st_mtime_ns])
+    return out
+
+
+def _features() -> set[str]:
+    return hardware.cpu_features() | ({"vnni"} if torch.cpu._is_vnni_supported() else set())
+
+
+def cache_key(embedder: Embedder, engines: Sequence[Engine]) -> dict[str, Any]:
+    """What the decision depends on: a change of any of it measures again."""
+    import transformers  # loaded already by the model
+
+    exports = onnx_dir(embedder.settings.EMBED_ONNX_DIR, embedder.folder)
+    return {
+        "version": VERSION,
+        "cpu": cpu_name(),
+        "machine": platform.machine(),
+        # as this process sees them (an ISA cap or a CPUID mask counts)
+        "features": sorted(_features()),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": embedder.threads,
+        "model": embedder.name,
+        "model_files": _files(embedder.folder),
+        "onnx_files": _files(exports) if any(e[0] == "onnx" for e in engines) else [],
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "onnxruntime": _onnxruntime_version(),
+        },
+        "candidates": [label(e) for e in engines],
+    }
+
+
+def cache_path(state_dir: str, key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(state_dir).expanduser() / f"auto-engine-{digest}.json"
+
+
+def read_cached(path: Path, key: dict[str, Any]) -> Decision | None:
+    """The decision kept at `path` for exactly `key`; None if there is none (or it is unreadable:
+    then measured again, and said)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data["key"] != key:
+            return None
+        figures = [Figures(**f) for f in data["figures"]]
+        return Decision(
+            documents=data["documents"],
+            queries=data["queries"],
+            figures=figures,
+            seconds=float(data["seconds"]),
+            measured_at=data["measured_at"],
+            key=key,
+            cached=True,
+            cache_file=str(path),
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("auto: ignoring the unreadable decision in %s (%s); measuring again", path, exc)
+        return None
+
+
+def write_cached(path: Path, decision: Decision) -> bool:
+    """Keep the decision (atomically: replicas may share the folder); False, said once, when the
+    folder is not writable: the next start then measures again."""
+    data = {
+        "key": decision.key,
+        "documents": decision.documents,
+        "queries": decision.queries,
+        "figures": [asdict(f) for f in decision.figures],
+        "seconds": decision.seconds,
+        "measured_at": decision.measured_at,
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent, prefix=".auto-engine-", suffix=".tmp", delete=False
+        ) as tmp:
+            json.dump(data, tmp, indent=1)
+        os.replace(tmp.name, path)
+    except OSError as exc:
+        log.warning(
+            "auto: could not keep the decision in %s (%s): the next start measures again; "
+            "set EMBED_STATE_DIR to a writable folder",
+            path.parent,
+            exc,
+        )
+        return False
+    return True
+
+
+def _ids(embedder: Embedder, length: int) -> np.ndarray:
+    """`length` real token ids (the calibration texts repeated), as one input."""
+    text = " ".join(CALIBRATION_TEXTS)
+    ids = embedder.tokenize([text])[0]
+    while len(ids) < length:
+        ids = np.concatenate([ids, ids])
+    return np.ascontiguousarray(ids[-length:])
+
+
+# Memory of an engine against torch fp32's, before it is loaded (measured: Qwen3-0.6B shape).
+_SIZE = {"fp32": 1.0, "bf16": 0.5, "int8": 0.56}
+
+
+def measure(embedder: Embedder, engines: Sequence[Engine], key: dict[str, Any]) -> Decision:
+    """Run every candidate (see the module's docstring); leaves the documents' engine loaded.
+
+    The fastest engine so far stays loaded while the next is measured when both fit in what
+    torch fp32 took alone (then it need not be loaded again at the end)."""
+    started = time.monotonic()
+    texts = [*PROBE_DOCUMENTS, *(embedder.prompt("query") + q for q in PROBE_QUERIES)]
+    probe = embedder.tokenize(texts)
+    docs = [_ids(embedder, DOC_TOKENS)] * 2
+    query = _ids(embedder, QUERY_TOKENS)
+    reference: np.ndarray | None = None
+    figures: list[Figures] = []
+    kept: tuple[Figures, dict[str, Any]] | None = None  # the fastest so far, loaded
+    with ThreadPoolExecutor(max(1, MAX_WORKERS - 1), thread_name_prefix="auto") as pool:
+
+        def run(ids: list[np.ndarray], batch_tokens: int) -> np.ndarray:
+            workers = embedder.parallelism
+            return encode_ids(embedder, ids, batch_tokens, workers, pool if workers > 1 else None)
+
+        def timed(ids: list[np.ndarray], batch_tokens: int) -> float:
+            begin = clock()
+            run(ids, batch_tokens)
+            return clock() - begin
+
+        for engine in engines:
+            loaded = label((embedder.backend, embedder.dtype)) if figures else None
+            best = min((f for f in figures if f.document_batch_s), key=_doc, default=None)
+            if kept is not None and kept[0] is not best:
+                kept = None  # beaten since: dropped
+            if best is not None and loaded == best.engine and loaded != label(engines[0]):
+                fp32_mb = figures[0].size_mb or 0
+                if (best.size_mb or 0) + _SIZE[engine[1]] * fp32_mb <= 1.15 * fp32_mb:
+                    kept = (best, embedder.detach_engine())
+            if engine == ("torch", "int8") and loaded == "torch fp32":
+                embedder.quantize_in_place()
+            else:
+                embedder.load_engine(*engine)
+            one = Figures(label(engine), size_mb=round(embedder.size_bytes() / 2**20, 1))
+            figures.append(one)
+            vectors = run(probe, 2 * DOC_TOKENS)  # also the engine's warm-up
+            if reference is None:
+                reference = vectors
+            one.min_cosine = float(np.sum(reference * vectors, axis=1).min())
+            if one.min_cosine < BOUND:
+                one.note = f"lowest cosine to fp32 below {BOUND}: not timed"
+                continue
+            fastest = min((f.document_batch_s for f in figures if f.document_batch_s), default=0)
+            runs = [timed(docs, 2 * DOC_TOKENS)]
+            if not fastest or runs[0] < SLOWER * fastest:
+                runs += [timed(docs, 2 * DOC_TOKENS) for _ in range(DOC_RUNS - 1)]
+            else:
+                one.note = f"first document batch over {SLOWER:g}x the fastest: run once"
+            one.document_batch_s = min(runs)
+            one.query_s = min(timed([query], QUERY_TOKENS) for _ in range(QUERY_RUNS))
+    timed_ = [f for f in figures if f.document_batch_s is not None]
+    documents = min(timed_, key=_doc).engine
+    queries = min(timed_, key=lambda f: f.query_s or math.inf).engine
+    if label((embedder.backend, embedder.dtype)) != documents:
+        if kept is not None and kept[0].engine == documents:
+            embedder.attach_engine(kept[1])
+        else:
+            embedder.load_engine(*parse(documents))
+    return Decision(
+        documents=documents,
+        queries=queries,
+        figures=figures,
+        seconds=time.monotonic() - started,
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        key=key,
+    )
+
+
+def _doc(f: Figures) -> float:
+    return f.document_batch_s if f.document_batch_s is not None else math.inf
+
+
+def available_bytes() -> int | None:
+    """Memory this process may still take: the container's cgroup limit less its use, or the
+    system's MemAvailable, whichever is lower; None where neither is known."""
+    values: list[int] = []
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        current = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            values.append(int(limit) - current)
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                values.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return min(values) if values else None
+
+
+def split_queries(embedder: Embedder, decision: Decision) -> None:
+    """Load the queries' engine beside the documents' when it answers them SPLIT_GAIN times
+    faster and its memory is free (about its weights' size, measured, plus a quarter)."""
+    if decision.queries == decision.documents:
+        return
+    by_name = {f.engine: f for f in decision.figures}
+    doc, query = by_name[decision.documents], by_name[decision.queries]
+    if not (doc.query_s and query.query_s and query.query_s * SPLIT_GAIN <= doc.query_s):
+        decision.query_note = (
+            f"queries stay on {decision.documents}: {decision.queries} answers them less than "
+            f"{SPLIT_GAIN:g}x faster"
+        )
+        return
+    need = int((query.size_mb or 0) * 2**20 * 1.25) + 256 * 2**20
+    free = available_bytes()
+    if free is not None and free < need:
+        decision.query_note = (
+            f"queries stay on {decision.documents}: {decision.queries} would need "
+            f"{need / 2**20:,.0f} MB more memory, {free / 2**20:,.0f} MB is free"
+        )
+        return
+    second = copy.copy(embedder)
+    second.query_encoder = None
+    second.load_engine(*parse(decision.queries))
+    embedder.query_encoder = second
+    decision.query_engine = decision.queries
+    decision.query_note = (
+        f"{decision.queries} loaded beside it for queries (+{query.size_mb:,.0f} MB)"
+    )
+
+
+def decide(embedder: Embedder) -> Decision:
+    """Choose and load the engines (cached decision, else measured), for /health and the log."""
+    engines = candidates(embedder)
+    key = cache_key(embedder, engines)
+    path = cache_path(embedder.settings.EMBED_STATE_DIR, key)
+    decision = read_cached(path, key)
+    if decision is not None:
+        embedder.load_engine(*parse(decision.documents))
+    else:
+        decision = measure(embedder, engines, key)
+        if write_cached(path, decision):
+            decision.cache_file = str(path)
+    split_queries(embedder, decision)
+    embedder.decision = decision.report()
+    figures = ", ".join(
+        f"{f.engine} {_ms(f.document_batch_s)}/{_ms(f.query_s)} cos {f.min_cosine:.5f}"
+        if f.min_cosine is not None
+        else f.engine
+        for f in decision.figures
+    )
+    if decision.cached:
+        log.info(
+            "auto: %s (measured %s, kept in %s; delete it to measure again)",
+            decision.reason(),
+            decision.measured_at,
+            path,
+        )
+    else:
+        log.info(
+            "auto: measured %d engines in %.1f s (document batch/query, lowest cosine to fp32): "
+            "%s; %s",
+            len(decision.figures),
+            decision.seconds,
+            figures,
+            decision.reason(),
+        )
+    return decision
