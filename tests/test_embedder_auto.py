@@ -19,7 +19,6 @@ import httpx
 import numpy as np
 import pytest
 import torch
-import transformers
 from helpers import free_port, serve_in_thread, torch_threads_kept, wait_until
 
 from embed_server import api, autotune, config, errors, hardware
@@ -90,6 +89,7 @@ class FakeEmbedder:
         self.embedded: list[tuple[str, int]] = []  # (engine, inputs) per forward pass
         self.decision: dict[str, Any] | None = None
         self.query_encoder: FakeEmbedder | None = None
+        self.calibration = None
         self.backend = self.dtype = ""
         self.parallelism = 1
         autotune.decide(self)  # type: ignore[arg-type]
@@ -224,7 +224,8 @@ def test_a_kept_decision_is_measured_again_when_what_it_depends_on_changes(
     elif change == "model file":
         (tmp_path / "model" / "config.json").write_text('{"hidden_size": 8}')
     elif change == "library version":
-        monkeypatch.setattr(transformers, "__version__", "0.0.1")
+        versions = autotune.library_versions()
+        monkeypatch.setattr(autotune, "library_versions", lambda: {**versions, "torch": "9.9"})
     else:
         engines = {**ENGINES, "onnx fp32": (3.0, 1.0, 100.0)}
     again = FakeEmbedder(values, fakes, engines)

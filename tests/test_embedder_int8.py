@@ -132,8 +132,31 @@ def test_calibration_leaves_padded_positions_out(tiny_qwen3_path: Path) -> None:
         with torch.inference_mode(), torch_threads_kept():
             embedder.model(input_ids=input_ids, attention_mask=mask, use_cache=False)
 
-    padded = int8.calibrate(embedder.model, [embedder._padded(ids)], forward)
+    padded = int8.calibrate(embedder.model, [embedder._padded(ids)], forward)  # one batch
     alone = int8.calibrate(embedder.model, [embedder._padded([x]) for x in ids], forward)
     assert padded.groups == alone.groups
     for name, peak in alone.maxima.items():
         torch.testing.assert_close(padded.maxima[name], peak, atol=1e-4, rtol=1e-4)
+
+
+def test_a_kept_calibration_makes_int8_again_without_a_calibration_pass(
+    tiny_qwen3_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """auto keeps int8's calibration beside its decision: a later start skips that pass."""
+    from embed_server import autotune
+
+    first = load(tiny_qwen3_path, "int8")
+    assert first.calibration is not None
+    decision = tmp_path / "auto-engine-0123456789abcdef.json"
+    autotune.write_calibration(decision, first.calibration)
+    again = load(tiny_qwen3_path, "fp32")
+    again.calibration = autotune.read_calibration(decision)
+
+    def no_pass(*args: object, **kwargs: object) -> None:
+        raise AssertionError("calibrated again")
+
+    monkeypatch.setattr(int8, "calibrate", no_pass)
+    with torch_threads_kept():
+        again.load_engine("torch", "int8")
+    texts = ["river mountain", "bread flour water " * 30, "cat"]
+    np.testing.assert_array_equal(embed(again, texts), embed(first, texts))

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from embed_server import hardware
+from embed_server import hardware, int8
 from embed_server.batching import encode_ids
 from embed_server.onnx_backend import FILES, onnx_dir, onnx_exported
 from embed_server.probe import CALIBRATION_TEXTS, PROBE_DOCUMENTS, PROBE_QUERIES
@@ -57,7 +57,9 @@ QUERY_TOKENS = 20
 DOC_RUNS = 2
 QUERY_RUNS = 3
 SPLIT_GAIN = 1.25
-SLOWER = 2.0  # a first document run this many times the best so far: not run again
+# A first document batch this many times the fastest so far is not run again: it includes the
+# engine's warm-up for that shape (oneDNN builds its kernels per shape), so only far slower.
+SLOWER = 4.0
 VERSION = 1  # of what is measured: raising it measures again everywhere
 Engine = tuple[str, str]
 clock = time.perf_counter  # what the timings read (a test's fake engines bring their own)
@@ -197,10 +199,18 @@ def _features() -> set[str]:
     return hardware.cpu_features() | ({"vnni"} if torch.cpu._is_vnni_supported() else set())
 
 
-def cache_key(embedder: Embedder, engines: Sequence[Engine]) -> dict[str, Any]:
-    """What the decision depends on: a change of any of it measures again."""
+def library_versions() -> dict[str, str | None]:
     import transformers  # loaded already by the model
 
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "onnxruntime": _onnxruntime_version(),
+    }
+
+
+def cache_key(embedder: Embedder, engines: Sequence[Engine]) -> dict[str, Any]:
+    """What the decision depends on: a change of any of it measures again."""
     exports = onnx_dir(embedder.settings.EMBED_ONNX_DIR, embedder.folder)
     return {
         "version": VERSION,
@@ -213,11 +223,7 @@ def cache_key(embedder: Embedder, engines: Sequence[Engine]) -> dict[str, Any]:
         "model": embedder.name,
         "model_files": _files(embedder.folder),
         "onnx_files": _files(exports) if any(e[0] == "onnx" for e in engines) else [],
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "onnxruntime": _onnxruntime_version(),
-        },
+        "versions": library_versions(),
         "candidates": [label(e) for e in engines],
     }
 
@@ -421,6 +427,34 @@ def split_queries(embedder: Embedder, decision: Decision) -> None:
     )
 
 
+def _calibration_path(path: Path) -> Path:
+    return path.with_suffix(".int8.pt")
+
+
+def read_calibration(path: Path) -> int8.Calibration | None:
+    """The int8 calibration kept beside a decision (so that a later start loading int8 runs no
+    calibration pass); None if there is none or it is unreadable."""
+    try:
+        data = torch.load(_calibration_path(path), weights_only=True)
+        return int8.Calibration(data["maxima"], data["groups"], data["norms"])
+    except FileNotFoundError:
+        return None
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+        log.warning("auto: ignoring the unreadable int8 calibration beside %s (%s)", path, exc)
+        return None
+
+
+def write_calibration(path: Path, seen: int8.Calibration) -> None:
+    target = _calibration_path(path)
+    data = {"maxima": seen.maxima, "groups": seen.groups, "norms": seen.norms}
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
+            torch.save(data, tmp)
+        os.replace(tmp.name, target)
+    except OSError as exc:
+        log.warning("auto: could not keep the int8 calibration in %s (%s)", target, exc)
+
+
 def decide(embedder: Embedder) -> Decision:
     """Choose and load the engines (cached decision, else measured), for /health and the log."""
     engines = candidates(embedder)
@@ -428,11 +462,14 @@ def decide(embedder: Embedder) -> Decision:
     path = cache_path(embedder.settings.EMBED_STATE_DIR, key)
     decision = read_cached(path, key)
     if decision is not None:
+        embedder.calibration = read_calibration(path)
         embedder.load_engine(*parse(decision.documents))
     else:
         decision = measure(embedder, engines, key)
         if write_cached(path, decision):
             decision.cache_file = str(path)
+            if embedder.calibration is not None:
+                write_calibration(path, embedder.calibration)
     split_queries(embedder, decision)
     embedder.decision = decision.report()
     figures = ", ".join(

@@ -120,7 +120,7 @@ class EmbedderSettings(BaseSettings):
         "where the hardware computes it natively (CPUs with AVX512-BF16 or AMX, CUDA GPUs with "
         "bf16), fp32 elsewhere; fp32 = exact reference; bf16 = half the memory, cosine to fp32 "
         ">= 0.9999, several times faster on CPUs with AMX (slower on CPUs without native bf16); "
-        "int8 = int8 Linear layers with per-token scales, CPU only, cosine to fp32 >= 0.998 on "
+        "int8 = int8 Linear layers with per-token scales, CPU only, cosine to fp32 ~0.998 on "
         "MiniLM, fastest on CPUs with VNNI but without AMX. /health reports the precision in use.",
     )
     EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(

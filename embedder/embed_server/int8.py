@@ -220,15 +220,10 @@ PRE_NORM = {"qwen3", "qwen2", "llama", "mistral"}
 
 
 def quantize(
-    model: torch.nn.Module,
-    batches: Sequence[Batch],
-    forward: Callable[[torch.Tensor, torch.Tensor], object],
-    reduce_range: bool,
-    workers: int = 1,
+    model: torch.nn.Module, seen: Calibration, reduce_range: bool, workers: int = 1
 ) -> torch.nn.Module:
-    """`model` (fp32) with its Linear layers int8 as described above, in place, calibrated by
-    running `forward` on the calibration `batches` in fp32 (`workers` side by side)."""
-    seen = calibrate(model, batches, forward, workers)
+    """`model` (fp32) with its Linear layers int8 as described above, in place, from what
+    `calibrate` saw of it (`workers` groups packed side by side)."""
     modules = dict(model.named_modules())
     fold = getattr(getattr(model, "config", None), "model_type", None) in PRE_NORM
     plans: list[tuple[list[str], list[torch.nn.Linear], torch.nn.Module | None]] = []

@@ -188,6 +188,8 @@ class Embedder:
         self.decision: dict[str, Any] | None = None
         # A second engine for queries, when auto measured one faster for them (autotune)
         self.query_encoder: Embedder | None = None
+        # int8's calibration (what the fp32 pass saw), kept by auto so later starts skip it
+        self.calibration: int8.Calibration | None = None
         if engine is not None:
             self.load_engine(*engine)
         elif measures(settings, self.device):
@@ -281,28 +283,34 @@ class Embedder:
 
     def quantize_in_place(self) -> None:
         """The loaded torch fp32 model becomes int8 (embed_server.int8), calibrated first on
-        CALIBRATION_TEXTS (a few padded batches; padded positions are left out)."""
+        CALIBRATION_TEXTS unless `calibration` is known (auto keeps it beside its decision)."""
         if (self.backend, self.dtype, self.device.type) != ("torch", "fp32", "cpu"):
             raise ModelLoadError(f"int8 is made from torch fp32 on cpu, not {self.dtype}")
+        workers = self.parallelism
+        if self.calibration is None:
+            self.calibration = self._calibrate(workers)
+        int8.quantize(self.model, self.calibration, not int8_full_range(), workers)
+        self.dtype = "int8"
+
+    def _calibrate(self, workers: int) -> int8.Calibration:
+        """What the fp32 model sees of CALIBRATION_TEXTS: a few padded batches, `workers` side
+        by side as the engine runs them (padded positions are left out)."""
         queries = [self.prompt("query") + t for t in CALIBRATION_TEXTS[-CALIBRATION_QUERIES:]]
         ids = self.tokenize([*CALIBRATION_TEXTS, *queries])
-        workers = self.parallelism
         batches = [
             self._padded([ids[i] for i in batch])
             for batch in plan_batches([len(x) for x in ids], CALIBRATION_BATCH_TOKENS // workers)
         ]
 
         def forward(input_ids: torch.Tensor, mask: torch.Tensor) -> None:
-            threads = max(1, self.threads // workers)  # side by side, as the engine runs them
+            threads = max(1, self.threads // workers)
             if torch.get_num_threads() != threads:
                 with _THREADS_LOCK:
                     torch.set_num_threads(threads)
             with torch.inference_mode():
                 self.model(input_ids=input_ids, attention_mask=mask, **self._forward_kwargs)
 
-        reduce_range = not int8_full_range()
-        int8.quantize(self.model, batches, forward, reduce_range, workers)
-        self.dtype = "int8"
+        return int8.calibrate(self.model, batches, forward, workers)
 
     def size_bytes(self) -> int:
         """Memory of the engine's weights (tensors, int8 packs, or the ONNX file)."""
