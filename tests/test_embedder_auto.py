@@ -67,6 +67,8 @@ class FakeEmbedder:
     Tokens: one per character. Every forward pass advances `clock` by the engine's cost for its
     padded tokens; `gate`, when set, holds every forward pass until the test opens it."""
 
+    _ENGINE = ("backend", "dtype")  # what one loaded engine is, as model.Embedder names it
+
     def __init__(
         self,
         settings: config.EmbedderSettings,

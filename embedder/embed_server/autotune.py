@@ -3,24 +3,28 @@
 A table of CPU classes cannot know a CPU: bf16 without AMX ran 2.3x fp32 on an AMD Zen 4 and
 0.7x on an Intel part of the same class. So at first start, after the port opens (/health is 503
 `model_loading` meanwhile, as during the load itself), the embedder runs each candidate engine
-this install carries on the loaded model, one at a time (never two models in memory):
+this install carries (`candidates`) on the loaded model:
 
 1. its vectors of the probe texts (embed_server.probe: one- and two-word inputs, queries with
-   their instruction, sentences, code) against fp32's: lowest cosine >= BOUND or it is out;
+   their instruction, sentences, code) against torch fp32's: lowest cosine >= BOUND or it is out;
 2. a document batch as the engine runs them (two micro-batches of DOC_TOKENS side by side on
    torch, one batch of two on ONNX Runtime), best of DOC_RUNS; a QUERY_TOKENS-token query alone,
-   best of QUERY_RUNS.
+   best of QUERY_RUNS. torch fp32 is timed alone first and then becomes int8 in place (no second
+   load); the other engines are timed in interleaved rounds, as many loaded at once as fit in the
+   memory fp32 took alone, so that load from other processes hits each alike.
 
 Documents then run on the engine with the fastest batch, queries on the one with the fastest
-query; a second engine is loaded for queries only when it answers them SPLIT_GAIN times faster
-and the memory it needs is free. The decision is kept in EMBED_STATE_DIR under a key of what it
-depends on (CPU model and features, threads, model files, library versions, the candidates), so
+query (of engines within CLOSE of the fastest, the most accurate); a second engine is loaded for
+queries only when it answers them SPLIT_GAIN times faster and the memory it needs is free. The
+decision is kept in EMBED_STATE_DIR under a key of what it depends on (CPU model and features,
+threads, model files, library versions, the candidates), with int8's calibration beside it, so
 later starts load the engine directly; any change of the key measures again.
 """
 
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import json
 import logging
@@ -29,7 +33,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -57,9 +61,6 @@ QUERY_TOKENS = 20
 DOC_RUNS = 2
 QUERY_RUNS = 3
 SPLIT_GAIN = 1.25
-# A first document batch this many times the fastest so far is not run again: it includes the
-# engine's warm-up for that shape (oneDNN builds its kernels per shape), so only far slower.
-SLOWER = 4.0
 VERSION = 1  # of what is measured: raising it measures again everywhere
 Engine = tuple[str, str]
 clock = time.perf_counter  # what the timings read (a test's fake engines bring their own)
@@ -298,13 +299,32 @@ def _ids(embedder: Embedder, length: int) -> np.ndarray:
 
 # Memory of an engine against torch fp32's, before it is loaded (measured: Qwen3-0.6B shape).
 _SIZE = {"fp32": 1.0, "bf16": 0.5, "int8": 0.56}
+ROOM = 1.15  # engines loaded at once while measuring: at most this times torch fp32's memory
+CLOSE = 1.10  # timings this close to the fastest: the most accurate of them is chosen
 
 
-def measure(embedder: Embedder, engines: Sequence[Engine], key: dict[str, Any]) -> Decision:
-    """Run every candidate (see the module's docstring); leaves the documents' engine loaded.
+def _activate(embedder: Embedder, state: dict[str, Any]) -> None:
+    """Make a loaded engine the one that runs (the others stay loaded, in `state`s)."""
+    for name, value in state.items():
+        setattr(embedder, name, value)
 
-    The fastest engine so far stays loaded while the next is measured when both fit in what
-    torch fp32 took alone (then it need not be loaded again at the end)."""
+
+def _pick(figures: Sequence[Figures], seconds: Callable[[Figures], float | None]) -> Figures:
+    """The fastest by `seconds`, or the most accurate of those within CLOSE of it (a load burst
+    on a shared machine moves timings by more than that; accuracy does not move)."""
+    timed = [f for f in figures if seconds(f)]
+    fastest = min(seconds(f) or math.inf for f in timed)
+    close = [f for f in timed if (seconds(f) or math.inf) <= CLOSE * fastest]
+    return max(close, key=lambda f: (f.min_cosine or 0, -(seconds(f) or math.inf)))
+
+
+def measure(
+    embedder: Embedder, engines: Sequence[Engine], key: dict[str, Any]
+) -> tuple[Decision, dict[str, dict[str, Any]]]:
+    """Run every candidate (see the module's docstring). torch fp32 is timed first, alone, then
+    becomes int8 in place; the others are timed in interleaved rounds (A B A B: a burst of load
+    from elsewhere hits each alike) as many at once as fit in what fp32 took alone. Leaves the
+    documents' engine running; returns the decision and the engines still loaded (by label)."""
     started = time.monotonic()
     texts = [*PROBE_DOCUMENTS, *(embedder.prompt("query") + q for q in PROBE_QUERIES)]
     probe = embedder.tokenize(texts)
@@ -312,29 +332,61 @@ def measure(embedder: Embedder, engines: Sequence[Engine], key: dict[str, Any]) 
     query = _ids(embedder, QUERY_TOKENS)
     reference: np.ndarray | None = None
     figures: list[Figures] = []
-    kept: tuple[Figures, dict[str, Any]] | None = None  # the fastest so far, loaded
-    with ThreadPoolExecutor(max(1, MAX_WORKERS - 1), thread_name_prefix="auto") as pool:
+    pool: dict[str, dict[str, Any]] = {}  # loaded, within the bound, waiting to be timed or kept
+    untimed: list[Figures] = []
+    with ThreadPoolExecutor(max(1, MAX_WORKERS - 1), thread_name_prefix="auto") as threads:
 
         def run(ids: list[np.ndarray], batch_tokens: int) -> np.ndarray:
             workers = embedder.parallelism
-            return encode_ids(embedder, ids, batch_tokens, workers, pool if workers > 1 else None)
+            lanes = threads if workers > 1 else None
+            return encode_ids(embedder, ids, batch_tokens, workers, lanes)
 
         def timed(ids: list[np.ndarray], batch_tokens: int) -> float:
             begin = clock()
             run(ids, batch_tokens)
             return clock() - begin
 
+        def time_pool() -> None:
+            """Time every engine waiting in the pool, interleaved; then keep the fastest for
+            documents and for queries loaded, drop the others."""
+            if not untimed:
+                return
+            doc_runs: dict[str, list[float]] = {f.engine: [] for f in untimed}
+            query_runs: dict[str, list[float]] = {f.engine: [] for f in untimed}
+            for _ in range(DOC_RUNS):
+                for one in untimed:
+                    _activate(embedder, pool[one.engine])
+                    doc_runs[one.engine].append(timed(docs, 2 * DOC_TOKENS))
+            for _ in range(QUERY_RUNS):
+                for one in untimed:
+                    _activate(embedder, pool[one.engine])
+                    query_runs[one.engine].append(timed([query], QUERY_TOKENS))
+            for one in untimed:
+                one.document_batch_s = min(doc_runs[one.engine])
+                one.query_s = min(query_runs[one.engine])
+            untimed.clear()
+            keep = {
+                _pick(figures, lambda f: f.document_batch_s).engine,
+                _pick(figures, lambda f: f.query_s).engine,
+            }
+            for name in list(pool):
+                if name not in keep:
+                    del pool[name]
+
         for engine in engines:
             loaded = label((embedder.backend, embedder.dtype)) if figures else None
-            best = min((f for f in figures if f.document_batch_s), key=_doc, default=None)
-            if kept is not None and kept[0] is not best:
-                kept = None  # beaten since: dropped
-            if best is not None and loaded == best.engine and loaded != label(engines[0]):
+            if figures and not (engine == ("torch", "int8") and loaded == "torch fp32"):
                 fp32_mb = figures[0].size_mb or 0
-                if (best.size_mb or 0) + _SIZE[engine[1]] * fp32_mb <= 1.15 * fp32_mb:
-                    kept = (best, embedder.detach_engine())
+                need = _SIZE[engine[1]] * fp32_mb
+                held = sum(f.size_mb or 0 for f in figures if f.engine in pool)
+                if held + need > ROOM * fp32_mb:
+                    time_pool()
+                    held = sum(f.size_mb or 0 for f in figures if f.engine in pool)
+                if held + need > ROOM * fp32_mb:
+                    pool.clear()  # no room even for the fastest so far: loaded again if it wins
+                gc.collect()
             if engine == ("torch", "int8") and loaded == "torch fp32":
-                embedder.quantize_in_place()
+                embedder.quantize_in_place()  # from the fp32 weights in memory: no second load
             else:
                 embedder.load_engine(*engine)
             one = Figures(label(engine), size_mb=round(embedder.size_bytes() / 2**20, 1))
@@ -346,23 +398,23 @@ def measure(embedder: Embedder, engines: Sequence[Engine], key: dict[str, Any]) 
             if one.min_cosine < BOUND:
                 one.note = f"lowest cosine to fp32 below {BOUND}: not timed"
                 continue
-            fastest = min((f.document_batch_s for f in figures if f.document_batch_s), default=0)
-            runs = [timed(docs, 2 * DOC_TOKENS)]
-            if not fastest or runs[0] < SLOWER * fastest:
-                runs += [timed(docs, 2 * DOC_TOKENS) for _ in range(DOC_RUNS - 1)]
-            else:
-                one.note = f"first document batch over {SLOWER:g}x the fastest: run once"
-            one.document_batch_s = min(runs)
-            one.query_s = min(timed([query], QUERY_TOKENS) for _ in range(QUERY_RUNS))
-    timed_ = [f for f in figures if f.document_batch_s is not None]
-    documents = min(timed_, key=_doc).engine
-    queries = min(timed_, key=lambda f: f.query_s or math.inf).engine
-    if label((embedder.backend, embedder.dtype)) != documents:
-        if kept is not None and kept[0].engine == documents:
-            embedder.attach_engine(kept[1])
-        else:
-            embedder.load_engine(*parse(documents))
-    return Decision(
+            if engine == engines[0]:  # the reference: timed alone, then gone
+                one.document_batch_s = min(timed(docs, 2 * DOC_TOKENS) for _ in range(DOC_RUNS))
+                one.query_s = min(timed([query], QUERY_TOKENS) for _ in range(QUERY_RUNS))
+                continue
+            pool[one.engine] = {name: getattr(embedder, name) for name in embedder._ENGINE}
+            untimed.append(one)
+        time_pool()
+    documents = _pick(figures, lambda f: f.document_batch_s).engine
+    queries = _pick(figures, lambda f: f.query_s).engine
+    if documents in pool:
+        _activate(embedder, pool[documents])
+    else:
+        embedder.load_engine(*parse(documents))
+    kept = {name: state for name, state in pool.items() if name == queries and name != documents}
+    pool.clear()
+    gc.collect()
+    decision = Decision(
         documents=documents,
         queries=queries,
         figures=figures,
@@ -370,10 +422,7 @@ def measure(embedder: Embedder, engines: Sequence[Engine], key: dict[str, Any]) 
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         key=key,
     )
-
-
-def _doc(f: Figures) -> float:
-    return f.document_batch_s if f.document_batch_s is not None else math.inf
+    return decision, kept
 
 
 def available_bytes() -> int | None:
@@ -396,9 +445,12 @@ def available_bytes() -> int | None:
     return min(values) if values else None
 
 
-def split_queries(embedder: Embedder, decision: Decision) -> None:
+def split_queries(
+    embedder: Embedder, decision: Decision, loaded: dict[str, dict[str, Any]] | None = None
+) -> None:
     """Load the queries' engine beside the documents' when it answers them SPLIT_GAIN times
-    faster and its memory is free (about its weights' size, measured, plus a quarter)."""
+    faster and its memory is free (about its weights' size, measured, plus a quarter);
+    `loaded`: engines measure() left loaded, used instead of loading again."""
     if decision.queries == decision.documents:
         return
     by_name = {f.engine: f for f in decision.figures}
@@ -419,7 +471,10 @@ def split_queries(embedder: Embedder, decision: Decision) -> None:
         return
     second = copy.copy(embedder)
     second.query_encoder = None
-    second.load_engine(*parse(decision.queries))
+    if loaded and decision.queries in loaded:
+        _activate(second, loaded[decision.queries])
+    else:
+        second.load_engine(*parse(decision.queries))
     embedder.query_encoder = second
     decision.query_engine = decision.queries
     decision.query_note = (
@@ -461,16 +516,17 @@ def decide(embedder: Embedder) -> Decision:
     key = cache_key(embedder, engines)
     path = cache_path(embedder.settings.EMBED_STATE_DIR, key)
     decision = read_cached(path, key)
+    loaded: dict[str, dict[str, Any]] = {}
     if decision is not None:
         embedder.calibration = read_calibration(path)
         embedder.load_engine(*parse(decision.documents))
     else:
-        decision = measure(embedder, engines, key)
+        decision, loaded = measure(embedder, engines, key)
         if write_cached(path, decision):
             decision.cache_file = str(path)
             if embedder.calibration is not None:
                 write_calibration(path, embedder.calibration)
-    split_queries(embedder, decision)
+    split_queries(embedder, decision, loaded)
     embedder.decision = decision.report()
     figures = ", ".join(
         f"{f.engine} {_ms(f.document_batch_s)}/{_ms(f.query_s)} cos {f.min_cosine:.5f}"
