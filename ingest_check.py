@@ -18,10 +18,11 @@ from pathlib import Path
 
 from kb.app.backend import embed_client, open_store
 from kb.app.cli import fail, script
+from kb.app.ingest import run
 from kb.core.errors import IngestError
 from kb.core.settings import Settings, get_settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
+from kb.search.filters import Filters
 from kb.search.query import search, tag_usage
 from kb.sources.inbox import INGESTED
 from kb.store import collection
@@ -101,7 +102,9 @@ def check(settings: Settings, client: EmbedClient, store: Store, notes: Path) ->
         shock.source == "shock.md" and shock.document_date == "2023-11-05T14:30:00",
         f"datetime document_date is {shock.document_date!r}",
     )
-    filtered = search(store, client, "baking bread", k=5, tags=["  KOREAN cuisine"])
+    filtered = search(
+        store, client, "baking bread", k=5, filters=Filters(tags=["  KOREAN cuisine"])
+    )
     expect([h.source for h in filtered] == ["food/kimchi.md"], "tag filter returned other notes")
     notes_per_tag = {u.tag: u.notes for u in tag_usage(store)}
     expect(

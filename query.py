@@ -4,7 +4,8 @@
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
     uv run query.py "kb.store.points.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
-    uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
+    uv run query.py "chess" --kind video --max-duration 10m    # saved videos
+    (docs/guide/youtube.md)
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
     uv run query.py "where is the ingest lock taken" --domain code
     uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
@@ -26,44 +27,26 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, read_config, searcher
 from kb.app.cli import fail, script
 from kb.content.chunking import PATH_SEPARATOR
 from kb.core.errors import StoreUnavailable
 from kb.core.settings import Settings, get_settings
-from kb.search import rerank as kb_rerank
+from kb.search import TOOL_MAX_K, SearchRequest, search
 from kb.search.domains import DOMAINS
-from kb.search.query import MAX_K, MODES, Filters, Hit
+from kb.search.filters import FILTERS, FilterError, FilterField, Filters
+from kb.search.query import MAX_K, MODES, Hit
 from kb.search.read import read_item
 
 if TYPE_CHECKING:
     from kb.app import remote
 
 PREVIEW_CHARS = 200
-SERVER_MAX_K = 20  # search_notes clamps k to this
-# Filters field -> the option that sets it, so a validation error names what the user typed
-FILTER_OPTIONS = {
-    "tags_any": "--tags",
-    "tags_all": "--all-tags",
-    "date_from": "--from",
-    "date_to": "--to",
-    "ingested_from": "--ingested-from",
-    "ingested_to": "--ingested-to",
-    "path_prefix": "--path",
-    "kind": "--kind",
-    "channel": "--channel",
-    "min_duration": "--min-duration",
-    "max_duration": "--max-duration",
-    "uploaded_from": "--uploaded-from",
-    "uploaded_to": "--uploaded-to",
-    "language": "--language",
-    "category": "--category",
-}
-# the video filters: option dest = Filters field = search_notes argument
-VIDEO_FILTERS = ("kind", "channel", "min_duration", "max_duration", "uploaded_from",
-                 "uploaded_to", "language", "category")  # fmt: skip
+OPTION = {f.name: f.option for f in FILTERS}  # a filter's name -> the option errors name
+GROUPS = {"notes": "filters", "videos": "saved videos' filters (YOUTUBE_PLAYLISTS)"}
+METAVARS = {"tags": "TAGS", "date": "DATE", "duration": "LENGTH", "text": None, "kind": None}
 
 
 def held_message(settings: Settings, failure: remote.RemoteError) -> str:
@@ -109,7 +92,34 @@ def _listed(values: list[str]) -> list[str]:
     return [item for value in values for item in value.split(",")]
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]:
+def add_filters(parser: argparse.ArgumentParser) -> None:
+    """One option per filter of kb.search.filters, in its group."""
+    groups = {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
+    for spec in FILTERS:
+        add = groups[spec.group].add_argument
+        if spec.value == "tags":
+            add(*spec.options, dest=spec.name, action="append", default=[], metavar="TAGS",
+                help=f"{spec.help} Comma-separated; may repeat.")  # fmt: skip
+        elif spec.value == "kind":
+            add(*spec.options, dest=spec.name, choices=("note", "video"), help=spec.help)
+        else:
+            add(*spec.options, dest=spec.name, metavar=METAVARS[spec.value], help=spec.help)
+
+
+def filters_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Filters:
+    """The options' Filters; a bad value exits 2 naming the option as it is spelled."""
+
+    def value(spec: FilterField) -> Any:  # each filter's own type (kb.search.filters.Filters)
+        given = getattr(args, spec.name)
+        return _listed(given) if spec.value == "tags" else given
+
+    try:
+        return Filters(**{spec.name: value(spec) for spec in FILTERS})
+    except FilterError as exc:
+        parser.error(exc.spelled(OPTION.__getitem__))
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRequest | None]:
     parser = argparse.ArgumentParser(description="Search your ingested notes.")
     parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
     parser.add_argument("-k", type=int, default=5, help=f"number of results, 1-{MAX_K} (5)")
@@ -120,38 +130,6 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
         help="hybrid: meaning and keywords together (default); semantic: meaning only; "
         "keyword: exact words, names and identifiers only",
     )
-    parser.add_argument(
-        "--tags",
-        action="append",
-        default=[],
-        help="only notes with any of these tags (comma-separated; may repeat)",
-    )
-    parser.add_argument(
-        "--all-tags",
-        action="append",
-        default=[],
-        metavar="TAGS",
-        help="only notes with every one of these tags (comma-separated; may repeat)",
-    )
-    dates = "ISO date or datetime; a bare --to date includes that day"
-    parser.add_argument(
-        "--from", dest="date_from", metavar="DATE", help=f"document_date on or after ({dates})"
-    )
-    parser.add_argument("--to", dest="date_to", metavar="DATE", help="document_date on or before")
-    parser.add_argument("--ingested-from", metavar="DATE", help="ingested on or after")
-    parser.add_argument("--ingested-to", metavar="DATE", help="ingested on or before")
-    parser.add_argument(
-        "--path", help="only notes in this folder (e.g. recipes/) or this one note file"
-    )
-    videos = parser.add_argument_group("saved videos (YOUTUBE_PLAYLISTS)")
-    videos.add_argument("--kind", choices=("note", "video"), help="only notes or only videos")
-    videos.add_argument("--channel", help="only videos of this channel (its exact name)")
-    videos.add_argument("--min-duration", metavar="LENGTH", help="seconds, or e.g. 10m, 1h30m")
-    videos.add_argument("--max-duration", metavar="LENGTH", help="seconds, or e.g. 10m, 1h30m")
-    videos.add_argument("--uploaded-from", metavar="DATE", help="uploaded on or after")
-    videos.add_argument("--uploaded-to", metavar="DATE", help="uploaded on or before")
-    videos.add_argument("--language", help="only videos in this language (en, ja, es ...)")
-    videos.add_argument("--category", help="only videos of this topic category (e.g. Chess)")
     parser.add_argument(
         "--per-note",
         type=int,
@@ -182,59 +160,37 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Filters]
         help="print an indexed note's lines from LINE (default 1) instead of searching",
     )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
+    add_filters(parser)
     args = parser.parse_args(argv)
     if args.show is not None:
         if args.query:
             parser.error("--show reads a note: give no query with it")
-        return args, Filters()
+        return args, None
     if not args.query.strip():
         parser.error("the query is empty")
     if not 1 <= args.k <= MAX_K:
         parser.error(f"-k must be between 1 and {MAX_K}")
     if args.per_note < 0:
         parser.error("--per-note must be 0 or more")
-    try:
-        filters = Filters(
-            tags_any=_listed(args.tags),
-            tags_all=_listed(args.all_tags),
-            date_from=args.date_from,
-            date_to=args.date_to,
-            ingested_from=args.ingested_from,
-            ingested_to=args.ingested_to,
-            path_prefix=args.path,
-            **{name: getattr(args, name) for name in VIDEO_FILTERS},
-        )
-    except ValueError as exc:
-        message = str(exc)
-        for name, option in FILTER_OPTIONS.items():
-            message = message.replace(name, option)
-        parser.error(message)
-    return args, filters
+    request = SearchRequest(
+        args.query,
+        args.k,
+        mode=args.mode,
+        filters=filters_of(parser, args),
+        per_note=args.per_note or None,
+        domain=args.domain,
+        rerank=False if args.no_rerank else None,
+    )
+    return args, request
 
 
-def through_server(settings: Settings, args: argparse.Namespace) -> list[Hit]:
+def through_server(settings: Settings, request: SearchRequest) -> list[Hit]:
     """The same search by the MCP server that holds the embedded storage folder."""
-    arguments = {
-        "query": args.query,
-        "k": args.k,
-        "mode": args.mode,
-        "tags": _listed(args.tags) or None,
-        "all_tags": _listed(args.all_tags) or None,
-        "date_from": args.date_from,
-        "date_to": args.date_to,
-        "ingested_from": args.ingested_from,
-        "ingested_to": args.ingested_to,
-        "path": args.path,
-        "per_note": args.per_note,
-        **{name: getattr(args, name) for name in VIDEO_FILTERS if getattr(args, name)},
-        **({"rerank": False} if args.no_rerank else {}),
-        "domain": args.domain,
-    }
-    if args.k > SERVER_MAX_K:
-        print(f"note: through the MCP server at most {SERVER_MAX_K} results", file=sys.stderr)
+    if request.k > TOOL_MAX_K:
+        print(f"note: through the MCP server at most {TOOL_MAX_K} results", file=sys.stderr)
     from kb.app import remote  # the MCP SDK: loaded only when the server is asked
 
-    return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, arguments)
+    return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, request)
 
 
 def print_answer(settings: Settings, args: argparse.Namespace, hits: list[Hit]) -> int:
@@ -269,13 +225,13 @@ def print_answer(settings: Settings, args: argparse.Namespace, hits: list[Hit]) 
 
 @script
 def main(argv: Sequence[str] | None = None) -> int:
-    args, filters = parse_args(argv)
+    args, request = parse_args(argv)
     settings = get_settings()
     if args.answer and not settings.LLM_URL:
         from kb.search.answer import NO_MODEL
 
         return fail(f"--answer: {NO_MODEL}", 2)
-    if args.show is not None:
+    if request is None:
         return show(settings, args.show)
     try:
         with (
@@ -283,19 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             embed_client(settings) as client,
             embed_client(settings, code=True) as code_client,
         ):
-            hits = kb_rerank.search(
-                store,
-                client,
-                settings,
-                args.query,
-                args.k,
-                rerank_hits=False if args.no_rerank else None,
-                code=(store.beside(settings.CODE_COLLECTION), code_client),
-                domain=args.domain,
-                mode=args.mode,
-                filters=filters,
-                per_note=args.per_note or None,
-            ).hits
+            hits = search(searcher(settings, store, client, code_client), request).hits
     except StoreUnavailable:
         if not settings.QDRANT_PATH:
             raise
@@ -303,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kb.app import remote
 
         try:
-            hits = through_server(settings, args)
+            hits = through_server(settings, request)
         except remote.RemoteError as failure:
             return fail(held_message(settings, failure))
 
@@ -325,7 +269,7 @@ def show(settings: Settings, target: str) -> int:
         source, line = target, "1"
     with open_store(settings) as store:
         stores = [store, store.beside(settings.CODE_COLLECTION)]
-        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+        passage = read_item(read_config(settings), stores, source, start_line=max(1, int(line)))
     print(passage.text)
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""

@@ -40,7 +40,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,28 +48,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from bench.common import (
     CRANFIELD,
     REPO_ROOT,
     STOPS,
     BenchError,
-    _free_port,
     bench_settings,
     describe,
     embedder,
     format_table,
+    free_port,
     require_folder,
-    stop_process,
 )
 from bench.qwen3_shape import QWEN3_06B, build_apart
 from kb.app.backend import open_store
+from kb.app.ingest import run
+from kb.app.process import Child
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.store import collection
 
 LONG_NOTE = "long/field-notes.md"  # source of the generated long note
@@ -184,7 +182,7 @@ def ingest(name: str, settings: Settings, *, rebuild: bool = False, drop: bool =
             settings.EMBED_URL, batch_size=settings.EMBED_BATCH_SIZE, timeout=settings.EMBED_TIMEOUT
         ) as client,
     ):
-        summary = run(settings, client, store, rebuild=rebuild)
+        summary = run(settings, client, store, IngestOptions(rebuild=rebuild))
     seconds = time.perf_counter() - started
     if summary.failed:
         listed = "; ".join(f"{f.source}: {f.reason}" for f in summary.failed[:5])
@@ -272,11 +270,10 @@ def report(steps: list[Step], long_chunks: int) -> tuple[str, dict[str, float | 
 SEED_MIN_PER_1000 = 10.0  # the seed README: "about ten minutes for a thousand chunks"
 
 
-def _started_embedder(model: Path, state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _embedder(model: Path, state: Path, log: Path) -> tuple[Child, str]:
     """`python embedder/app.py` on `model` with the shipped defaults (auto engine, measured at
-    first start and kept in `state`), no reranker; healthy, with the seconds that took."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
+    first start and kept in `state`), no reranker; started, not yet healthy."""
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("EMBED_", "RERANK_"))},
         "HF_HUB_OFFLINE": "1",
@@ -287,28 +284,8 @@ def _started_embedder(model: Path, state: Path, log: Path) -> tuple[subprocess.P
         "RERANK_MODEL": "",
         "LOG_LEVEL": "INFO",
     }
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "embedder" / "app.py")],
-            cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    return proc, url
-
-
-def _healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + 900
-    while True:
-        if proc.poll() is not None:
-            raise BenchError(f"the embedder exited:\n{log.read_text(errors='replace')[-2000:]}")
-        try:
-            answer = httpx.get(f"{url}/health", timeout=5)
-            if answer.status_code == 200:
-                return dict(answer.json())
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise BenchError(f"the embedder at {url} was not healthy after 900 s")
-        time.sleep(0.2)
+    argv = [sys.executable, str(REPO_ROOT / "embedder" / "app.py")]
+    return Child("embedder", argv, env=env, log=log), f"http://127.0.0.1:{port}"
 
 
 def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
@@ -324,9 +301,9 @@ def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
         starts: list[float] = []
         for _ in range(2):  # the first start measures; the second reads the decision
             began = time.perf_counter()
-            proc, url = _started_embedder(model, root / "state", log)
-            try:
-                health = _healthy(proc, url, log)
+            child, url = _embedder(model, root / "state", log)
+            with child:
+                health = dict(child.wait_ready(f"{url}/health", 900).json())
                 starts.append(time.perf_counter() - began)
                 if len(starts) == 2:
                     inbox = root / "notes"
@@ -336,8 +313,6 @@ def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
                         target.parent.mkdir(parents=True, exist_ok=True)
                         shutil.copyfile(path, target)
                     step = ingest("first", bench_settings(inbox, root / "qdrant", url))
-            finally:
-                stop_process(proc, timeout=30)
     auto = health.get("auto") or {}
     per_1000 = step.seconds / step.chunks * 1000
     return {

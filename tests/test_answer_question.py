@@ -17,15 +17,27 @@ from helpers import free_port, serve_in_thread
 from ingest_fixtures import run_script, script_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_fixtures import call_tool, error_text, make_settings, serve_in_process
+from mcp_fixtures import call_tool, error_text, list_tools, make_settings, serve_in_process
 from mcp_types import CallToolResult, CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, searcher
 from kb.core.schema import Hit
+from kb.search import SearchRequest, search
 from kb.search import answer as kb_answer
-from kb.search import rerank as kb_rerank
+from kb.search.filters import FILTERS
 
 QUESTION = "how long does kimchi ferment"
+# Bad filters, each refused by search_notes and answer_question alike (naming the argument)
+BAD_FILTERS: list[dict[str, Any]] = [
+    {"date_from": "March 2024"},
+    {"ingested_to": "2024/03/01"},
+    {"date_from": "2024-06-01", "date_to": "2024-01-01"},
+    {"uploaded_from": "yesterday"},
+    {"min_duration": "soon"},
+    {"min_duration": 700, "max_duration": "10m"},
+    {"tags": [["nested"]]},
+    {"kind": "podcast"},
+]
 # What a careless model might write: good numbers, a number past the passages, a made-up file.
 REPLY = (
     "Kimchi ferments for two days at room temperature [1], then goes in the fridge [1][2]. "
@@ -38,8 +50,14 @@ def local_dirs(tmp_path: Path) -> dict[str, Path]:
 
 
 def retrieved(settings, k: int = 5) -> list[Hit]:
-    with open_store(settings) as store, embed_client(settings) as client:
-        return kb_rerank.search(store, client, settings, QUESTION, k).hits
+    with (
+        open_store(settings) as store,
+        embed_client(settings) as client,
+        embed_client(settings, code=True) as code_client,
+    ):
+        return search(
+            searcher(settings, store, client, code_client), SearchRequest(QUESTION, k)
+        ).hits
 
 
 def labels_in(text: str) -> set[str]:
@@ -171,3 +189,42 @@ def test_query_py_answer_without_llm_url_names_the_setting(
     settings = make_settings(embedder_url, store_copy(), **local_dirs(tmp_path))
     proc = run_script("query.py", "--answer", QUESTION, env=script_env(settings), cwd=tmp_path)
     assert proc.returncode != 0 and "LLM_URL" in proc.stderr
+
+
+def test_answer_question_takes_every_filter_and_retrieves_only_what_they_keep(
+    embedder_url: str, store_copy, chat_server
+) -> None:
+    url, received = chat_server
+    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port(), LLM_URL=url)
+    with serve_in_process(settings) as server:
+        arguments = {t["name"]: set(t["inputSchema"]["properties"]) for t in list_tools(server.url)}
+
+        def answer(**filters: Any) -> dict[str, Any]:
+            result = call_tool(server.url, "answer_question", {"question": QUESTION, **filters})
+            assert not result.is_error, error_text(result)
+            return result.structured_content
+
+        garden = answer(k=3, path="garden/")
+        dated = answer(k=3, date_from="2024-01-01", all_tags=["Recipes"])
+        videos = answer(kind="video", max_duration="10m")
+    assert arguments["answer_question"] == {"question", "k"} | {spec.name for spec in FILTERS}
+    assert {c["source"] for c in garden["citations"]} == {"garden/tomatoes.md"}
+    prompt = received[0]["messages"][1]["content"]
+    assert "garden/tomatoes.md" in prompt and "cooking/" not in prompt
+    assert {c["source"] for c in dated["citations"]} == {"cooking/kimchi.md"}
+    assert (videos["written_by"], videos["citations"]) == ("none", [])  # no videos: no answer
+    assert len(received) == 2  # nothing retrieved, nothing sent to LLM_URL
+
+
+def test_answer_question_names_a_bad_filter_exactly_as_search_notes_does(
+    embedder_url: str, store_copy
+) -> None:
+    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port())
+    with serve_in_process(settings) as server:
+        for bad in BAD_FILTERS:
+            search = error_text(call_tool(server.url, "search_notes", {"query": QUESTION, **bad}))
+            answer = error_text(
+                call_tool(server.url, "answer_question", {"question": QUESTION, **bad})
+            )
+            assert "validation error" in answer and next(iter(bad)) in answer, answer
+            assert answer == search.replace("search_notes", "answer_question"), bad

@@ -24,14 +24,16 @@ from ingest_fixtures import (
 from mcp_fixtures import ServerFactory, call_tool
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.app.status import status
 from kb.core.errors import IngestError
 from kb.core.schema import FILE_DELETED
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
-from kb.ingest.run import run
-from kb.search.query import Filters, search, tag_usage
+from kb.search.filters import Filters
+from kb.search.query import search, tag_usage
 from kb.store.points import Store
 
 KIMCHI_QUERY = "how do I ferment napa cabbage with gochugaru"
@@ -75,7 +77,7 @@ def test_a_folder_note_is_searchable_by_folder_name_and_path_and_its_file_is_unt
     assert found(store, client)[0] == "vault/food/kimchi.md"
     assert tree_state(vault) == before and kimchi.stat().st_mtime_ns == mtime
     assert {p["origin"] for _, p in store.payloads()} == {"vault"}
-    in_food = search(store, client, "bread", k=5, filters=Filters(path_prefix="vault/food/"))
+    in_food = search(store, client, "bread", k=5, filters=Filters(path="vault/food/"))
     assert [hit.source for hit in in_food] == ["vault/food/kimchi.md"]
     calls = client.calls
     again = run(settings, client, store)
@@ -139,7 +141,7 @@ def test_the_mass_deletion_guard_stops_before_anything_changes_until_deletes_are
     ):
         run(settings, client, store)
     assert store.payloads() == stored and waiting.exists()  # nothing stored, nothing moved
-    summary = run(settings, client, store, allow_deletes=True)
+    summary = run(settings, client, store, IngestOptions(allow_deletes=True))
     assert sorted(summary.deleted) == ["vault/bread.txt", "vault/food/kimchi.md"]
     assert summary.added == ["inbox-note.md"]
 
@@ -150,7 +152,7 @@ def test_the_inbox_rebuild_never_removes_folder_notes(
     write(settings.NOTES_DIR / "inbox-note.md", SHOCK.replace("normal", "oblique"))
     run(settings, client, store)
     folder_points = len([s for _, p in store.payloads() if (s := p["source"]).startswith("vault/")])
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
     assert summary.removed == [] and summary.deleted == []
     assert sorted(summary.unchanged) == [
         "inbox-note.md",

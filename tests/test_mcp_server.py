@@ -37,9 +37,13 @@ from mcp_fixtures import (
 from mcp_types import CallToolResult
 
 from kb.app.backend import open_store
+from kb.search.filters import FILTERS
 from kb.store import collection
 
 README = REPO_ROOT / "README.md"
+# descriptions + input schemas of the read-only tools, in characters of JSON (was 15.7k with
+# answer_question taking 7 filters; every session pays it before the first question)
+CONTEXT_BUDGET = 10_000
 FIELDS = {
     "text",
     "source",
@@ -103,6 +107,39 @@ def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess)
     assert schema["properties"]["per_note"]["default"] == 1
     score = tools["search_notes"]["outputSchema"]["$defs"]["Hit"]["properties"]["score"]
     assert "higher is better" in score["description"]
+
+
+def test_the_read_only_tools_fit_in_10k_characters_of_the_assistants_context(
+    server: ServerProcess,
+) -> None:
+    sizes = {
+        tool["name"]: (
+            len(tool["description"]),
+            len(json.dumps(tool["inputSchema"])),
+            len(json.dumps(tool.get("outputSchema", {}))),
+        )
+        for tool in list_tools(server.url)
+        if tool["annotations"]["readOnlyHint"]
+    }
+    for name, (description, inputs, outputs) in sizes.items():
+        print(f"{name:16} description {description:5}  input {inputs:5}  output {outputs:5}")
+    read = sum(description + inputs for description, inputs, _ in sizes.values())
+    print(
+        f"descriptions + input schemas {read}, output schemas {sum(s[2] for s in sizes.values())}"
+    )
+    assert read <= CONTEXT_BUDGET, sizes
+
+
+def test_every_searching_tool_takes_every_filter_and_search_notes_describes_each_once(
+    server: ServerProcess,
+) -> None:
+    tools = {tool["name"]: tool["inputSchema"]["properties"] for tool in list_tools(server.url)}
+    for name in ("search_notes", "browse_notes", "answer_question"):
+        assert {spec.name for spec in FILTERS} <= set(tools[name]), name
+    for spec in FILTERS:
+        assert tools["search_notes"][spec.name]["description"] == spec.help
+        described = [t for t, props in tools.items() if "description" in props.get(spec.name, {})]
+        assert described == ["search_notes"], spec.name
 
 
 def test_search_puts_the_answering_note_first_with_every_field(server: ServerProcess) -> None:
@@ -343,7 +380,7 @@ def test_embedder_still_loading_says_retry_in_a_minute(
     embedder = start_embedder({"EMBED_MODEL": str(gate.folder)}, wait=False)
     folder = store_copy()
     with open_store(make_settings(embedder.url, folder)) as store:  # same weights, its name
-        store.client.update_collection(store.collection, metadata={"embed_model": str(gate.folder)})
+        store.update_metadata({"embed_model": str(gate.folder)})
     try:
         embedder.wait_listening()
         server = start_server(EMBED_URL=embedder.url, QDRANT_PATH=str(folder))

@@ -1,8 +1,11 @@
 import dataclasses
+import importlib.util
 import json
+from functools import cache
+from types import ModuleType
 
 import pytest
-from helpers import free_port
+from helpers import REPO_ROOT, free_port
 from ingest_fixtures import (
     BREAD,
     KIMCHI,
@@ -13,7 +16,7 @@ from ingest_fixtures import (
     run_script,
     script_env,
 )
-from mcp_fixtures import ServerFactory
+from mcp_fixtures import SNAPSHOT, ServerFactory
 from qdrant_client import models
 
 from kb.app.backend import embed_client, open_store
@@ -21,9 +24,27 @@ from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
 from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient, EmbedError
+from kb.search import SearchRequest
+from kb.search.filters import FILTERS, Filters
 from kb.search.query import Hit, search, tag_usage
 from kb.store import collection
 from kb.store.points import Point
+
+# a value of each shape of filter (kb.search.filters.VALUES), and one of each test for a
+# Filters with every filter set at once
+EXAMPLES = {"tags": "a,b", "date": "2024-03-01", "duration": "10m", "text": "x", "kind": "video"}
+EVERY = {"any_tag": ["a"], "every_tag": ["b"], "since": "2024-01-01", "until": "2024-12-31",
+         "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m"}  # fmt: skip
+
+
+@cache
+def query_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("query_script", REPO_ROOT / "query.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 EXTRA = {
     "garden/tomatoes.md": "---\ntags: [garden]\n---\nWater tomato plants at the root every "
@@ -70,7 +91,9 @@ def test_query_json_has_the_search_fields_and_honours_k_and_tags(corpus, tmp_pat
     assert results[0]["tags"] == ["garden", "flowers"]
     assert all({"garden", "code"} & set(r["tags"]) for r in results)
     with open_store(corpus) as store, embed_client(corpus) as client:
-        hits = search(store, client, "pruning in spring", k=2, tags=["garden", "code", "x"])
+        hits = search(
+            store, client, "pruning in spring", k=2, filters=Filters(tags=["garden", "code", "x"])
+        )
     for hit, shown in zip(hits, results, strict=True):
         assert {**hit.to_dict(), "score": pytest.approx(hit.score, abs=1e-5)} == shown
 
@@ -225,11 +248,11 @@ def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_
 ):
     with open_store(settings) as store:
         # the layout the previous version created: one dense vector, no keyword vector
-        store.client.create_collection(
-            "notes",
-            vectors_config={
+        store.create_collection(
+            dense={
                 DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)
             },
+            sparse={},
             metadata={"embed_model": client.model, "embed_dimensions": client.dimensions},
         )
         [vector] = client.embed_documents(["Sourdough needs a lively starter."])
@@ -294,3 +317,26 @@ def test_tag_usage_counts_notes_per_tag_most_used_first(corpus):
             ("korean cuisine", 1),
             ("recipes", 1),
         ]
+
+
+def test_query_py_has_an_option_for_every_filter_and_keeps_from_and_to():
+    script = query_script()
+    for spec in FILTERS:
+        for option in spec.options:
+            _, request = script.parse_args(["anything", option, EXAMPLES[spec.value]])
+            assert getattr(request.filters, spec.name) not in (None, ()), option
+    spelled = {spec.name: spec.options for spec in FILTERS}
+    assert spelled["date_from"] == ("--from", "--date-from")
+    assert spelled["date_to"] == ("--to", "--date-to")
+    assert spelled["all_tags"] == ("--all-tags",) and spelled["min_duration"] == ("--min-duration",)
+
+
+def test_a_search_through_the_mcp_server_sends_every_filter_by_its_argument_name():
+    from kb.app import remote
+
+    filters = Filters(**{spec.name: EVERY[spec.test] for spec in FILTERS})
+    sent = remote.arguments(SearchRequest("q", 30, filters=filters, per_note=None, rerank=False))
+    [tool] = [t for t in json.loads(SNAPSHOT.read_text()) if t["name"] == "search_notes"]
+    assert {spec.name for spec in FILTERS} <= set(sent) <= set(tool["inputSchema"]["properties"])
+    assert (sent["tags"], sent["path"], sent["min_duration"]) == (["a"], "x", 60)
+    assert (sent["k"], sent["per_note"], sent["rerank"]) == (30, 0, False)  # the tool clamps k

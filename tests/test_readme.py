@@ -1,10 +1,14 @@
-"""What README shows matches what the code does: the search_notes arguments, the sample output of
-query.py, and figures quoted in more than one place."""
+"""What README and docs/guide/tools.md show matches what the code does: the tools' arguments and
+results (docs/guide/tools.md is generated from the tools' snapshot), README's tool list and filter
+table
+(built from kb.search.filters), the sample output of query.py, and figures quoted in more than one
+place."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -15,17 +19,28 @@ from helpers import REPO_ROOT
 from ingest_fixtures import KIMCHI, write
 from mcp_fixtures import SNAPSHOT
 from stack_files import embedder_settings_class
+from tools_reference import TOOLS_MD, filters_block, render_filters, render_tools, write_if_asked
 
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import Hit
 
 README = REPO_ROOT / "README.md"
+ALL_TOOLS = SNAPSHOT.with_name("tools_list_write_tools.json")  # every tool, the write ones too
 ARGUMENTS_HEADER = "| Argument | Default | Meaning |"
+UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
 
 
 def readme() -> str:
     return README.read_text(encoding="utf-8")
+
+
+def tools_md_section(name: str) -> str:
+    """docs/guide/tools.md's section of one tool."""
+    text = TOOLS_MD.read_text(encoding="utf-8")
+    start = text.index(f"\n## {name}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
 
 
 @cache
@@ -43,10 +58,10 @@ def tool(name: str) -> dict[str, Any]:
     return found
 
 
-def table_after(header: str) -> list[list[str]]:
-    """The cells of each row of the README table that starts with `header`."""
-    text = readme()
-    assert header in text, f"README has no table headed {header!r}"
+def table_after(header: str, text: str | None = None) -> list[list[str]]:
+    """The cells of each row of the table that starts with `header` (in README by default)."""
+    text = readme() if text is None else text
+    assert header in text, f"no table headed {header!r}"
     rows = []
     for line in text[text.index(header) :].splitlines()[2:]:
         if not line.startswith("|"):
@@ -55,10 +70,10 @@ def table_after(header: str) -> list[list[str]]:
     return rows
 
 
-def test_readme_lists_every_search_notes_argument_with_its_default() -> None:
+def test_the_tools_reference_lists_every_search_notes_argument_with_its_default() -> None:
     schema = tool("search_notes")["inputSchema"]
     documented = {}
-    for name, default, _meaning in table_after(ARGUMENTS_HEADER):
+    for name, default, _meaning in table_after(ARGUMENTS_HEADER, tools_md_section("search_notes")):
         [argument] = re.findall(r"`(\w+)`", name)
         documented[argument] = default
     assert set(documented) == set(schema["properties"]), "README's argument table vs the tool"
@@ -68,14 +83,41 @@ def test_readme_lists_every_search_notes_argument_with_its_default() -> None:
         else:
             literal = re.fullmatch(r"`(.*)`", default)
             assert literal, f"{argument}: default {default!r} is not a `json literal`"
-            expected = schema["properties"][argument]["default"]
+            expected = schema["properties"][argument].get("default")  # none given: null
             assert json.loads(literal[1]) == expected, argument
 
 
-def test_readme_names_every_field_of_a_search_notes_result() -> None:
+def test_the_tools_reference_names_every_field_of_a_search_notes_result() -> None:
     note = tool("search_notes")["outputSchema"]["$defs"]["Hit"]["properties"]
-    [returns] = [row[-1] for row in table_after("| Tool | Returns |") if "search_notes" in row[0]]
-    assert set(note) <= set(re.findall(r"`(\w+)`", returns))
+    section = tools_md_section("search_notes")
+    returns = table_after("| Field | Type | Meaning |", section[section.index("Each `Hit`") :])
+    assert set(note) <= {re.fullmatch(r"`(\w+)`", row[0])[1] for row in returns}
+
+
+def test_the_tools_reference_is_generated_from_the_tools_snapshot() -> None:
+    expected = render_tools(json.loads(ALL_TOOLS.read_text()))
+    write_if_asked(TOOLS_MD, expected, UPDATE)
+    assert TOOLS_MD.read_text(encoding="utf-8") == expected, (
+        "docs/guide/tools.md is not what the tools' snapshot says; after a deliberate change "
+        "rewrite it with UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py"
+    )
+
+
+def test_readme_lists_every_tool_in_one_line_and_links_the_reference() -> None:
+    names = {t["name"] for t in json.loads(ALL_TOOLS.read_text())}
+    rows = table_after("| Tool | What it does |")
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row[0])}
+    assert listed == names, "README's tool table vs tools/list"
+    assert "(docs/guide/tools.md)" in readme()
+
+
+def test_readme_filter_table_is_built_from_the_filters_table() -> None:
+    if UPDATE:
+        README.write_text(readme().replace(filters_block(readme()), render_filters()))
+    assert filters_block(readme()) == render_filters(), (
+        "README's filter table is not kb/search/filters.py's; rewrite it with "
+        "UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py"
+    )
 
 
 def test_readme_sample_query_output_is_what_query_py_prints_for_that_note(tmp_path: Path) -> None:
@@ -102,7 +144,7 @@ def test_readme_sample_query_output_is_what_query_py_prints_for_that_note(tmp_pa
 
 def test_readme_quotes_one_int8_cosine_figure_and_so_does_the_setting() -> None:
     description = embedder_settings_class().model_fields["EMBED_DTYPE"].description
-    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").glob("*.md"))]
+    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").rglob("*.md"))]
     figures = [
         f
         for text in docs

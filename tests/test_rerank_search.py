@@ -9,8 +9,9 @@ import httpx
 from helpers import free_port
 from mcp_fixtures import call_tool, make_settings, serve_in_process
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, rerank_options
 from kb.core.schema import Hit
+from kb.search import Searcher, SearchRequest, search
 from kb.search import query as kb_search
 from kb.search import rerank as kb_rerank
 
@@ -24,7 +25,8 @@ def first_stage(settings, query: str, k: int, **options) -> list[Hit]:
 
 def reranked(settings, query: str, k: int, **options) -> kb_rerank.Reranked:
     with open_store(settings) as store, embed_client(settings) as client:
-        return kb_rerank.search(store, client, settings, query, k, **options)
+        return search(Searcher(store, client, rerank=rerank_options(settings)),
+                      SearchRequest(query, k, **options))  # fmt: skip
 
 
 def scores_from_the_service(url: str, query: str, hits: list[Hit], max_chars: int) -> list[float]:
@@ -72,7 +74,7 @@ def test_the_default_blend_orders_by_weighted_reciprocal_rank_of_both_stages(
 
 def test_rerank_off_gives_the_first_stage_unchanged(rerank_url: str, store_copy) -> None:
     settings = make_settings(rerank_url, store_copy())
-    found = reranked(settings, QUERY, 5, rerank_hits=False)
+    found = reranked(settings, QUERY, 5, rerank=False)
     assert not found.reranked and found.note is None
     assert found.hits == first_stage(settings, QUERY, 5)
     assert all(h.rerank_score is None for h in found.hits)
@@ -85,7 +87,7 @@ def test_an_embedder_without_reranker_keeps_the_first_stage_and_says_so_when_ask
     expected = first_stage(settings, QUERY, 5)
     by_default = reranked(settings, QUERY, 5)
     assert by_default.hits == expected and by_default.note is None  # the configured state
-    asked = reranked(settings, QUERY, 5, rerank_hits=True)
+    asked = reranked(settings, QUERY, 5, rerank=True)
     assert asked.hits == expected and not asked.reranked
     assert asked.note and "RERANK_MODEL" in asked.note
 
@@ -96,9 +98,10 @@ def test_an_embedder_that_said_it_has_no_reranker_is_not_asked_again_on_the_next
     settings = make_settings(embedder_url, store_copy())
     expected = first_stage(settings, QUERY, 5)
     with open_store(settings) as store, embed_client(settings) as client:
-        found = [kb_rerank.search(store, client, settings, QUERY, 5) for _ in range(3)]
+        searcher = Searcher(store, client, rerank=rerank_options(settings))
+        found = [search(searcher, SearchRequest(QUERY, 5)) for _ in range(3)]
         assert client.rerank_calls == 1 and client.reranker_off  # told once, for a minute
-        asked = kb_rerank.search(store, client, settings, QUERY, 5, rerank_hits=True)
+        asked = search(searcher, SearchRequest(QUERY, 5, rerank=True))
         assert client.rerank_calls == 2  # asked for by name: asked, and the note says why
     assert all(f.hits == expected and f.note is None for f in found)
     assert asked.hits == expected and asked.note and "RERANK_MODEL" in asked.note

@@ -49,7 +49,8 @@ def record(**changes) -> ChunkRecord:
 def test_the_mcp_result_model_and_the_mcp_check_use_only_fields_of_a_search_hit():
     from notes_server import surface
 
-    assert set(surface.Hit.model_fields) <= HIT_FIELDS
+    hit = surface.SearchResults.model_json_schema()["$defs"]["Hit"]
+    assert set(hit["properties"]) <= HIT_FIELDS
     check = _script_module("mcp/check.py", "notes_mcp_check")
     assert set(check.FIELDS) <= HIT_FIELDS
 

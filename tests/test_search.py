@@ -1,5 +1,6 @@
 """Search filters and per-note collapsing, through real ingest, embeddings and embedded Qdrant."""
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
@@ -7,10 +8,13 @@ import pytest
 from ingest_fixtures import count_points, ingest_notes, run_script, script_env
 
 from kb.app.backend import embed_client, open_store
+from kb.core.schema import PAYLOAD_INDEXES
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.search.query import Filters, search
-from kb.store.points import Store, source_filter
+from kb.search import SearchRequest
+from kb.search.filters import FILTERS, Filters
+from kb.search.query import search
+from kb.store.points import Store
 
 
 def garden_log(days: int) -> str:
@@ -47,13 +51,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
     settings = ingest_notes(tmp_path_factory.mktemp("search"), embedder_url, NOTES)
     with open_store(settings) as store:
         assert count_points(store, "garden/tomatoes.md") == 6
-        for source, stamp in INGESTED.items():
-            store.client.set_payload(
-                store.collection,
-                {"date_ingested": stamp},
-                points=source_filter([source]),
-                wait=True,
-            )
+        store.set_fields({source: {"date_ingested": stamp} for source, stamp in INGESTED.items()})
     return settings
 
 
@@ -81,17 +79,15 @@ RECIPES = {"recipes/korean/kimchi.md", "recipes/sauerkraut.md", "recipes/salsa.m
         ("keyword", {"recipes/korean/kimchi.md"}),
     ],
 )
-def test_tags_any_keeps_notes_with_at_least_one_tag_in_every_mode(opened, mode, expected):
-    assert found(opened, "cabbage", mode=mode, tags_any=["Korean  cuisine", "MEXICAN"]) == expected
+def test_tags_keeps_notes_with_at_least_one_tag_in_every_mode(opened, mode, expected):
+    assert found(opened, "cabbage", mode=mode, tags=["Korean  cuisine", "MEXICAN"]) == expected
 
 
-def test_tags_all_keeps_only_notes_with_every_tag(opened):
-    assert found(opened, tags_all=["garden"]) == {"garden/tomatoes.md", "garden/herbs.md"}
-    assert found(opened, tags_all=["garden", "kitchen"]) == {"garden/herbs.md"}
-    assert found(opened, tags_all=["garden", "mexican"]) == set()
-    assert found(opened, tags_any=["garden", "mexican"], tags_all=["kitchen"]) == {
-        "garden/herbs.md"
-    }
+def test_all_tags_keeps_only_notes_with_every_tag(opened):
+    assert found(opened, all_tags=["garden"]) == {"garden/tomatoes.md", "garden/herbs.md"}
+    assert found(opened, all_tags=["garden", "kitchen"]) == {"garden/herbs.md"}
+    assert found(opened, all_tags=["garden", "mexican"]) == set()
+    assert found(opened, tags=["garden", "mexican"], all_tags=["kitchen"]) == {"garden/herbs.md"}
 
 
 def test_document_date_range_with_bare_dates_includes_whole_days(opened):
@@ -127,18 +123,18 @@ def test_ingest_date_range_filters_on_when_notes_were_ingested(opened):
     assert found(opened, ingested_from="2025-01-01") == set(NOTES) - set(INGESTED)
 
 
-def test_path_prefix_keeps_a_folder_at_any_depth_or_one_note(opened):
-    assert found(opened, path_prefix="recipes/") == RECIPES
-    assert found(opened, path_prefix="recipes") == RECIPES  # recipes.md is not in the folder
-    assert found(opened, path_prefix="./recipes/korean") == {"recipes/korean/kimchi.md"}
-    assert found(opened, path_prefix="recipes/salsa.md") == {"recipes/salsa.md"}
-    assert found(opened, path_prefix="recipes.md") == {"recipes.md"}
-    assert found(opened, path_prefix="rec") == set()  # a folder or a file, not a name prefix
+def test_path_keeps_a_folder_at_any_depth_or_one_note(opened):
+    assert found(opened, path="recipes/") == RECIPES
+    assert found(opened, path="recipes") == RECIPES  # recipes.md is not in the folder
+    assert found(opened, path="./recipes/korean") == {"recipes/korean/kimchi.md"}
+    assert found(opened, path="recipes/salsa.md") == {"recipes/salsa.md"}
+    assert found(opened, path="recipes.md") == {"recipes.md"}
+    assert found(opened, path="rec") == set()  # a folder or a file, not a name prefix
 
 
 def test_filters_combine_with_and(opened):
     assert found(
-        opened, "cabbage", path_prefix="recipes", tags_any=["fermentation"], date_from="2024-03-10"
+        opened, "cabbage", path="recipes", tags=["fermentation"], date_from="2024-03-10"
     ) == {"recipes/sauerkraut.md"}
 
 
@@ -184,7 +180,7 @@ def test_hits_carry_the_heading_path_and_line_range_of_their_chunk(opened):
         1,
         per_note=1,
         mode="keyword",
-        filters=Filters(path_prefix="garden/tomatoes.md"),
+        filters=Filters(path="garden/tomatoes.md"),
     )
     assert hit.heading_path[0] == "Garden log" and hit.heading_path[1].startswith("Day ")
     assert hit.title == "Garden log"
@@ -192,11 +188,11 @@ def test_hits_carry_the_heading_path_and_line_range_of_their_chunk(opened):
     assert lines[0] == f"## {hit.heading_path[1]}"
 
 
-def test_the_tags_argument_still_works_positionally_as_any_of_these_tags(opened):
+def test_the_tags_filter_keeps_notes_with_any_of_these_tags(opened):
     store, client = opened
-    hits = search(store, client, "tomato", 10, ["Mexican"])
+    hits = search(store, client, "tomato", 10, filters=Filters(tags=["Mexican"]))
     assert {h.source for h in hits} == {"recipes/salsa.md"}
-    both = search(store, client, "tomato", 10, ["mexican"], filters=Filters(tags_any=["kitchen"]))
+    both = search(store, client, "tomato", 10, filters=Filters(tags=["mexican", "kitchen"]))
     assert {h.source for h in both} == {"recipes/salsa.md", "garden/herbs.md"}
 
 
@@ -246,3 +242,25 @@ def test_query_script_names_the_option_with_a_bad_date(corpus, tmp_path):
     assert result.returncode == 2
     assert "error: --from: 'someday' is not an ISO date" in result.stderr
     assert result.stdout == ""
+
+
+def test_a_search_request_refuses_a_bad_value_naming_the_field():
+    for values, message in [
+        ({"query": "  "}, "query is empty"),
+        ({"k": 0}, "k must be between 1 and 100"),
+        ({"k": 101}, "k must be between 1 and 100"),
+        ({"mode": "fuzzy"}, "mode must be one of hybrid, semantic, keyword"),
+        ({"per_note": -1}, "per_note"),
+        ({"domain": "everything"}, "domain must be one of all, prose, code"),
+        ({"alternates": ["fine", "keyword: "]}, r"alternates\[1\] is empty"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SearchRequest(**{"query": "q", **values})
+
+
+def test_every_filter_is_one_field_of_filters_on_a_payload_field_a_server_indexes():
+    assert [spec.name for spec in FILTERS] == [f.name for f in dataclasses.fields(Filters)]
+    for spec in FILTERS:
+        assert spec.help.endswith(".") and "\n" not in spec.help, spec.name
+        assert not spec.payload or spec.payload in PAYLOAD_INDEXES, spec.name
+    assert Filters().where() is None  # no filter, no condition

@@ -210,7 +210,8 @@ def test_an_embedder_that_is_down_delays_the_batch_which_then_catches_up(
             wait_for(lambda: watcher.failures >= 3, "three tries failed")
             assert watcher.batches == 0
             proxy.open()
-            wait_for(lambda: watcher.batches >= 1, "the batch is synced")
+            # the retry waits out its backoff, then embeds: a loaded machine takes a while
+            wait_for(lambda: watcher.batches >= 1, "the batch is synced", timeout=180.0)
             assert watcher.batches == 1 and "vault/kimchi.md" in stored(watcher)
             assert "vault/kimchi.md" in found(watcher, KIMCHI_QUERY)
     finally:

@@ -75,8 +75,9 @@ class EmbedderSettings(BaseSettings):
     EMBED_ALLOWED_HOSTS: str = Field(
         "",
         description="Comma-separated Host values accepted besides the defaults localhost, "
-        "127.0.0.1, [::1] and embedder (the compose service name), each on EMBED_PORT; other "
-        "Host headers get 421, an Origin of another host 403 (DNS rebinding, docs/security.md).",
+        "127.0.0.1, [::1] and embedder (the compose service name) on any port; other "
+        "Host headers get 421, an Origin of another host 403 (DNS rebinding, "
+        "docs/guide/security.md).",
     )
     EMBED_MAX_TOKENS: int = Field(
         2048,
@@ -138,7 +139,7 @@ class EmbedderSettings(BaseSettings):
         "each engine on the loaded model, check its vectors against fp32 (lowest cosine >= "
         "0.995) and run the fastest that holds, for documents and for queries; the decision is "
         "kept in EMBED_STATE_DIR for this CPU, model and library versions, and /health shows "
-        "it with the figures. false: the per-CPU-class table instead (docs/embedder.md).",
+        "it with the figures. false: the per-CPU-class table instead (docs/guide/embedder.md).",
     )
     EMBED_STATE_DIR: str = Field(
         "~/.cache/personal-vector-mcp/embedder",
@@ -172,7 +173,8 @@ class EmbedderSettings(BaseSettings):
         description="Cross-encoder served at POST /v1/rerank: a local folder, or a hub id already "
         "in the Hugging Face cache (the Docker image bakes it in at build time, like EMBED_MODEL). "
         "The default is the one that adds under 1 s for 30 passages on a busy 2-core CPU; "
-        "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost (docs/reranking.md). "
+        "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost "
+        "(docs/design/reranking.md). "
         "Empty: no reranker; search then ranks by the first stage alone.",
     )
     RERANK_MAX_TOKENS: int = Field(

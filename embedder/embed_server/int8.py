@@ -3,7 +3,8 @@
 Dynamic int8 as torch.ao ships it quantises a layer's whole input with one scale, fitted to its
 largest value: one-word inputs and the tokens that carry outsized activations lose most of their
 resolution (MiniLM: lowest cosine to fp32 0.96, one- and two-word inputs 0.89). Three changes
-bring it within 0.995 (bench/embed_throughput.py measures it; docs/embedder.md has the figures):
+bring it within 0.995 (bench/embed_throughput.py measures it; docs/guide/embedder.md has the
+figures):
 
 - **per-token scales**: each token's row is divided by its own largest magnitude before the
   int8 GEMM and multiplied back after, so the GEMM's one scale fits every row;

@@ -1,22 +1,23 @@
 """Search through a running MCP server: its `search_notes` tool, over streamable HTTP.
 
 Embedded Qdrant (QDRANT_PATH) opens in one process at a time. While the MCP server holds the
-folder, query.py asks the server instead, with the real MCP SDK client, and gets the same hits
-back as kb.search.query.Hit.
+folder, query.py asks the server instead, with the real MCP SDK client: the same
+kb.search.SearchRequest as the tool's arguments, the same hits back as kb.core.schema.Hit.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
 
 import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
 
 from kb.core.schema import Hit
+from kb.search import SearchRequest
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit)]
@@ -37,17 +38,34 @@ def first_failure(exc: BaseException) -> BaseException:
     return exc
 
 
-def search_notes(url: str, token: str, arguments: dict[str, Any]) -> list[Hit]:
-    """Call `search_notes` with `arguments` (the tool's own names) at the MCP endpoint `url`,
-    sending `Authorization: Bearer <token>` when a token is set. RemoteError says why not."""
+def arguments(request: SearchRequest) -> dict[str, object]:
+    """`request` as search_notes' arguments (the same names; the tool clamps k to TOOL_MAX_K)."""
+    sent: dict[str, object] = {
+        "query": request.query,
+        "k": request.k,
+        "mode": request.mode,
+        "per_note": request.per_note or 0,  # the tool's "no limit"
+        "domain": request.domain,
+        **request.filters.arguments(),
+    }
+    if request.alternates:
+        sent["alternates"] = list(request.alternates)
+    if request.rerank is not None:
+        sent["rerank"] = request.rerank
+    return sent
 
-    async def call() -> Any:
+
+def search_notes(url: str, token: str, request: SearchRequest) -> list[Hit]:
+    """Run `request` as a `search_notes` call at the MCP endpoint `url`, sending
+    `Authorization: Bearer <token>` when a token is set. RemoteError says why not."""
+
+    async def call() -> CallToolResult:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         async with (
             httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
-            return await client.call_tool("search_notes", arguments)
+            return await client.call_tool("search_notes", arguments(request))
 
     try:
         result = anyio.run(call)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
-from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError
+from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
 from kb.content.redact import redact_note
 from kb.core.errors import IngestError
 from kb.core.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
@@ -99,11 +99,6 @@ class Read:
     unindexed: list[str] = field(default_factory=list)  # names whose stored points must go
 
 
-def is_private(note: Note, private_tags: Collection[str]) -> bool:
-    """`private: true`, or a tag listed in PRIVATE_TAGS (both normalised)."""
-    return note.private or any(tag in private_tags for tag in note.tags)
-
-
 def prepare(
     source: Source,
     full: bool,
@@ -112,8 +107,9 @@ def prepare(
     progress: Progress,
     private_tags: Collection[str] = (),
 ) -> Read:
-    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops an
-    inbox run (IngestError) and fails that note alone elsewhere."""
+    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops the
+    run of a source that `halts_on_bad_frontmatter` (the inbox: IngestError) and fails that
+    note alone elsewhere."""
     listing = source.listing(everything=full)
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
@@ -133,7 +129,7 @@ def prepare(
             if not chunks:
                 raise NoteError(item.path, "no text to index")
         except FrontmatterError as exc:
-            if source.origin == INBOX:
+            if source.halts_on_bad_frontmatter:
                 bad_yaml.append(f"{item.shown}: {exc.reason}")
             else:
                 failed.append(Failure(item.shown, exc.reason))

@@ -11,11 +11,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from kb.core.errors import CollectionMissing
 from kb.core.schema import Hit
 from kb.search import query as kb_search
+from kb.search.filters import Filters
+from kb.store.query import HYBRID_FUSION, Fusion
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -58,29 +60,46 @@ def search_all(
     k: int = 5,
     *,
     domain: Domain = "all",
-    **options: Any,
+    mode: kb_search.Mode = "hybrid",
+    filters: Filters | None = None,
+    per_note: int | None = 1,
+    alternates: Sequence[str] = (),
+    fusion: Fusion = HYBRID_FUSION,
 ) -> list[Hit]:
-    """kb.search.query.search over the prose collection, the code collection, or both (`all`, fused
-    by `fuse` when both have hits; the prose hits as they are while no code is indexed).
-    `options` are kb.search.query.search's. CollectionMissing for `code` before any code is
-    ingested."""
+    """kb.search.query.search over the prose collection, the code collection, or both (`all`,
+    fused by `fuse` when both have hits; the prose hits as they are while no code is indexed),
+    with that function's options. CollectionMissing for `code` before any code is ingested."""
     if domain not in DOMAINS:
         raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
+
+    def one(store: Store, client: EmbedClient) -> list[Hit]:
+        return kb_search.search(
+            store,
+            client,
+            query,
+            k,
+            mode=mode,
+            filters=filters,
+            per_note=per_note,
+            alternates=alternates,
+            fusion=fusion,
+        )
+
     if domain == "prose":
-        return kb_search.search(*prose, query, k, **options)
+        return one(*prose)
     if domain == "code":
         try:
-            return kb_search.search(*code, query, k, **options)
+            return one(*code)
         except CollectionMissing as exc:
             raise CollectionMissing(
                 f"{exc}; no code is indexed yet: code files and notebooks go to it"
             ) from None
     try:
-        code_hits = kb_search.search(*code, query, k, **options)
+        code_hits = one(*code)
     except CollectionMissing:
         code_hits = []
     try:
-        prose_hits = kb_search.search(*prose, query, k, **options)
+        prose_hits = one(*prose)
     except CollectionMissing:
         if not code_hits:
             raise

@@ -88,7 +88,8 @@ def layout(payloads: Sequence[dict[str, Any]]) -> list[Segment]:
     segments: list[Segment] = []
     shown_to = 0  # file offset just past the text shown so far
     for p in ordered:
-        text = p.get("text") if isinstance(p.get("text"), str) else ""
+        raw = p.get("text")
+        text = raw if isinstance(raw, str) else ""
         start = _int(p, "char_start", shown_to)
         line = _int(p, "line_start", 1)
         if start < shown_to:  # overlaps the previous chunk: show only the rest

@@ -1,28 +1,25 @@
 """The second stage of search: the embedder's cross-encoder reads the query with each of the
-first stage's best passages and reorders them (docs/reranking.md).
+first stage's best passages and reorders them (docs/design/reranking.md).
 
 `rerank` takes a list of Hits and returns a list of Hits, whatever produced them (the notes'
 fused ranking today; several collections merged by rank later): each keeps its first-stage
 `score` and gains `rerank_score` (0..1). A reranker that is off, loading, down or slow never
 fails a search: the first-stage order stands, and `Reranked.note` says why when it matters.
+Searches run it through kb.search.search (kb/search/entry.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kb.core.errors import EmbedError
 from kb.core.schema import Hit
 from kb.embedding.client import RERANK_DISABLED
-from kb.search import query as kb_search
-from kb.search.domains import Domain, search_all
 
 if TYPE_CHECKING:
-    from kb.core.settings import Settings
     from kb.embedding.client import EmbedClient
-    from kb.store.points import Store
 
 # Reciprocal-rank constant of the blend (RERANK_WEIGHT < 1), as in reciprocal rank fusion.
 BLEND_K = 60
@@ -91,44 +88,3 @@ def rerank(
         return Reranked(list(hits[:k]), note=note)
     ranked = [replace(hits[i], rerank_score=scores[i]) for i in order(scores, weight)]
     return Reranked(ranked[:k], reranked=True)
-
-
-def search(
-    store: Store,
-    client: EmbedClient,
-    settings: Settings,
-    query: str,
-    k: int = 5,
-    *,
-    rerank_hits: bool | None = None,
-    code: tuple[Store, EmbedClient] | None = None,
-    domain: Domain = "all",
-    **options: Any,
-) -> Reranked:
-    """The first stage (kb.search.query.search over `store`; with `code`,
-    kb.search.domains.search_all over
-    both collections as `domain` says), then the rerank stage over its best RERANK_CANDIDATES
-    (at least `k`): the reranker puts prose and code on one scale.
-
-    `rerank_hits`: None = when the embedder serves a reranker; False = first stage only;
-    True = asked for (a note says so when it cannot run). `options` go to kb.search.query.search.
-    """
-
-    def first(depth: int) -> list[Hit]:
-        if code is None:
-            return kb_search.search(store, client, query, depth, **options)
-        return search_all((store, client), code, query, depth, domain=domain, **options)
-
-    if rerank_hits is False or (rerank_hits is None and client.reranker_off):
-        return Reranked(first(k))  # no reranker to read more than k: fetch only k
-    depth = min(kb_search.MAX_K, max(k, settings.RERANK_CANDIDATES))
-    return rerank(
-        client,
-        query,
-        first(depth),
-        k,
-        weight=settings.RERANK_WEIGHT,
-        max_chars=settings.RERANK_MAX_CHARS,
-        timeout=settings.RERANK_TIMEOUT,
-        requested=rerank_hits is True,
-    )

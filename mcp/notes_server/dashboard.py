@@ -8,8 +8,7 @@ POST's Origin; each page also forbids inline script and framing (CSP). Writes (r
 exist only with MCP_WRITE_TOOLS=true and take the ingest lock, like the MCP write tools; so does
 the Sync button (it moves inbox files into ingested/).
 
-A sibling module of server.py (this folder is not a package): `routes(backend, sessions)` lists
-them.
+`routes(backend, sessions)` lists them (notes_server.app serves them beside /mcp).
 """
 
 from __future__ import annotations
@@ -35,10 +34,11 @@ from kb.content.formats import CODE
 from kb.core.errors import EmbedError, KbError, NoteNotFound, StoreError
 from kb.core.state import State
 from kb.ingest import lifecycle
-from kb.search import query as search
-from kb.search import rerank
+from kb.search import SearchRequest, search
 from kb.search.domains import DOMAINS
+from kb.search.filters import Filters
 from kb.search.preview import preview
+from kb.search.query import MODES, tag_usage
 from notes_server.dashboard_sync import Busy, SyncRunner, stream
 from notes_server.security import LOGIN_PATH, LOGOUT_PATH
 from notes_server.sessions import SESSION_COOKIE, Sessions
@@ -132,15 +132,14 @@ class Dashboard:
     def _search(self, params: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"hits": [], "error": None, "tags": [], "note": None}
         try:
-            store, backend = self.backend.store(), self.backend
-            out["tags"] = [u.tag for u in search.tag_usage(store)]
+            out["tags"] = [u.tag for u in tag_usage(self.backend.store())]
             if params["q"]:
-                found = rerank.search(
-                    store, backend.client, self.settings, params["q"], params["k"],
-                    rerank_hits=None if params["rerank"] else False,
-                    code=(backend.code_store(), backend.code_client), domain=params["domain"],
-                    mode=params["mode"], filters=search.Filters(tags_any=params["tag"]),
+                request = SearchRequest(
+                    params["q"], params["k"], mode=params["mode"], domain=params["domain"],
+                    filters=Filters(tags=params["tag"]),
+                    rerank=None if params["rerank"] else False,
                 )  # fmt: skip
+                found = search(self.backend.searcher(), request)
                 out["hits"], out["note"] = found.hits, found.note
         except EmbedError as exc:
             out["error"] = embedder_message(exc)
@@ -154,7 +153,7 @@ class Dashboard:
             k = max(1, min(SEARCH_MAX_K, int(query.get("k") or 10)))
         except ValueError:
             k = 10
-        mode = query.get("mode") if query.get("mode") in search.MODES else "hybrid"
+        mode = query.get("mode") if query.get("mode") in MODES else "hybrid"
         domain = query.get("domain") if query.get("domain") in DOMAINS else "all"
         # a link without the switch (or with rerank=on) reranks, as search_notes does
         params = {"q": (query.get("q") or "").strip(), "k": k, "mode": mode, "domain": domain,
@@ -164,7 +163,7 @@ class Dashboard:
         if found["hits"] or params["q"]:
             log.info("dashboard search mode=%s k=%d hits=%d", mode, k, len(found["hits"]))
         name = "_results.html" if request.headers.get("hx-target") == "results" else "search.html"
-        return self.render(name, page="search", params=params, modes=search.MODES, domains=DOMAINS,
+        return self.render(name, page="search", params=params, modes=MODES, domains=DOMAINS,
                            **found)  # fmt: skip
 
     async def preview_page(self, request: Request) -> Response:

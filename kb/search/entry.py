@@ -1,0 +1,123 @@
+"""The one search entry: `search(searcher, request)`, used by the MCP tools (search_notes,
+answer_question), query.py (here and, through the MCP server, kb.app.remote) and the
+dashboard's search page.
+
+A `SearchRequest` says what to find (query, k, mode, filters, per_note, alternates, domain,
+rerank) and refuses a bad value when it is made, naming the field as the tools name it; a
+`Searcher` is what a search reads: the notes' store and embedder client, the code collection's,
+and the rerank stage's settings as plain values (kb.app.backend builds it from the settings:
+kb.search reads no settings). The first stage is kb.search.query.search over one collection
+(kb.search.domains.search_all over both, fused by rank), the second kb.search.rerank.rerank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kb.core.schema import Hit
+from kb.search import query as kb_query
+from kb.search.domains import DOMAINS, Domain, search_all
+from kb.search.filters import Filters
+from kb.search.rerank import Reranked, rerank
+
+if TYPE_CHECKING:
+    from kb.embedding.client import EmbedClient
+    from kb.store.points import Store
+
+# The most passages one MCP tool call returns (kb.search allows MAX_K): results go into the
+# assistant's context, where twenty passages are already plenty.
+TOOL_MAX_K = 20
+
+
+@dataclass(frozen=True)
+class RerankOptions:
+    """The rerank stage's settings (RERANK_CANDIDATES, RERANK_WEIGHT, RERANK_MAX_CHARS,
+    RERANK_TIMEOUT in kb.core.settings, which says what each does)."""
+
+    candidates: int = 30
+    weight: float = 0.5
+    max_chars: int = 1200
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class Searcher:
+    """What a search reads. `code`: the code collection and its client (None: the notes only,
+    whatever the request's domain)."""
+
+    store: Store
+    client: EmbedClient
+    code: tuple[Store, EmbedClient] | None = None
+    rerank: RerankOptions = field(default_factory=RerankOptions)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search. `per_note` None or 0: no limit of passages per note; `rerank` None: when
+    the embedder serves a reranker, False: first stage only, True: asked for (the result's note
+    says so when it cannot run). ValueError naming the field for a value out of range."""
+
+    query: str
+    k: int = 5
+    mode: kb_query.Mode = "hybrid"
+    filters: Filters = field(default_factory=Filters)
+    per_note: int | None = 1
+    alternates: Sequence[str] = ()
+    domain: Domain = "all"
+    rerank: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not self.query.strip():
+            raise ValueError("query is empty")
+        if not 1 <= self.k <= kb_query.MAX_K:
+            raise ValueError(f"k must be between 1 and {kb_query.MAX_K}, got {self.k}")
+        if self.mode not in kb_query.MODES:
+            raise ValueError(f"mode must be one of {', '.join(kb_query.MODES)}, got {self.mode!r}")
+        if self.per_note is not None and self.per_note < 0:
+            raise ValueError(
+                f"per_note must be 1 or more (0 or None: no limit), got {self.per_note}"
+            )
+        if self.domain not in DOMAINS:
+            raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, got {self.domain!r}")
+        object.__setattr__(self, "alternates", tuple(self.alternates))
+        kb_query.alternate_modes(self.alternates, self.mode)  # names alternates[i] at fault
+
+
+def search(searcher: Searcher, request: SearchRequest) -> Reranked:
+    """The first stage, then the rerank stage over its best `searcher.rerank.candidates` (at
+    least k): the reranker puts prose and code on one scale. Without a reranker to read more
+    than k, the first stage fetches only k. EmbedError, StoreError as the stages raise them."""
+
+    def first(depth: int) -> list[Hit]:
+        if searcher.code is None:
+            return kb_query.search(
+                searcher.store,
+                searcher.client,
+                request.query,
+                depth,
+                mode=request.mode,
+                filters=request.filters,
+                per_note=request.per_note,
+                alternates=request.alternates,
+            )
+        return search_all(
+            (searcher.store, searcher.client),
+            searcher.code,
+            request.query,
+            depth,
+            domain=request.domain,
+            mode=request.mode,
+            filters=request.filters,
+            per_note=request.per_note,
+            alternates=request.alternates,
+        )
+
+    client, options = searcher.client, searcher.rerank
+    if request.rerank is False or (request.rerank is None and client.reranker_off):
+        return Reranked(first(request.k))
+    depth = min(kb_query.MAX_K, max(request.k, options.candidates))
+    return rerank(client, request.query, first(depth), request.k, weight=options.weight,
+                  max_chars=options.max_chars, timeout=options.timeout,
+                  requested=request.rerank is True)  # fmt: skip

@@ -1,0 +1,135 @@
+"""The tables the docs are built from: docs/guide/tools.md from the tools' snapshot (what
+`tools/list`
+answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py), README's filter table
+from kb.search.filters. tests/test_readme.py compares them with the files;
+`UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py` rewrites them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers import REPO_ROOT
+
+from kb.search.filters import FILTERS
+from kb.search.hits import RESULT_FIELDS
+
+TOOLS_MD = REPO_ROOT / "docs" / "guide" / "tools.md"
+FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/test_readme.py) -->"
+FILTERS_END = "<!-- /filters -->"
+METAVARS = {"tags": " a,b", "date": " DATE", "duration": " 10m", "kind": " video"}
+EXAMPLES = {"path": " recipes/", "channel": " NAME", "language": " en", "category": " Chess"}
+
+TOOLS_HEADER = """# The MCP tools
+
+What an assistant sees of the server (`tools/list`), generated from
+`tests/snapshots/tools_list_write_tools.json` by `tests/test_readme.py`: after changing a tool,
+`UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_server.py tests/test_mcp_write_tools.py
+tests/test_readme.py` rewrites the snapshots and this page. Each description is the prompt the
+model reads. `search_notes`, `browse_notes` and `answer_question` take the same filters, built
+from one table (`kb/search/filters.py`); only `search_notes` describes them, once.
+"""
+
+
+def _type(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        return " or ".join(_type(arm) for arm in schema["anyOf"])
+    if "enum" in schema:
+        return " / ".join(f"`{json.dumps(value)}`" for value in schema["enum"])
+    if schema.get("type") == "array":
+        return f"list of {_type(schema.get('items', {}))}"
+    return str(schema.get("type", "any"))
+
+
+def _ordered(schema: dict[str, Any], table: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Properties in reading order (the snapshot sorts its keys): required first, then those
+    not in `table` by name, then `table`'s in its order."""
+    required = schema.get("required", [])
+
+    def key(name: str) -> tuple[bool, int, str]:
+        return name not in required, table.index(name) if name in table else -1, name
+
+    return [(name, schema["properties"][name]) for name in sorted(schema["properties"], key=key)]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _arguments(tool: dict[str, Any]) -> list[str]:
+    schema = tool["inputSchema"]
+    if not schema.get("properties"):
+        return ["No arguments."]
+    rows = ["| Argument | Default | Meaning |", "|---|---|---|"]
+    for name, prop in _ordered(schema, [spec.name for spec in FILTERS]):
+        required = name in schema.get("required", [])
+        default = "(required)" if required else f"`{json.dumps(prop.get('default'))}`"
+        meaning = prop.get("description") or "As in `search_notes`."
+        rows.append(f"| `{name}` | {default} | {_cell(meaning)} ({_type(prop)}) |")
+    return rows
+
+
+def _fields(schema: dict[str, Any]) -> list[str]:
+    rows = ["| Field | Type | Meaning |", "|---|---|---|"]
+    for name, prop in _ordered(schema, list(RESULT_FIELDS)):
+        rows.append(f"| `{name}` | {_type(prop)} | {_cell(prop.get('description', ''))} |")
+    return rows
+
+
+def _returns(tool: dict[str, Any]) -> list[str]:
+    schema = tool.get("outputSchema")
+    if not schema:
+        return []
+    lines = ["Returns:", "", *_fields(schema)]
+    for name, definition in schema.get("$defs", {}).items():
+        about = f": {definition['description']}" if definition.get("description") else ""
+        lines += ["", f"Each `{name}`{about}", "", *_fields(definition)]
+    return lines
+
+
+def render_tools(tools: list[dict[str, Any]]) -> str:
+    """docs/guide/tools.md for the tools as tools/list gives them (search_notes first)."""
+    ordered = sorted(tools, key=lambda t: (t["name"] != "search_notes", t["name"]))
+    lines = [TOOLS_HEADER]
+    for tool in ordered:
+        hints = tool.get("annotations", {})
+        kind = (
+            "Read-only."
+            if hints.get("readOnlyHint")
+            else "Changes the index; only with `MCP_WRITE_TOOLS=true`."
+        )
+        quoted = [f"> {line}" if line else ">" for line in tool["description"].splitlines()]
+        lines += [f"## {tool['name']}", "", kind, "", *quoted, "", *_arguments(tool), ""]
+        lines += [*_returns(tool), ""] if tool.get("outputSchema") else []
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_filters() -> str:
+    """README's table of query.py's filter options beside the tools' arguments."""
+    rows = [
+        FILTERS_BEGIN,
+        "| `query.py` option | tool argument | keeps |",
+        "|---|---|---|",
+        *(
+            f"| `{spec.option}{EXAMPLES.get(spec.name) or METAVARS[spec.value]}` | `{spec.name}` "
+            f"| {_cell(spec.help)} |"
+            for spec in FILTERS
+        ),
+        FILTERS_END,
+    ]
+    return "\n".join(rows)
+
+
+def filters_block(readme: str) -> str:
+    """The generated filter table as README has it."""
+    assert FILTERS_BEGIN in readme and FILTERS_END in readme, "README lost its filter table"
+    start = readme.index(FILTERS_BEGIN)
+    return readme[start : readme.index(FILTERS_END, start) + len(FILTERS_END)]
+
+
+def write_if_asked(path: Path, text: str, update: bool) -> None:
+    if update:
+        path.write_text(text, encoding="utf-8")
