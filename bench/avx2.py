@@ -1,9 +1,12 @@
-"""`--emulate-avx2` (bench/embed_throughput.py): measure as on an AVX2-only CPU, on this one.
+"""`--emulate avx2|avx512-bf16` (bench/embed_throughput.py): measure as on another CPU class, on
+this one.
 
 bench/avx2_only.c, compiled with gcc and preloaded, turns on Linux's CPUID faulting and answers
-CPUID with AVX-512, VNNI, AVX-VNNI, AMX and BF16 cleared, so torch and ONNX Runtime pick the
-kernels they run on most laptops; torch's own caps are set too. Needs x86-64 Linux with
-`cpuid_fault` in /proc/cpuinfo. The cores, caches and clocks stay this machine's.
+CPUID with features cleared: `avx2` clears AVX-512, VNNI, AVX-VNNI, AMX and BF16, so torch and
+ONNX Runtime pick the kernels they run on most laptops (torch's own caps are set too);
+`avx512-bf16` (CPUID_HIDE=zen4) clears only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10,
+AVX-VNNI). Needs x86-64 Linux with `cpuid_fault` in /proc/cpuinfo. The cores, caches and clocks
+stay this machine's: an emulated Zen 4 is this CPU without AMX, not a Zen 4.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.common import BenchError
+from bench.common import BenchError, cpu_name
 from embed_server.hardware import cpu_class, cpu_features
 
 AVX2_CAP = {
@@ -28,23 +31,27 @@ AVX2_CAP = {
     # glibc chose its string functions before the preloaded library hides AVX-512
     "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD",
 }
+# Emulated CPU classes: the environment of the process that runs as one
+EMULATIONS = {"avx2": AVX2_CAP, "avx512-bf16": {"CPUID_HIDE": "zen4"}}
 SHIM = Path(__file__).resolve().parent / "avx2_only.c"
 
 
-def emulating() -> bool:
-    """True in the process --emulate-avx2 started (the CPUID shim preloaded)."""
-    return SHIM.stem in os.environ.get("LD_PRELOAD", "")
+def emulating() -> str | None:
+    """The class emulated in this process (the CPUID shim preloaded), or None."""
+    if SHIM.stem not in os.environ.get("LD_PRELOAD", ""):
+        return None
+    return "avx512-bf16" if os.environ.get("CPUID_HIDE") == "zen4" else "avx2"
 
 
 def build_shim() -> Path:
     """bench/avx2_only.c compiled into the temporary folder (once per source version)."""
     if platform.machine().lower() not in {"x86_64", "amd64"} or not Path("/proc").exists():
-        raise BenchError("--emulate-avx2 needs Linux on x86-64")
+        raise BenchError("--emulate needs Linux on x86-64")
     flags = Path("/proc/cpuinfo").read_text().split()
     if "cpuid_fault" not in flags:
-        raise BenchError("--emulate-avx2: this CPU or kernel has no CPUID faulting (cpuid_fault)")
+        raise BenchError("--emulate: this CPU or kernel has no CPUID faulting (cpuid_fault)")
     if shutil.which("gcc") is None:
-        raise BenchError("--emulate-avx2 builds bench/avx2_only.c with gcc: gcc is not installed")
+        raise BenchError("--emulate builds bench/avx2_only.c with gcc: gcc is not installed")
     digest = hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]
     target = Path(tempfile.gettempdir()) / f"avx2_only-{digest}.so"
     if not target.exists():
@@ -59,18 +66,25 @@ def build_shim() -> Path:
 def cpu_line() -> str:
     """The detected CPU class, and whether it is this CPU's or emulated."""
     klass = cpu_class(cpu_features())
-    if not emulating():
-        return f"CPU class: {klass} (native)"
+    emulated = emulating()
+    if emulated is None:
+        return f"CPU class: {klass} on {cpu_name()} (native)"
+    if emulated == "avx512-bf16":
+        hidden = "no AMX, AVX512-FP16, AVX10 or AVX-VNNI (AVX-512, VNNI and BF16 kept)"
+        like = "as on an AMD Zen 4, but with this machine's cores, caches and clocks"
+    else:
+        hidden = "no AVX-512, VNNI, AVX-VNNI, AMX or BF16"
+        like = "cores, caches and clocks are this machine's"
     return (
-        f"CPU class: {klass}, emulated: CPUID shows no AVX-512, VNNI, AVX-VNNI, AMX or BF16 to "
-        "any engine (bench/avx2_only.c); cores, caches and clocks are this machine's"
+        f"CPU class: {klass}, emulated: CPUID shows {hidden} to any engine "
+        f"(bench/avx2_only.c); {like} ({cpu_name()})"
     )
 
 
-def rerun_emulated(script: str, argv: Sequence[str]) -> int:
-    """Run `script` with `argv` again in a fresh process that sees an AVX2-only CPU (CPUID is
-    read when each library loads); its exit status."""
+def rerun_emulated(script: str, argv: Sequence[str], klass: str) -> int:
+    """Run `script` with `argv` again in a fresh process that sees a CPU of class `klass`
+    (CPUID is read when each library loads); its exit status."""
     shim = build_shim()
     preload = " ".join(filter(None, [str(shim), os.environ.get("LD_PRELOAD", "")]))
-    env = {**os.environ, **AVX2_CAP, "LD_PRELOAD": preload}
+    env = {**os.environ, **EMULATIONS[klass], "LD_PRELOAD": preload}
     return subprocess.run([sys.executable, script, *argv], env=env, check=False).returncode

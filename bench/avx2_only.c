@@ -1,4 +1,7 @@
 /* Run a process as if its x86 CPU had AVX2 but none of AVX-512, VNNI, AVX-VNNI, AMX or BF16.
+ * With CPUID_HIDE=zen4 in the environment it hides only what AMD Zen 4 lacks of this Xeon: AMX,
+ * AVX512-FP16, AVX10 and the VEX-encoded AVX-VNNI/IFMA/NE-CONVERT; AVX-512 with VNNI and BF16
+ * stays (the `avx512-bf16` class), as `bench/embed_throughput.py --emulate avx512-bf16` runs.
  *
  * bench/embed_throughput.py --emulate-avx2 preloads this (LD_PRELOAD) so that every engine
  * measured -- torch, ONNX Runtime, OpenVINO -- picks the kernels it would pick on an AVX2-only
@@ -19,6 +22,7 @@
 #include <cpuid.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -27,6 +31,24 @@
 #define BIT(n) (1u << (n))
 
 static int cpuid_faults(int on) { return (int)syscall(SYS_arch_prctl, ARCH_SET_CPUID, !on); }
+
+static int zen4; /* CPUID_HIDE=zen4: keep AVX-512 with VNNI and BF16, hide AMX and later */
+
+/* Clear what Zen 4 lacks: AMX-BF16, AVX512-FP16, AMX-TILE, AMX-INT8 (leaf 7 EDX); AVX-VNNI,
+   AMX-FP16, AVX-IFMA (7.1 EAX); AVX-VNNI-INT8, AVX-NE-CONVERT, AMX-COMPLEX, AVX10 (7.1 EDX);
+   the tile states (0xD EAX) and the AMX and AVX10 leaves (0x1D, 0x1E, 0x24). */
+static void hide_for_zen4(uint32_t leaf, uint32_t sub, uint32_t r[4]) {
+  if (leaf == 7 && sub == 0) {
+    r[3] &= ~(BIT(22) | BIT(23) | BIT(24) | BIT(25));
+  } else if (leaf == 7 && sub == 1) {
+    r[0] &= ~(BIT(4) | BIT(21) | BIT(23));
+    r[3] &= ~(BIT(4) | BIT(5) | BIT(8) | BIT(19));
+  } else if (leaf == 0xd && sub == 0) {
+    r[0] &= ~(BIT(17) | BIT(18));
+  } else if (leaf == 0x1d || leaf == 0x1e || leaf == 0x24) {
+    r[0] = r[1] = r[2] = r[3] = 0;
+  }
+}
 
 /* Clear what an AVX2-only CPU lacks: Intel SDM vol. 2A, CPUID leaves 7 and 0xD. */
 static void hide(uint32_t leaf, uint32_t sub, uint32_t r[4]) {
@@ -60,7 +82,10 @@ static void on_fault(int sig, siginfo_t *info, void *raw) {
   cpuid_faults(0);
   __cpuid_count((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r[0], r[1], r[2], r[3]);
   cpuid_faults(1);
-  hide((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r);
+  if (zen4)
+    hide_for_zen4((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r);
+  else
+    hide((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r);
   reg[REG_RAX] = r[0];
   reg[REG_RBX] = r[1];
   reg[REG_RCX] = r[2];
@@ -69,6 +94,8 @@ static void on_fault(int sig, siginfo_t *info, void *raw) {
 }
 
 __attribute__((constructor)) static void start(void) {
+  const char *mode = getenv("CPUID_HIDE");
+  zen4 = mode != NULL && strcmp(mode, "zen4") == 0;
   struct sigaction act;
   memset(&act, 0, sizeof act);
   act.sa_sigaction = on_fault;

@@ -1,6 +1,6 @@
-"""`bench/embed_throughput.py --emulate-avx2` (bench/avx2.py) measures every engine as on an
-AVX2-only CPU: bench/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from CPUID for the whole
-process."""
+"""`bench/embed_throughput.py --emulate avx2|avx512-bf16` (bench/avx2.py) measures every engine as
+on another CPU class: bench/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from CPUID for the whole
+process, or with CPUID_HIDE=zen4 only what AMD Zen 4 lacks (AMX and later)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,27 @@ def test_the_avx2_shim_makes_torch_and_the_cpu_class_see_an_avx2_only_cpu() -> N
         assert native == ["AVX2", "False", "avx2"]
 
 
+def has_avx512_bf16() -> bool:
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
+    return "avx512_bf16" in flags and "avx512_vnni" in flags
+
+
+@pytest.mark.skipif(
+    not (can_fault_cpuid() and has_avx512_bf16()),
+    reason="needs x86-64 Linux with CPUID faulting, gcc and a CPU with AVX512-BF16 and VNNI",
+)
+def test_the_zen4_shim_hides_amx_and_keeps_avx512_bf16_so_the_class_is_avx512_bf16() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in avx2.AVX2_CAP}
+    shim = avx2.build_shim()
+    seen = probe({**env, **avx2.EMULATIONS["avx512-bf16"], "LD_PRELOAD": str(shim)})
+    assert seen == ["AVX512", "True", "avx512-bf16"]
+
+
 def test_the_cpu_line_says_when_the_class_is_emulated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LD_PRELOAD", "/tmp/avx2_only-0123.so")
     assert "emulated: CPUID shows no AVX-512" in avx2.cpu_line()
+    monkeypatch.setenv("CPUID_HIDE", "zen4")
+    assert "emulated: CPUID shows no AMX" in avx2.cpu_line()
+    assert "as on an AMD Zen 4, but with this machine's cores" in avx2.cpu_line()
     monkeypatch.delenv("LD_PRELOAD")
     assert avx2.cpu_line().endswith("(native)")

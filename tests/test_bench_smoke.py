@@ -60,10 +60,23 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
     assert result["baseline_chunks_per_s"] > 0 and result["default_chunks_per_s"] > 0
     assert result["speedup"] > 0
     assert 0.99 <= result["min_cosine_vs_fp32"] <= 1.0 + 1e-6
-    engines = {"torch fp32", "torch bf16", "torch int8", "onnx fp32", "onnx int8"}
+    engines = {
+        "torch fp32",
+        "torch bf16",
+        "torch int8",
+        "onnx fp32",
+        "onnx int8",
+        "torch int8-per-tensor",  # what EMBED_DTYPE=int8 ran before issue 33, kept to compare
+    }
     assert set(result["accuracy"]) == engines  # every candidate, ONNX Runtime's included
     assert set(result["engines_chunks_per_s"]) == set(result["query_latency_s"]) == engines
-    for name in engines - {"torch bf16", "torch int8", "onnx int8"}:  # the fp32 engines
+    for latency in result["query_latency_s"].values():
+        assert 0 < latency["p50"] <= latency["p95"]
+    # the default is what auto measured and chose, within the bound, and says so
+    assert result["auto"]["documents"] == f"{result['default_backend']} {result['default_dtype']}"
+    assert result["query_p50_ms"] > 0
+    assert min(result["min_cosine_vs_fp32"], result["min_cosine_short_vs_fp32"]) >= 0.99
+    for name in {"torch fp32", "onnx fp32"}:  # the fp32 engines
         assert result["accuracy"][name]["min_cosine"] >= 0.99, name
     assert result["accuracy"]["torch fp32"]["queries"] == 3
     assert f"CPU class: {result['cpu_class']}" in out

@@ -49,6 +49,8 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "dtype": "fp32",  # the test server sets EMBED_DTYPE=fp32
         "backend": "torch",  # and EMBED_BACKEND=torch
         "device": "cpu",
+        "query_engine": {"backend": "torch", "dtype": "fp32"},  # queries on the same engine
+        "auto": None,  # both set explicitly: nothing measured
     }
     # one model served; no RERANK_MODEL
     assert body == {"status": "ok", **model, "models": [model], "rerank": None}

@@ -149,7 +149,7 @@ def test_at_most_two_micro_batches_run_side_by_side_on_cpu(
     minilm_path: Path, threads: int, side_by_side: int
 ) -> None:
     settings = config.EmbedderSettings(
-        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_THREADS=threads
+        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_THREADS=threads, EMBED_DTYPE="fp32"
     )
     with torch_threads_kept():
         assert model.Embedder(settings).parallelism == side_by_side

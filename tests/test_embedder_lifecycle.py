@@ -118,7 +118,7 @@ def test_requests_over_the_queue_limit_get_429_at_once_while_the_model_works(
     port = free_port()  # the app's own port: its Host check answers requests there only
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_QUEUE_SIZE=1, EMBED_THREADS=1,
-        EMBED_PORT=port,
+        EMBED_PORT=port, EMBED_DTYPE="fp32",
     )  # fmt: skip
     held: list[HeldEncoder] = []
 

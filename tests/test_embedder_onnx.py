@@ -29,7 +29,9 @@ def onnx_exports(tmp_path_factory: pytest.TempPathFactory, minilm_path, tiny_qwe
     return root
 
 
-def load(folder: Path, backend: str, dtype: str, onnx_dir: Path | str = "/nonexistent") -> object:
+def load(
+    folder: Path, backend: str, dtype: str, onnx_dir: Path | str = "/nonexistent", **extra: object
+) -> object:
     settings = config.EmbedderSettings(
         _env_file=None,
         EMBED_MODEL=str(folder),
@@ -37,6 +39,7 @@ def load(folder: Path, backend: str, dtype: str, onnx_dir: Path | str = "/nonexi
         EMBED_DTYPE=dtype,
         EMBED_ONNX_DIR=str(onnx_dir),
         EMBED_THREADS=2,
+        **extra,
     )
     with torch_threads_kept():
         return model.Embedder(settings)
@@ -125,46 +128,52 @@ def test_an_explicit_onnx_backend_without_an_export_names_the_command_to_run(
         load(minilm_path, "onnx", "int8", tmp_path)
 
 
-def test_auto_without_an_export_falls_back_to_torch(minilm_path: Path, tmp_path: Path) -> None:
-    embedder = load(minilm_path, "auto", "auto", tmp_path)
+def test_auto_without_measuring_runs_the_classs_torch_engine_and_says_why_on_health(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    embedder = load(minilm_path, "auto", "auto", tmp_path, EMBED_AUTO_MEASURE=False)
     assert embedder.backend == "torch"  # type: ignore[attr-defined]
-    expected = hardware.resolve_engine("auto", "auto", CPU)[1]  # this CPU's choice
+    expected = hardware.resolve_engine("auto", "auto", CPU)[1]  # this CPU's class in the table
     assert embedder.dtype == expected  # type: ignore[attr-defined]
+    assert embedder.decision["measured"] is False  # type: ignore[attr-defined]
+    assert "EMBED_AUTO_MEASURE=false" in embedder.decision["reason"]  # type: ignore[attr-defined]
 
 
-def test_auto_on_an_avx512_bf16_cpu_without_an_export_runs_torch_fp32_and_says_nothing_of_onnx(
+def test_auto_on_an_avx512_bf16_cpu_without_an_export_says_nothing_of_onnx(
     minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
-    # The default image (no ONNX_EXPORT) on such a CPU, the user having set nothing: auto picks
-    # no engine the install lacks, so there is no fallback to log.
+    # The default image (no ONNX_EXPORT) on such a CPU, the user having set nothing: auto
+    # measures only what the install carries, so there is no fallback to log (issue 26).
     monkeypatch.setattr(hardware, "cpu_features", lambda: {"avx2", "avx512_bf16"})
     with caplog.at_level(logging.DEBUG):
-        embedder = load(minilm_path, "auto", "auto", tmp_path)
-    assert (embedder.backend, embedder.dtype) == ("torch", "fp32")  # type: ignore[attr-defined]
+        embedder = load(minilm_path, "auto", "auto", tmp_path, EMBED_STATE_DIR=str(tmp_path))
+    assert embedder.backend == "torch"  # type: ignore[attr-defined]
     assert "export" not in caplog.text and "EMBED_BACKEND=onnx" not in caplog.text
-    assert "torch fp32 on cpu (EMBED_BACKEND=auto, EMBED_DTYPE=auto)" in caplog.text
+    candidates = [c["engine"] for c in embedder.decision["candidates"]]  # type: ignore[attr-defined]
+    assert not [c for c in candidates if c.startswith("onnx")]
 
 
-def test_an_explicit_int8_without_an_export_runs_on_torch_and_says_so(
-    minilm_path: Path, tmp_path: Path, caplog
+def test_an_explicit_int8_runs_torchs_per_token_int8_with_or_without_an_export(
+    minilm_path: Path, onnx_exports: Path, tmp_path: Path, caplog
 ) -> None:
     with caplog.at_level(logging.INFO):
-        embedder = load(minilm_path, "auto", "int8", tmp_path)
-    assert (embedder.backend, embedder.dtype) == ("torch", "int8")  # type: ignore[attr-defined]
-    assert "EMBED_DTYPE=int8: no ONNX export of" in caplog.text and "torch runs it" in caplog.text
+        for folder in (tmp_path, onnx_exports):
+            embedder = load(minilm_path, "auto", "int8", folder)
+            assert (embedder.backend, embedder.dtype) == ("torch", "int8")  # type: ignore[attr-defined]
+    assert "export" not in caplog.text
 
 
 @pytest.mark.parametrize(
     ("features", "machine", "klass", "engine"),
     [
         ({"avx2", "avx512_bf16", "amx_tile"}, "x86_64", "amx", ("torch", "bf16")),
-        ({"avx2", "avx512_bf16"}, "x86_64", "avx512-bf16", ("onnx", "fp32")),
+        ({"avx2", "avx512_bf16"}, "x86_64", "avx512-bf16", ("torch", "bf16")),
         ({"avx2"}, "x86_64", "avx2", ("torch", "fp32")),
         (set(), "aarch64", "arm", ("torch", "fp32")),
         (set(), "x86_64", "other", ("torch", "fp32")),
     ],
 )
-def test_auto_picks_the_engine_measured_for_each_cpu_class(
+def test_without_measuring_auto_picks_the_tables_engine_for_each_cpu_class(
     features: set[str], machine: str, klass: str, engine: tuple[str, str]
 ) -> None:
     assert hardware.cpu_class(features, machine) == klass
@@ -174,7 +183,7 @@ def test_auto_picks_the_engine_measured_for_each_cpu_class(
 def test_the_avx2_class_gets_exact_torch_fp32_and_onnx_stays_a_choice() -> None:
     assert hardware.AUTO_ENGINE["avx2"] == ("torch", "fp32")
     assert hardware.resolve_engine("auto", "bf16", CPU, "avx2") == ("torch", "bf16")
-    assert hardware.resolve_engine("auto", "int8", CPU, "avx2") == ("onnx", "int8")
+    assert hardware.resolve_engine("auto", "int8", CPU, "avx2") == ("torch", "int8")
     assert hardware.resolve_engine("onnx", "auto", CPU, "avx2") == ("onnx", "fp32")
     with pytest.raises(errors.ModelLoadError, match="EMBED_DTYPE=bf16"):
         hardware.resolve_engine("onnx", "bf16", CPU, "avx2")

@@ -210,7 +210,7 @@ def test_health_is_503_while_the_configured_reranker_loads_and_200_once_it_answe
     port = free_port()  # the app answers its own port only (its Host check)
     settings = config.EmbedderSettings(
         _env_file=None, EMBED_MODEL=str(minilm_path), RERANK_MODEL=str(tiny_reranker_path),
-        RERANK_DTYPE="fp32", EMBED_THREADS=1, EMBED_PORT=port,
+        RERANK_DTYPE="fp32", EMBED_DTYPE="fp32", EMBED_THREADS=1, EMBED_PORT=port,
     )  # fmt: skip
     body = {"query": QUERY, "documents": DOCS[:2]}
     app_under_test = app.create_app(settings, model.Embedder)

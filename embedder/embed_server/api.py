@@ -94,18 +94,30 @@ class Service:
         self.loader = loader
         self.encoder: Any = None
         self.engine: Engine | None = None
+        # queries' own engine, when auto loaded one for them (autotune.split_queries)
+        self.query_engine: Engine | None = None
         self.error: str | None = None
 
     def load(self) -> None:
+        limits = {
+            "batch_tokens": self.settings.EMBED_BATCH_TOKENS,
+            "queue_size": self.settings.EMBED_QUEUE_SIZE,
+            "max_round_inputs": self.settings.EMBED_MAX_INPUTS,
+        }
         try:
-            self.encoder, self.engine = start_engine(
-                lambda: self.loader(self.settings), "model",
-                batch_tokens=self.settings.EMBED_BATCH_TOKENS,
-                queue_size=self.settings.EMBED_QUEUE_SIZE,
-                max_round_inputs=self.settings.EMBED_MAX_INPUTS,
-            )  # fmt: skip
+            encoder, engine = start_engine(lambda: self.loader(self.settings), "model", **limits)
         except ModelLoadError as exc:
             self.error = str(exc)
+            return
+        second = getattr(encoder, "query_encoder", None)
+        if second is not None:
+            self.query_engine = Engine(second, **limits)
+            self.query_engine.start()
+        self.encoder, self.engine = encoder, engine  # ready: both engines run
+
+    def engine_for(self, input_type: str | None) -> Engine:
+        engine = self.require_ready()
+        return self.query_engine if input_type == "query" and self.query_engine else engine
 
     def require_ready(self) -> Engine:
         if self.engine is not None:
@@ -121,8 +133,9 @@ class Service:
         )
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.engine.stop()
+        for engine in (self.engine, self.query_engine):
+            if engine is not None:
+                engine.stop()
 
 
 def _validate(request: EmbeddingRequest, settings: EmbedderSettings, encoder: Any) -> list[str]:
@@ -238,13 +251,23 @@ def create_app(
             return {"status": "ok"}  # EMBED_API_KEY is set: the rest is for its holders
 
         def described(name: str, one: Service) -> dict[str, Any]:
+            encoder = one.encoder
+            queries = getattr(encoder, "query_encoder", None) or encoder
             return {
                 "model": name,
-                "dimensions": one.encoder.dimensions,
-                "max_input_tokens": one.encoder.max_input_tokens,
-                "dtype": one.encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
-                "backend": getattr(one.encoder, "backend", "torch"),  # EMBED_BACKEND resolved
-                "device": str(one.encoder.device),
+                "dimensions": encoder.dimensions,
+                "max_input_tokens": encoder.max_input_tokens,
+                "dtype": encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
+                "backend": getattr(encoder, "backend", "torch"),  # EMBED_BACKEND resolved
+                "device": str(encoder.device),
+                # the engine queries run on (another one when auto measured it faster for them)
+                "query_engine": {
+                    "backend": getattr(queries, "backend", "torch"),
+                    "dtype": queries.dtype,
+                },
+                # what EMBED_BACKEND=auto, EMBED_DTYPE=auto measured and chose, and why (null:
+                # an explicit setting or a GPU)
+                "auto": getattr(encoder, "decision", None),
             }
 
         primary = described(settings.EMBED_MODEL, app.state.service)
@@ -262,7 +285,7 @@ def create_app(
     @app.post("/v1/embeddings")
     async def embeddings(request: EmbeddingRequest) -> JSONResponse:
         service = pick(app.state.services, request.model)
-        engine = service.require_ready()
+        engine = service.engine_for(request.input_type)
         texts = _validate(request, settings, service.encoder)
         started = time.perf_counter()
         try:

@@ -167,9 +167,7 @@ class Engine:
             texts = [text for job in jobs for text in job.texts]
             ids = self.encoder.tokenize(texts)
             lengths = [len(x) for x in ids]
-            vectors = np.empty((len(texts), self.encoder.dimensions), dtype=np.float32)
-            for wave in plan_waves(lengths, self.batch_tokens, self.workers):
-                self._run_wave(wave, ids, vectors)
+            vectors = encode_ids(self.encoder, ids, self.batch_tokens, self.workers, self._pool)
         except BaseException as exc:  # every waiting request must hear about it
             for job in jobs:
                 job.future.set_exception(exc)
@@ -190,22 +188,34 @@ class Engine:
             1000 * (time.perf_counter() - started),
         )
 
-    def _run_wave(self, wave: list[list[int]], ids: list[np.ndarray], out: np.ndarray) -> None:
+
+def encode_ids(
+    encoder: Encoder,
+    ids: list[np.ndarray],
+    batch_tokens: int,
+    workers: int,
+    pool: ThreadPoolExecutor | None,
+) -> np.ndarray:
+    """Vectors of `ids` in input order, run in waves as the engine runs them (`plan_waves`): the
+    calling thread runs one micro-batch of each wave, `pool` (workers - 1 threads) the others."""
+    parts: list[tuple[list[int], np.ndarray]] = []
+    lengths = [len(x) for x in ids]
+    for wave in plan_waves(lengths, batch_tokens, workers if pool is not None else 1):
         n = len(wave)
-        others = (
-            [
-                (batch, self._pool.submit(self.encoder.embed_ids, [ids[i] for i in batch], n))
-                for batch in wave[1:]
-            ]
-            if self._pool is not None
-            else []
-        )
+        others = [
+            (batch, pool.submit(encoder.embed_ids, [ids[i] for i in batch], n))
+            for batch in wave[1:]
+            if pool is not None
+        ]
         try:
-            out[wave[0]] = self.encoder.embed_ids([ids[i] for i in wave[0]], n)
+            parts.append((wave[0], encoder.embed_ids([ids[i] for i in wave[0]], n)))
         finally:  # a failed round must not leave workers running into the next one
             wait([future for _, future in others])
-        for batch, future in others:
-            out[batch] = future.result()
+        parts += [(batch, future.result()) for batch, future in others]
+    vectors = np.empty((len(ids), parts[0][1].shape[1] if parts else 0), dtype=np.float32)
+    for batch, part in parts:
+        vectors[batch] = part
+    return vectors
 
 
 def start_engine(

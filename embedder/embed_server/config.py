@@ -116,30 +116,46 @@ class EmbedderSettings(BaseSettings):
     )
     EMBED_DTYPE: Literal["auto", "fp32", "bf16", "int8"] = Field(
         "auto",
-        description="Precision: auto = bf16 where the hardware computes it natively (CPUs with "
-        "AVX512-BF16 or AMX, CUDA GPUs with bf16), else fp32; fp32 = exact reference; bf16 = "
-        "~3x faster than fp32 on such CPUs (several times slower on others), half the memory, "
-        "cosine to fp32 >= 0.9999; int8 = dynamic int8 Linear layers, CPU only, slower than bf16 "
-        "and less accurate (cosine to fp32 ~0.96). /health reports the precision in use.",
+        description="Precision: auto = with EMBED_BACKEND=auto on a CPU, the fastest engine that "
+        "keeps cosine >= 0.995 to fp32, measured at first start (EMBED_AUTO_MEASURE); else bf16 "
+        "where the hardware computes it natively (CPUs with AVX512-BF16 or AMX, CUDA GPUs with "
+        "bf16), fp32 elsewhere; fp32 = exact reference; bf16 = half the memory, cosine to fp32 "
+        ">= 0.9999, several times faster on CPUs with AMX (slower on CPUs without native bf16); "
+        "int8 = int8 Linear layers with per-token scales, CPU only, cosine to fp32 ~0.998 on "
+        "MiniLM, fastest on CPUs with VNNI but without AMX. /health reports the precision in use.",
     )
     EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(
         "auto",
-        description="Engine: auto = by CPU class (docs/guide/embedder.md): torch bf16 with AMX; "
-        "onnx (ONNX Runtime) fp32 with AVX512-BF16 but no AMX, when the model was exported (the "
-        "image does it at build time with ONNX_EXPORT=true), else torch fp32; torch fp32 on "
-        "AVX2-only CPUs (faster there than ONNX Runtime fp32), ARM and others; torch = PyTorch "
-        "(fp32, bf16, int8); onnx = ONNX Runtime (fp32, or int8: faster, but cosine to fp32 "
-        "0.98 on one-word inputs), CPU only, from the export in EMBED_ONNX_DIR. /health reports "
-        "the engine in use.",
+        description="Engine: auto = with EMBED_DTYPE=auto on a CPU, measured at first start "
+        "among those this install carries (torch fp32, bf16, int8; onnx fp32 and int8 when the "
+        "model was exported, the image does it with ONNX_EXPORT=true), see EMBED_AUTO_MEASURE; "
+        "else torch; torch = PyTorch (fp32, bf16, int8); onnx = ONNX Runtime (fp32, or int8: "
+        "per-tensor scales, cosine to fp32 0.98 on one-word inputs), CPU only, from the export "
+        "in EMBED_ONNX_DIR. /health reports the engine in use.",
+    )
+    EMBED_AUTO_MEASURE: bool = Field(
+        True,
+        description="With EMBED_BACKEND=auto and EMBED_DTYPE=auto on a CPU: at first start, time "
+        "each engine on the loaded model, check its vectors against fp32 (lowest cosine >= "
+        "0.995) and run the fastest that holds, for documents and for queries; the decision is "
+        "kept in EMBED_STATE_DIR for this CPU, model and library versions, and /health shows "
+        "it with the figures. false: the per-CPU-class table instead (docs/guide/embedder.md).",
+    )
+    EMBED_STATE_DIR: str = Field(
+        "~/.cache/personal-vector-mcp/embedder",
+        description="Writable folder where the embedder keeps what it measured (the engine "
+        "EMBED_AUTO_MEASURE chose); the image uses /var/lib/embedder, a volume in compose. "
+        "Safe to delete: the next start measures again.",
     )
     EMBED_ONNX_DIR: str = Field(
         "~/.cache/personal-vector-mcp/onnx",
         description="Folder of the ONNX exports (`python embedder/export_onnx.py MODEL` writes "
         "them; the image exports at build time to /opt/onnx).",
     )
-    EMBED_DEVICE: Literal["auto", "cpu", "cuda"] = Field(
+    EMBED_DEVICE: Literal["auto", "cpu", "cuda", "mps"] = Field(
         "auto",
-        description="Where the model runs: auto = cuda when torch sees a CUDA GPU, else cpu.",
+        description="Where the model runs: auto = cuda when torch sees a CUDA GPU, else mps on "
+        "Apple Silicon run natively (untested here), else cpu.",
     )
     EMBED_THREADS: int = Field(
         default_factory=_cores,

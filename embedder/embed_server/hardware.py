@@ -1,4 +1,8 @@
-"""Resolve EMBED_DEVICE and EMBED_DTYPE to what this machine runs best.
+"""Resolve EMBED_DEVICE, EMBED_BACKEND and EMBED_DTYPE to what this machine runs best.
+
+With EMBED_BACKEND=auto and EMBED_DTYPE=auto on a CPU the embedder measures its candidates
+(embed_server.autotune, `measures`); the per-class table below is what runs when that is off
+(EMBED_AUTO_MEASURE=false), and what a GPU or an explicit setting resolve to.
 
 bf16 is only worth it where the hardware computes it natively: on CPUs with AVX512-BF16 or AMX
 it was ~3x faster than fp32 on the Qwen3-0.6B shape (bench/embed_throughput.py), while with the
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import os
 import platform
+from typing import Any
 
 import torch
 
@@ -19,16 +24,49 @@ from embed_server.errors import ModelLoadError
 _X86 = {"x86_64", "amd64", "i386", "i686"}
 
 
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
 def resolve_device(setting: str) -> torch.device:
-    """EMBED_DEVICE -> a torch device; `cuda` without a usable GPU is an error, not a fallback."""
+    """EMBED_DEVICE -> a torch device; `cuda` (or `mps`) without one usable is an error, not a
+    fallback. auto: a CUDA GPU, else Apple Silicon's GPU (mps, natively on macOS: not under
+    Docker, and not tested here: no such machine), else the CPU."""
     if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if _mps_available() else "cpu")
     if setting == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError(
             "EMBED_DEVICE=cuda but torch sees no CUDA GPU (a CPU-only torch build, or no NVIDIA "
             "driver/runtime in the container); use EMBED_DEVICE=cpu or auto"
         )
+    if setting == "mps" and not _mps_available():
+        raise ModelLoadError(
+            "EMBED_DEVICE=mps but torch sees no Apple Silicon GPU (mps runs natively on macOS, "
+            "not in a container); use EMBED_DEVICE=cpu or auto"
+        )
     return torch.device(setting)
+
+
+def measures(settings: Any, device: torch.device) -> bool:
+    """Whether the engine is chosen by measuring (embed_server.autotune): EMBED_BACKEND and
+    EMBED_DTYPE both auto, EMBED_AUTO_MEASURE on, on a CPU. An explicit setting is used as it
+    is; a GPU runs torch (bf16 where it computes it)."""
+    return bool(
+        settings.EMBED_AUTO_MEASURE
+        and settings.EMBED_BACKEND == "auto"
+        and settings.EMBED_DTYPE == "auto"
+        and device.type == "cpu"
+    )
+
+
+def int8_full_range() -> bool:
+    """Whether int8 weights may use all 8 bits: on AVX-512 with VNNI. Without VNNI, x86 int8
+    kernels add pairs of u8 x s8 products in 16 bits, which full-range weights overflow."""
+    if platform.machine().lower() not in _X86:
+        return True  # ARM's int8 dot products accumulate in 32 bits
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and torch.cpu._is_vnni_supported()
 
 
 def cpu_has_native_bf16() -> bool:
@@ -52,21 +90,22 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
         return setting
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    if device.type != "cpu":  # mps: fp32, the one precision every Apple GPU runs (untested here)
+        return "fp32"
     return "bf16" if cpu_has_native_bf16() else "fp32"
 
 
-# What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound (cosine
-# >= 0.995 to fp32 per vector on MiniLM, nDCG@10 within 0.005); bench/embed_throughput.py,
-# docs/guide/embedder.md. amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16
-# ran 0.65x, slower than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: every engine measured as on
-# an AVX2-only CPU (--emulate-avx2, CPUID without AVX-512/VNNI; two runs and four interleaved
-# rounds): torch fp32 1.27-1.42x, ONNX Runtime fp32 1.12-1.24x; the int8 paths that are faster
-# (torch 2.1-2.2x, ONNX Runtime 1.6-1.9x) miss the bound (cosine 0.96 / 0.98 on one-word inputs),
-# and those that keep it do not speed up there (OpenVINO int8 weights 1.02-1.04x, llama.cpp Q8_0
-# 0.52-0.53x). ARM is not measured here: torch fp32.
+# What `auto` runs per CPU class when it does not measure (EMBED_AUTO_MEASURE=false): the
+# fastest engine measured within the accuracy bound (cosine >= 0.995 to fp32 per vector on
+# MiniLM) among those the default image carries (torch; ONNX Runtime only with an export).
+# bench/results/embedding-speed.md has the figures. amx: bf16 ran 4.7x the naive fp32 baseline.
+# avx512-bf16 without AMX: bf16 ran 2.3x on an AMD Zen 4 (issue 33), the class's most common
+# member, though 0.6-0.9x on an Intel part (and this Xeon with AMX hidden): where that matters,
+# measuring decides. avx2: torch fp32 (1.27-1.42x; ONNX Runtime fp32 1.12-1.24x, bf16 is
+# emulated there, int8 without VNNI misses the bound or gains nothing). ARM: not measured here.
 AUTO_ENGINE = {
     "amx": ("torch", "bf16"),
-    "avx512-bf16": ("onnx", "fp32"),
+    "avx512-bf16": ("torch", "bf16"),
     "avx2": ("torch", "fp32"),
     "arm": ("torch", "fp32"),
     "other": ("torch", "fp32"),
@@ -105,14 +144,14 @@ def cpu_class(features: set[str], machine: str | None = None) -> str:
 
 
 def auto_engine(klass: str, dtype_setting: str = "auto") -> tuple[str, str]:
-    """(backend, dtype) `auto` picks for a CPU class; with an explicit EMBED_DTYPE, the engine
-    that runs it best: bf16 is torch's only; int8 is ONNX Runtime's where exported (closer to
-    fp32: lowest cosine 0.99 vs torch's 0.96 on MiniLM; torch without an export)."""
+    """(backend, dtype) EMBED_BACKEND=auto picks for a CPU class without measuring; with an
+    explicit EMBED_DTYPE, torch: bf16 is torch's only, and torch's int8 (per-token scales,
+    embed_server.int8) keeps the accuracy bound where ONNX Runtime's per-tensor int8 does not
+    (MiniLM, one- and two-word inputs: 0.998 vs 0.976)."""
     backend, dtype = AUTO_ENGINE[klass]
     if dtype_setting == "auto":
         return backend, dtype
-    engines = {"bf16": "torch", "int8": "onnx"}
-    return engines.get(dtype_setting, backend), dtype_setting
+    return "torch", dtype_setting
 
 
 def resolve_engine(

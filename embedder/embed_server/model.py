@@ -9,6 +9,7 @@ left padding, `<|endoftext|>` appended, last-token pooling, `Instruct: {task}\\n
 
 from __future__ import annotations
 
+import gc
 import inspect
 import json
 import logging
@@ -23,10 +24,13 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from embed_server import autotune, hardware, int8
+from embed_server.batching import plan_batches
 from embed_server.config import EmbedderSettings
 from embed_server.errors import ModelLoadError
-from embed_server.hardware import resolve_device, resolve_engine
-from embed_server.onnx_backend import OnnxModel, load_onnx, onnx_exported
+from embed_server.hardware import int8_full_range, measures, resolve_device, resolve_engine
+from embed_server.onnx_backend import OnnxModel, load_onnx
+from embed_server.probe import CALIBRATION_QUERIES, CALIBRATION_TEXTS
 
 log = logging.getLogger("embedder.model")
 
@@ -48,12 +52,14 @@ SINGLE_THREAD_TOKENS = 128
 MAX_SIDE_BY_SIDE = 2
 _THREADS_LOCK = threading.Lock()  # torch.set_num_threads also resets process-wide state
 _TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
+CALIBRATION_BATCH_TOKENS = 512  # padded tokens per calibration pass
 
 
 def int8_linear(model: torch.nn.Module, only: Sequence[str] | None = None) -> torch.nn.Module:
-    """Dynamic int8 (CPU): Linear weights int8 with per-channel scales, activations quantised per
-    batch at run time. `only`: quantise just the Linear layers whose names start with one of
-    these prefixes (the rest stay fp32)."""
+    """Dynamic int8 (CPU), the reranker's RERANK_DTYPE=int8 (the embedder's is embed_server.int8):
+    Linear weights int8 with per-channel scales, activations quantised per batch at run time.
+    `only`: quantise just the Linear layers whose names start with one of these prefixes (the
+    rest stay fp32)."""
     # torch.ao's dynamic quantisation is deprecated in favour of torchao, which would be one more
     # dependency; it still works and is the cheapest int8 path on CPU. Only its deprecation
     # notices are silenced (nothing else runs in this block).
@@ -129,27 +135,22 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str, left_padded: bool)
 
 
 class Embedder:
-    """A loaded model: `tokenize` texts, then `embed_ids` on batches of token ids."""
+    """A loaded model: `tokenize` texts, then `embed_ids` on batches of token ids.
 
-    def __init__(self, settings: EmbedderSettings) -> None:
+    `engine` (backend, dtype) runs exactly that engine (auto's measuring and the benches);
+    without it the settings decide: EMBED_BACKEND=auto with EMBED_DTYPE=auto on a CPU measures
+    the candidates (embed_server.autotune) unless EMBED_AUTO_MEASURE=false, which reads the
+    per-class table of embed_server.hardware instead.
+    """
+
+    model: Any  # the torch model, None while ONNX Runtime runs (load_engine)
+
+    def __init__(self, settings: EmbedderSettings, engine: tuple[str, str] | None = None) -> None:
         self.name = settings.EMBED_MODEL
+        self.settings = settings
         hf_logging.disable_progress_bar()  # one log line per load, not a progress bar
-        folder = resolve_model(settings.EMBED_MODEL)
+        self.folder = folder = resolve_model(settings.EMBED_MODEL)
         self.device = resolve_device(settings.EMBED_DEVICE)
-        self.backend, self.dtype = resolve_engine(
-            settings.EMBED_BACKEND, settings.EMBED_DTYPE, self.device
-        )
-        exported = onnx_exported(settings.EMBED_ONNX_DIR, folder, self.dtype)
-        if self.backend == "onnx" and settings.EMBED_BACKEND == "auto" and not exported:
-            # auto never picks what this install lacks (the image has an export only with
-            # ONNX_EXPORT=true): torch runs it, said only when EMBED_DTYPE was chosen.
-            if settings.EMBED_DTYPE != "auto":
-                log.info(
-                    "EMBED_DTYPE=%s: no ONNX export of %s in EMBED_ONNX_DIR; torch runs it",
-                    self.dtype,
-                    settings.EMBED_MODEL,
-                )
-            self.backend = "torch"  # at the precision chosen: fp32 (or int8 if asked)
         self.threads = settings.EMBED_THREADS
         torch.set_num_threads(self.threads)
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
@@ -178,25 +179,34 @@ class Embedder:
             if isinstance(value, int) and value > 0:
                 limits.append(value)
         self.max_input_tokens = min(limits)
-
-        self.onnx: OnnxModel | None = None
-        if self.backend == "onnx":
-            self.onnx = load_onnx(settings, folder, self.dtype)
-        if self.onnx is None:
-            self.model = self._load_weights(folder, self.dtype).to(self.device)
-            # Decoder models would otherwise build a KV cache for every layer on every pass.
-            self._forward_kwargs = (
-                {"use_cache": False}
-                if "use_cache" in inspect.signature(self.model.forward).parameters
-                else {}
-            )
-        # CPU: micro-batches run side by side sharing the threads (batching.Engine); a GPU one.
-        # ONNX Runtime: one at a time on its own thread pool (runs side by side would share it).
-        side_by_side = self.device.type == "cpu" and self.backend == "torch"
-        self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if side_by_side else 1
         self._append_eot: int | None = None
         if self.is_qwen3:
             self._check_eot()
+
+        self.onnx: OnnxModel | None = None
+        # What auto measured and chose (autotune.Decision.report), for /health and the log
+        self.decision: dict[str, Any] | None = None
+        # A second engine for queries, when auto measured one faster for them (autotune)
+        self.query_encoder: Embedder | None = None
+        # int8's calibration (what the fp32 pass saw), kept by auto so later starts skip it
+        self.calibration: int8.Calibration | None = None
+        if engine is not None:
+            self.load_engine(*engine)
+        elif measures(settings, self.device):
+            autotune.decide(self)
+        else:
+            engine = resolve_engine(settings.EMBED_BACKEND, settings.EMBED_DTYPE, self.device)
+            self.load_engine(*engine)
+            if self.device.type == "cpu" and (settings.EMBED_BACKEND, settings.EMBED_DTYPE) == (
+                "auto",
+                "auto",
+            ):
+                klass = hardware.cpu_class(hardware.cpu_features())
+                self.decision = {
+                    "measured": False,
+                    "reason": f"EMBED_AUTO_MEASURE=false: {' '.join(engine)}, the table's "
+                    f"engine for CPU class {klass}",
+                }
         probe = self.embed_ids(self.tokenize(["health check"]))
         if probe.shape[0] != 1 or not np.isfinite(probe).all():
             raise ModelLoadError(f"{self.name}: the test forward pass gave no finite vector")
@@ -219,16 +229,96 @@ class Embedder:
             "onnx" if self.onnx else getattr(self.model.config, "_attn_implementation", "?"),
         )
 
-    def _load_weights(self, folder: Path, dtype: str) -> torch.nn.Module:
+    # what one loaded engine is (load_engine, detach_engine)
+    _ENGINE = ("backend", "dtype", "model", "onnx", "parallelism", "_forward_kwargs")
+
+    def load_engine(self, backend: str, dtype: str) -> None:
+        """Run `backend` at `dtype` from now on; the engine loaded before is dropped first, so
+        that two models are never in memory at once."""
+        self.detach_engine()
+        gc.collect()
+        self.backend, self.dtype = backend, dtype
+        if backend == "onnx":
+            self.onnx = load_onnx(self.settings, self.folder, dtype)
+        else:
+            self._load_weights(dtype)
+        # CPU: micro-batches run side by side sharing the threads (batching.Engine); a GPU one.
+        # ONNX Runtime: one at a time on its own thread pool (runs side by side would share it).
+        side_by_side = self.device.type == "cpu" and backend == "torch"
+        self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if side_by_side else 1
+
+    def detach_engine(self) -> dict[str, Any]:
+        """The loaded engine, taken out (auto keeps the fastest so far while it measures the
+        next); `attach_engine` puts it back."""
+        state = {name: getattr(self, name, None) for name in self._ENGINE}
+        self.model = None
+        self.onnx = None
+        return state
+
+    def attach_engine(self, state: dict[str, Any]) -> None:
+        self.detach_engine()
+        gc.collect()
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    def _load_weights(self, dtype: str) -> None:
         torch_dtype = _TORCH_DTYPES[dtype]
         try:
             model = AutoModel.from_pretrained(
-                folder, dtype=torch_dtype, attn_implementation="sdpa", local_files_only=True
+                self.folder, dtype=torch_dtype, attn_implementation="sdpa", local_files_only=True
             )
         except ValueError:  # architecture without an SDPA path: its default attention
-            model = AutoModel.from_pretrained(folder, dtype=torch_dtype, local_files_only=True)
-        model.eval()
-        return int8_linear(model) if dtype == "int8" else model
+            model = AutoModel.from_pretrained(self.folder, dtype=torch_dtype, local_files_only=True)
+        self.model = model.eval().to(self.device)
+        # Decoder models would otherwise build a KV cache for every layer on every pass.
+        self._forward_kwargs = (
+            {"use_cache": False}
+            if "use_cache" in inspect.signature(self.model.forward).parameters
+            else {}
+        )
+        if dtype == "int8":
+            self.dtype = "fp32"
+            self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads)
+            self.quantize_in_place()
+
+    def quantize_in_place(self) -> None:
+        """The loaded torch fp32 model becomes int8 (embed_server.int8), calibrated first on
+        CALIBRATION_TEXTS unless `calibration` is known (auto keeps it beside its decision)."""
+        if (self.backend, self.dtype, self.device.type) != ("torch", "fp32", "cpu"):
+            raise ModelLoadError(f"int8 is made from torch fp32 on cpu, not {self.dtype}")
+        workers = self.parallelism
+        if self.calibration is None:
+            self.calibration = self._calibrate(workers)
+        int8.quantize(self.model, self.calibration, not int8_full_range(), workers)
+        self.dtype = "int8"
+
+    def _calibrate(self, workers: int) -> int8.Calibration:
+        """What the fp32 model sees of CALIBRATION_TEXTS: a few padded batches, `workers` side
+        by side as the engine runs them (padded positions are left out)."""
+        queries = [self.prompt("query") + t for t in CALIBRATION_TEXTS[-CALIBRATION_QUERIES:]]
+        ids = self.tokenize([*CALIBRATION_TEXTS, *queries])
+        batches = [
+            self._padded([ids[i] for i in batch])
+            for batch in plan_batches([len(x) for x in ids], CALIBRATION_BATCH_TOKENS // workers)
+        ]
+
+        def forward(input_ids: torch.Tensor, mask: torch.Tensor) -> None:
+            threads = max(1, self.threads // workers)
+            if torch.get_num_threads() != threads:
+                with _THREADS_LOCK:
+                    torch.set_num_threads(threads)
+            with torch.inference_mode():
+                self.model(input_ids=input_ids, attention_mask=mask, **self._forward_kwargs)
+
+        return int8.calibrate(self.model, batches, forward, workers)
+
+    def size_bytes(self) -> int:
+        """Memory of the engine's weights (tensors, int8 packs, or the ONNX file)."""
+        if self.onnx is not None:
+            return self.onnx.size_bytes
+        tensors = [*self.model.parameters(), *self.model.buffers()]
+        total = sum(t.numel() * t.element_size() for t in tensors)
+        return total + int8.packed_bytes(self.model)
 
     def _check_eot(self) -> None:
         # The real Qwen3-Embedding tokenizer appends <|endoftext|> in its post-processor; the
@@ -261,12 +351,8 @@ class Embedder:
                 out.append(np.asarray(ids, dtype=np.int64))
         return out
 
-    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
-        """(len(batch), dimensions) float32 unit vectors for one padded forward pass.
-
-        `side_by_side`: micro-batches running at once, this one included; on CPU they share
-        EMBED_THREADS equally.
-        """
+    def _padded(self, batch: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids and attention mask of one batch, padded on the model's side."""
         longest = max(len(ids) for ids in batch)
         input_ids = torch.full((len(batch), longest), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), longest), dtype=torch.long)
@@ -274,6 +360,16 @@ class Embedder:
             span = slice(longest - len(ids), longest) if self.left_padded else slice(0, len(ids))
             input_ids[row, span] = torch.from_numpy(ids)
             mask[row, span] = 1
+        return input_ids, mask
+
+    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
+        """(len(batch), dimensions) float32 unit vectors for one padded forward pass.
+
+        `side_by_side`: micro-batches running at once, this one included; on CPU they share
+        EMBED_THREADS equally.
+        """
+        input_ids, mask = self._padded(batch)
+        longest = input_ids.shape[1]
         if self.onnx is not None:  # its own thread pool, sized at load
             hidden = self.onnx.hidden_states(input_ids, mask)
             vectors = pool(hidden, mask, self.pooling, self.left_padded)

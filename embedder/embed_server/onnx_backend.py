@@ -153,6 +153,8 @@ class OnnxModel:
         # threads steal it from the working ones (6 layers, 2 shared cores: 2.6-3.8 s vs 2.7-6.2).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        # the weights' memory: the file and its external data, if any
+        self.size_bytes = sum(p.stat().st_size for p in path.parent.glob(f"{path.name}*"))
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def hidden_states(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
