@@ -21,8 +21,11 @@ from typing import Any
 from kb.core.invisible import strip_invisible
 from kb.store.models import models
 
-# payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
-SCHEMA_VERSION = 3
+# payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*;
+# 4: tags from the body with their parents, aliases, links, unresolved_links). A note written by
+# another version is written again by the next ingest, its vectors from the embedding cache where
+# its embedded text did not change (kb.embedding.cache).
+SCHEMA_VERSION = 4
 
 DENSE = "dense"  # name of the dense vector
 KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
@@ -58,7 +61,7 @@ class ChunkRecord:
     title: str  # the note's first `#` heading, else its file name
     heading_path: list[str]  # headings above the chunk, outermost first
     chunk_index: int  # position in the note, from 0
-    tags: list[str]  # normalised frontmatter tags
+    tags: list[str]  # normalised tags, frontmatter and body, each nested one's parents too
     topic: str | None
     document_date: str | None  # ISO 8601
     char_start: int  # locators: character offsets and 1-based lines in the note file
@@ -86,6 +89,11 @@ class ChunkRecord:
     # where in the item a reader finds the chunk: heading path, "p. 2", "row 17", "L 12-40"
     locator: str = ""
     domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.content.formats)
+    # a vault's graph (kb.content.obsidian): the note's other names, the sources of the indexed
+    # notes it links to, and what its links to notes that are not indexed name
+    aliases: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    unresolved_links: list[str] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +119,9 @@ UPLOADED = "uploaded"
 CATEGORIES = "categories"
 LANGUAGE = "language"
 TITLE = "title"
+ALIASES = "aliases"
+LINKS = "links"
+UNRESOLVED = "unresolved_links"
 # what a soft delete sets and a restore clears or sets: never part of a note's fingerprint
 LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
@@ -135,6 +146,7 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
     UPLOADED: models.PayloadSchemaType.DATETIME,
     CATEGORIES: models.PayloadSchemaType.KEYWORD,
     LANGUAGE: models.PayloadSchemaType.KEYWORD,
+    LINKS: models.PayloadSchemaType.KEYWORD,  # backlinks: the notes whose links name a note
 }
 
 
@@ -156,6 +168,12 @@ def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | N
         return url
     hours, minutes, seconds = (int(g or 0) for g in clock.groups())
     return f"{url}{'&' if '?' in url else '?'}t={hours * 3600 + minutes * 60 + seconds}s"
+
+
+def leaf_tags(tags: list[str]) -> list[str]:
+    """The tags a result shows: a parent stored for a nested tag (`project` beside
+    `project/alpha`) is implied by it."""
+    return [t for t in tags if not any(o.startswith(t + "/") for o in tags)]
 
 
 def point_id(source: str, chunk_index: int) -> str:
@@ -235,6 +253,9 @@ class Hit:
     )
     locator: str = ""  # "p. 2", "row 17", "L 12-40", a heading path (kb.content.formats)
     domain: str = "prose"  # prose or code
+    aliases: list[str] = field(default_factory=list)
+    links_out: int = 0  # indexed notes it links to
+    links_in: int | None = None  # notes linking to it (counted by kb.search.search; None: not)
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -261,7 +282,7 @@ class Hit:
             text=shown(payload.get("text") if isinstance(payload.get("text"), str) else ""),
             source=opt(SOURCE, str),
             score=float(score),
-            tags=strings(TAGS),
+            tags=leaf_tags(strings(TAGS)),
             topic=shown(opt("topic", str)),
             document_date=opt(DOCUMENT_DATE, str),
             date_ingested=opt(DATE_INGESTED, str),
@@ -283,6 +304,8 @@ class Hit:
             categories=strings(CATEGORIES),
             language=opt(LANGUAGE, str),
             thumbnail=opt("thumbnail", str),
+            aliases=[shown(a) for a in strings(ALIASES)],
+            links_out=len(strings(LINKS)),
             hidden_chars_removed=removed,  # last: after every shown() above
         )
 
@@ -292,6 +315,6 @@ class Hit:
 
 HIT_FIELDS = frozenset(f.name for f in fields(Hit))
 RESULT_ONLY_FIELDS = frozenset(
-    {"score", "hidden_chars_removed", "rerank_score"}
-)  # made by a search, not stored
+    {"score", "hidden_chars_removed", "rerank_score", "links_out", "links_in"}
+)  # made by a search (or counted from the payload), not stored
 assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

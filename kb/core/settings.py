@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kb.core import kinds
+from kb.core import kinds, properties
 from kb.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -191,6 +191,13 @@ class Settings(BaseSettings):
         "than this many days ago; 0: every soft-deleted note.",
     )
 
+    NOTE_PROPERTIES: str = Field(
+        properties.DEFAULT,
+        description="Which frontmatter keys fill which field of a note, the first key present "
+        "winning: comma-separated field=key|key entries for tags, aliases, topic and "
+        "document_date (fields left out keep these defaults; docs/obsidian.md).",
+    )
+
     PRIVATE_TAGS: str = Field(
         "",
         description="Comma-separated tags that make a note private, like 'private: true' in its "
@@ -318,6 +325,19 @@ class Settings(BaseSettings):
                 f"CODE_COLLECTION: {self.CODE_COLLECTION!r} is COLLECTION too; code and notes "
                 "need collections of their own"
             )
+        return self
+
+    @property
+    def note_properties(self) -> dict[str, tuple[str, ...]]:
+        """NOTE_PROPERTIES as {field: frontmatter keys} (checked when the settings are read)."""
+        return properties.parse(self.NOTE_PROPERTIES)
+
+    @model_validator(mode="after")
+    def _properties(self) -> Settings:
+        try:
+            properties.parse(self.NOTE_PROPERTIES)
+        except ValueError as exc:
+            raise ValueError(f"NOTE_PROPERTIES: {exc}") from None
         return self
 
     @model_validator(mode="after")

@@ -235,7 +235,9 @@ def _run(
 ) -> None:
     build = collection.start_build(store, rebuild=rebuild)
     full = build.full or source.complete  # the listing names everything the source holds
-    read = prepare(source, full, max_bytes, summary, progress, private_tags)
+    # an incomplete listing (the inbox): its links may name notes stored from it before
+    known = store.note_aliases(source.origin) if not full else None
+    read = prepare(source, full, max_bytes, summary, progress, private_tags, known)
     prepared = read.notes
     if read.unindexed and build.existing is not None:
         unindex(source, store, read, summary, progress)
@@ -387,8 +389,9 @@ def run(
         raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
     folders = configured(settings)
     inbox = InboxSource(
-        settings.NOTES_DIR, reserved=[f.name for f in folders], suffixes=settings.index_extensions
-    )
+        settings.NOTES_DIR, reserved=[f.name for f in folders], suffixes=settings.index_extensions,
+        properties=settings.note_properties,
+    )  # fmt: skip
     files: list[Source] = [] if youtube_only else [inbox, *folders]
     if only is not None:
         files = [s for s in files if s.origin in only]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from kb.content.notes import Note, NoteError, read_note
 from kb.core.errors import ConfigError
+from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
+from kb.core.properties import Properties
 from kb.core.schema import INBOX
 from kb.core.settings import Settings, from_root
 from kb.sources.base import Failure, Item, Listing
@@ -36,6 +38,8 @@ class FolderSource:
     root: Path
     git: bool = True  # list only what git would track when the folder is a git work tree
     suffixes: tuple[str, ...] = DEFAULT_SUFFIXES  # the file kinds listed (INDEX_EXTENSIONS)
+    # which frontmatter keys fill which field (NOTE_PROPERTIES)
+    properties: Properties = field(default_factory=lambda: dict(DEFAULT_PROPERTIES))
     complete = True
     # what the last listing named, read or not: a stored note still listed is never gone
     _listed: set[str] = field(default_factory=set, repr=False, compare=False)
@@ -59,7 +63,7 @@ class FolderSource:
         return listing
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
-        return read_note(item.path, item.source, max_bytes=max_bytes)
+        return read_note(item.path, item.source, max_bytes=max_bytes, properties=self.properties)
 
     def file_now(self, source: str) -> Path:
         """The file of the note `source` if a listing would hold it now (the same gates, on that
@@ -130,7 +134,11 @@ def configured(settings: Settings) -> list[FolderSource]:
             raise ConfigError(f"{where}: {path} overlaps NOTES_DIR {inbox}; keep them apart")
         folders.append(
             FolderSource(
-                name, path, git=settings.NOTE_FOLDERS_GIT, suffixes=settings.index_extensions
+                name,
+                path,
+                git=settings.NOTE_FOLDERS_GIT,
+                suffixes=settings.index_extensions,
+                properties=settings.note_properties,
             )
         )
     return folders

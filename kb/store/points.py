@@ -24,10 +24,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kb.core.errors import StoreError, StoreUnavailable
 from kb.core.schema import (
+    ALIASES,
     CHUNK_INDEX,
     DELETED_AT,
     DELETED_CAUSE,
@@ -57,6 +58,9 @@ from kb.store.query import (
     sparse_vector,
     visible,
 )
+
+if TYPE_CHECKING:
+    from qdrant_client.models import Filter
 
 KEYWORD_INDEX = models.PayloadSchemaType.KEYWORD
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
@@ -385,6 +389,41 @@ class Store:
                     note_hash if isinstance(note_hash, str) else ""
                 )
 
+    def notes(self, fields: Sequence[str], where: Filter | None = None) -> list[dict[str, Any]]:
+        """These payload fields of the first chunk of every live note matching `where`, by
+        source: one row per note (a vault's link graph, kb.search.related)."""
+        first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+        flt = visible(models.Filter(must=[first] if where is None else [first, where]))
+        found = [r.payload or {} for r in self._scroll(flt, [SOURCE, *fields])]
+        return sorted(found, key=lambda p: str(p.get(SOURCE)))
+
+    def note_aliases(self, origin: str) -> dict[str, list[str]]:
+        """{source: aliases} of the live notes of one origin: what an incomplete source's links
+        may name besides the notes it lists now (kb.ingest.prepare)."""
+        out: dict[str, list[str]] = {}
+        for payload in self.notes([ALIASES], origin_filter(origin)):
+            aliases = payload.get(ALIASES)
+            listed = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+            out[str(payload.get(SOURCE))] = listed
+        return out
+
+    def dense_vectors(self, source: str) -> list[list[float]]:
+        """The dense vectors of a note's chunks (its nearest notes, kb.search.related)."""
+        offset = None
+        vectors: list[list[float]] = []
+        with self.calls():
+            while True:
+                records, offset = self.client.scroll(
+                    self.collection, scroll_filter=source_filter([source]), limit=SCROLL_PAGE,
+                    offset=offset, with_payload=False, with_vectors=[DENSE],
+                )  # fmt: skip
+                for r in records:
+                    vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else r.vector
+                    if vector is not None:
+                        vectors.append([float(x) for x in vector])
+                if offset is None:
+                    return vectors
+
     def payloads(self, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""
         flt = source_filter([source]) if source is not None else None
@@ -532,12 +571,13 @@ class Store:
         # a point deleted since it was ranked has no payload left: it is no hit any more
         return [Hit.from_payload(s, payloads[i]) for i, s in scored if i in payloads]
 
-    def note_counts(self, key: str) -> tuple[int, list[tuple[str, int]]]:
-        """Live (not soft-deleted) notes: how many, and per value of payload field `key` (e.g.
-        `origin`; notes stored without the field are only in the total)."""
-        first_chunks = models.Filter(
-            must=[models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))]
-        )
+    def note_counts(
+        self, key: str, where: Filter | None = None
+    ) -> tuple[int, list[tuple[str, int]]]:
+        """Live (not soft-deleted) notes (matching `where`): how many, and per value of payload
+        field `key` (e.g. `origin`; notes stored without the field are only in the total)."""
+        first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+        first_chunks = models.Filter(must=[first] if where is None else [first, where])
         with self.calls():
             total = self.client.count(
                 self.collection, count_filter=visible(first_chunks), exact=True

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from kb.core.schema import (
     DELETED_AT,
@@ -23,13 +23,18 @@ from kb.core.schema import (
     INBOX,
     KEYWORD,
     KIND,
+    LINKS,
     NOTE,
     ORIGIN,
     SOURCE,
     TAGS,
+    UNRESOLVED,
 )
 from kb.embedding.keywords import KeywordVector
 from kb.store.models import models
+
+if TYPE_CHECKING:
+    from qdrant_client.models import Filter
 
 # Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
 # and n the number of distinct query terms: see `fusion`.
@@ -146,6 +151,25 @@ def origin_filter(origin: str) -> models.Filter:
         return models.Filter(must=[match])
     legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=ORIGIN))
     return models.Filter(should=[match, legacy])
+
+
+def linking_to(sources: Sequence[str]) -> Filter:
+    """Points of the notes whose links name any of `sources` (their backlinks)."""
+    return models.Filter(
+        must=[models.FieldCondition(key=LINKS, match=models.MatchAny(any=list(sources)))]
+    )
+
+
+def sources_in(sources: Sequence[str], *, keep: bool = True) -> Filter:
+    """Points of these notes (`keep`), or of every other note."""
+    condition = models.FieldCondition(key=SOURCE, match=models.MatchAny(any=list(sources)))
+    return models.Filter(must=[condition]) if keep else models.Filter(must_not=[condition])
+
+
+def with_unresolved() -> Filter:
+    """Points of notes that link to notes that are not indexed."""
+    empty = models.IsEmptyCondition(is_empty=models.PayloadField(key=UNRESOLVED))
+    return models.Filter(must_not=[empty])
 
 
 def sparse_vector(vector: KeywordVector) -> models.SparseVector:
