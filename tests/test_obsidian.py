@@ -398,9 +398,7 @@ def test_related_notes_status_and_list_tags_through_mcp_and_the_dashboard(
         assert {n["source"]: n["why"] for n in notes}[DAILY] == "backlink"
         assert sum(n["why"] == "similar" for n in notes) == 2
         report = call_tool(server.url, "status").structured_content
-        assert report["unresolved"] == [
-            {"note": ALPHA, "origin": "vault", "target": "Budget 2025"}
-        ]
+        assert report["unresolved"] == [{"note": ALPHA, "origin": "vault", "target": "Budget 2025"}]
         tags = call_tool(server.url, "list_tags").structured_content["tags"]
         assert {"tag": "area/health", "parent": "area", "chunks": 2, "notes": 2} in tags
         read = call_tool(server.url, "read_note", {"source": ALPHA, "lines": 3})
