@@ -69,15 +69,15 @@ def test_inline_tags_are_read_outside_code_and_comments_and_nested_ones_bring_th
     assert note("tags: #x\n", "plain.txt", markdown=False).tags == ()
 
 
-def test_wikilinks_embeds_and_markdown_links_embed_their_shown_text():
+def test_wikilinks_and_embeds_embed_their_shown_text_and_markdown_links_are_links_too():
     text = (
         "[[Note]], [[Folder/Other.md|shown]], [[Note#Risks]], [[Note#^block]], "
         "[[Table\\|alias]], ![[image.png|300]], ![[Other#Part]], [doc](../a%20b.md#x), "
         "[web](https://example.org/#y), [[#Local heading]]"
     )
     syntax = obsidian.scan(text)
-    assert obsidian.apply(text, syntax.edits) == (
-        "Note, shown, Note > Risks, Note, alias, image.png, Other > Part, doc, "
+    assert obsidian.apply(text, syntax.edits) == (  # a Markdown link's path words stay
+        "Note, shown, Note > Risks, Note, alias, image.png, Other > Part, [doc](../a%20b.md#x), "
         "[web](https://example.org/#y), Local heading"
     )
     assert [(link.target, link.heading, link.embed) for link in syntax.links] == [

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kb.core.errors import NoteNotFound, StoreError
+from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
-from kb.core.schema import ALIASES, LINKS, ORIGIN, TITLE, UNRESOLVED
+from kb.core.schema import ALIASES, CHUNK_INDEX, LINKS, ORIGIN, TITLE, UNRESOLVED
 from kb.store import collection
+from kb.store.models import models
 from kb.store.points import Store
 from kb.store.query import linking_to, sources_in, with_unresolved
 
@@ -138,18 +139,14 @@ def nearest(
 
 
 def backlink_counts(store: Store, sources: Sequence[str]) -> dict[str, int]:
-    """How many live notes link to each of `sources` (one facet call; 0 for none). Empty when
-    the store cannot count them: a server's collection of an older layout has no `links` index
-    until its next ingest, and a count is no reason for a search to fail."""
-    wanted = sorted(set(sources))
-    if not wanted:
-        return {}
-    try:
-        _, counts = store.note_counts(LINKS, linking_to(wanted))
-    except StoreError:
-        return {}
-    found = dict(counts)
-    return {s: found.get(s, 0) for s in wanted}
+    """How many live notes link to each of `sources`: one exact count per source, which needs no
+    payload index (a facet would: a collection of an older layout has none for `links` until its
+    next ingest, and a count is no reason for a search to fail)."""
+    first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+    out: dict[str, int] = {}
+    for source in sorted(set(sources)):
+        out[source] = store.count(models.Filter(must=[first, linking_to([source])]))
+    return out
 
 
 @dataclass(frozen=True)

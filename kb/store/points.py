@@ -571,13 +571,12 @@ class Store:
         # a point deleted since it was ranked has no payload left: it is no hit any more
         return [Hit.from_payload(s, payloads[i]) for i, s in scored if i in payloads]
 
-    def note_counts(
-        self, key: str, where: Filter | None = None
-    ) -> tuple[int, list[tuple[str, int]]]:
-        """Live (not soft-deleted) notes (matching `where`): how many, and per value of payload
-        field `key` (e.g. `origin`; notes stored without the field are only in the total)."""
-        first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
-        first_chunks = models.Filter(must=[first] if where is None else [first, where])
+    def note_counts(self, key: str) -> tuple[int, list[tuple[str, int]]]:
+        """Live (not soft-deleted) notes: how many, and per value of payload field `key` (e.g.
+        `origin`; notes stored without the field are only in the total)."""
+        first_chunks = models.Filter(
+            must=[models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))]
+        )
         with self.calls():
             total = self.client.count(
                 self.collection, count_filter=visible(first_chunks), exact=True
