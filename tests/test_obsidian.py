@@ -409,3 +409,20 @@ def test_related_notes_status_and_list_tags_through_mcp_and_the_dashboard(
         assert 'id="related"' in page and "linked both ways" in page and "[[Budget 2025]]" in page
         status = httpx.get(server.base + "/").text
         assert 'id="unresolved"' in status and "[[Budget 2025]]" in status
+
+
+def test_inline_and_nested_tags_and_mapped_keys_make_a_note_private_at_ingest_and_at_read(
+    tmp_path: Path, embedder_url: str
+):
+    settings = make_settings(
+        tmp_path, embedder_url, PRIVATE_TAGS="secret,health", NOTE_PROPERTIES="tags=keywords"
+    )
+    write(settings.NOTES_DIR / "a.md", "---\nkeywords: [Secret]\n---\n# A\n\nPlans.\n")
+    write(settings.NOTES_DIR / "b.md", "# B\n\nSlept badly again. #health/sleep\n")
+    write(settings.NOTES_DIR / "c.md", "# C\n\nA walk by the river.\n")
+    with open_store(settings) as store, embed_client(settings) as client:
+        summary = run(settings, client, store)
+        assert sorted(summary.private) == ["a.md", "b.md"] and summary.added == ["c.md"]
+        write(settings.NOTES_DIR / "ingested" / "c.md", "# C\n\nA walk by the river. #health\n")
+        with pytest.raises(NoteNotFound, match="private now"):
+            read_item(settings, [store], "c.md")

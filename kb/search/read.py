@@ -114,7 +114,9 @@ def file_text(settings: Settings, source: str, origin: str) -> str:
     when ingest would not index it (unreadable, private now)."""
     path = locate(settings, source, origin)
     try:
-        note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+        note = read_note(
+            path, source, max_bytes=settings.NOTE_MAX_BYTES, properties=settings.note_properties
+        )
     except NoteError as exc:
         raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
     except OSError as exc:
