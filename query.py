@@ -4,7 +4,8 @@
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
     uv run query.py "kb.store.points.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
-    uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
+    uv run query.py "chess" --kind video --max-duration 10m    # saved videos
+    (docs/guide/youtube.md)
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
     uv run query.py "where is the ingest lock taken" --domain code
     uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
@@ -30,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kb.app.backend import embed_client, open_store, searcher
+from kb.app.backend import embed_client, open_store, read_config, searcher
 from kb.app.cli import fail, script
 from kb.content.chunking import PATH_SEPARATOR
 from kb.core.errors import StoreUnavailable
@@ -316,7 +317,7 @@ def show(settings: Settings, target: str) -> int:
         source, line = target, "1"
     with open_store(settings) as store:
         stores = [store, store.beside(settings.CODE_COLLECTION)]
-        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+        passage = read_item(read_config(settings), stores, source, start_line=max(1, int(line)))
     print(passage.text)
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""

@@ -22,7 +22,8 @@ from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import call_tool, serve_in_process
 
 from kb.app import status as kb_status
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, read_config
+from kb.app.ingest import run
 from kb.content import obsidian
 from kb.content.chunking import chunk_note, embedding_text, note_title
 from kb.content.notes import NoteError, parse_note, read_note
@@ -30,7 +31,6 @@ from kb.core import properties
 from kb.core import schema as kb_schema
 from kb.core.errors import NoteNotFound
 from kb.core.settings import Settings
-from kb.ingest.run import run
 from kb.search import SearchRequest, search
 from kb.search.filters import Filters
 from kb.search.query import tag_usage
@@ -314,7 +314,7 @@ def test_status_lists_the_links_to_notes_that_are_not_indexed(indexed, vault_sto
 
 
 def test_read_note_and_search_results_carry_aliases_and_link_counts(indexed, vault_store):
-    passage = read_item(indexed, [vault_store], ALPHA, 1, 5)
+    passage = read_item(read_config(indexed), [vault_store], ALPHA, 1, 5)
     assert (passage.aliases, passage.links_out, passage.links_in) == (
         ["Billing Ledger", "Ledger"], 4, 4,
     )  # fmt: skip
@@ -425,4 +425,4 @@ def test_inline_and_nested_tags_and_mapped_keys_make_a_note_private_at_ingest_an
         assert sorted(summary.private) == ["a.md", "b.md"] and summary.added == ["c.md"]
         write(settings.NOTES_DIR / "ingested" / "c.md", "# C\n\nA walk by the river. #health\n")
         with pytest.raises(NoteNotFound, match="private now"):
-            read_item(settings, [store], "c.md")
+            read_item(read_config(settings), [store], "c.md")

@@ -76,7 +76,8 @@ class EmbedderSettings(BaseSettings):
         "",
         description="Comma-separated Host values accepted besides the defaults localhost, "
         "127.0.0.1, [::1] and embedder (the compose service name) on any port; other "
-        "Host headers get 421, an Origin of another host 403 (DNS rebinding, docs/security.md).",
+        "Host headers get 421, an Origin of another host 403 (DNS rebinding, "
+        "docs/guide/security.md).",
     )
     EMBED_MAX_TOKENS: int = Field(
         2048,
@@ -123,8 +124,8 @@ class EmbedderSettings(BaseSettings):
     )
     EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(
         "auto",
-        description="Engine: auto = by CPU class (docs/embedder.md): torch bf16 with AMX; onnx "
-        "(ONNX Runtime) fp32 with AVX512-BF16 but no AMX, when the model was exported (the "
+        description="Engine: auto = by CPU class (docs/guide/embedder.md): torch bf16 with AMX; "
+        "onnx (ONNX Runtime) fp32 with AVX512-BF16 but no AMX, when the model was exported (the "
         "image does it at build time with ONNX_EXPORT=true), else torch fp32; torch fp32 on "
         "AVX2-only CPUs (faster there than ONNX Runtime fp32), ARM and others; torch = PyTorch "
         "(fp32, bf16, int8); onnx = ONNX Runtime (fp32, or int8: faster, but cosine to fp32 "
@@ -156,7 +157,8 @@ class EmbedderSettings(BaseSettings):
         description="Cross-encoder served at POST /v1/rerank: a local folder, or a hub id already "
         "in the Hugging Face cache (the Docker image bakes it in at build time, like EMBED_MODEL). "
         "The default is the one that adds under 1 s for 30 passages on a busy 2-core CPU; "
-        "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost (docs/reranking.md). "
+        "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost "
+        "(docs/design/reranking.md). "
         "Empty: no reranker; search then ranks by the first stage alone.",
     )
     RERANK_MAX_TOKENS: int = Field(

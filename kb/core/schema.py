@@ -2,11 +2,11 @@
 
 Every point is one chunk of one note: a dense vector (`DENSE`), a keyword vector (`KEYWORD`) and
 a payload whose keys are exactly the fields of `ChunkRecord`. Its id is derived from (source,
-chunk index), so writing a note again overwrites its points instead of adding copies. The indexes
-a Qdrant server needs for filters and facets are declared here too (embedded Qdrant ignores
-them, a server refuses to filter without them). `Hit` is a search result: the fields of a record
-a user sees, plus its score. Bump SCHEMA_VERSION when the payload layout changes: collections made
-by another version are re-created by the next `ingest.py --rebuild`.
+chunk index), so writing a note again overwrites its points instead of adding copies. The payload
+indexes filters and facets need are declared here too, as plain kinds (kb.store creates them).
+`KeywordVector` is the sparse vector beside the dense one. `Hit` is a search result: the fields
+of a record a user sees, plus its score. Bump SCHEMA_VERSION when the payload layout changes:
+collections made by another version are re-created by the next `ingest.py --rebuild`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import hashlib
 import json
 import re
 import uuid
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
 
 from kb.core.invisible import strip_invisible
-from kb.store.models import models
 
 # payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*;
 # 4: tags from the body with their parents, aliases, links, unresolved_links). A note written by
@@ -29,6 +28,16 @@ SCHEMA_VERSION = 4
 
 DENSE = "dense"  # name of the dense vector
 KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
+
+
+@dataclass(frozen=True)
+class KeywordVector:
+    """A sparse vector (the `KEYWORD` vector of a point, or a query's): term ids, ascending,
+    and their weights (kb.embedding.keywords makes them, kb.store stores and queries them)."""
+
+    indices: list[int]
+    values: list[float]
+
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
 NOTE = "note"  # the kind of an item read from a file
@@ -127,26 +136,28 @@ LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
         *LIFECYCLE} <= PAYLOAD_FIELDS  # fmt: skip
 
-# Every field a filter or facet uses. A server needs these; embedded mode ignores them.
-PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
-    SOURCE: models.PayloadSchemaType.KEYWORD,
-    FOLDERS: models.PayloadSchemaType.KEYWORD,
-    TAGS: models.PayloadSchemaType.KEYWORD,
-    CHUNK_INDEX: models.PayloadSchemaType.INTEGER,
-    DOCUMENT_DATE: models.PayloadSchemaType.DATETIME,
-    DATE_INGESTED: models.PayloadSchemaType.DATETIME,
-    ORIGIN: models.PayloadSchemaType.KEYWORD,
-    DELETED_AT: models.PayloadSchemaType.DATETIME,
-    DELETED_CAUSE: models.PayloadSchemaType.KEYWORD,
+# Every field a filter or facet uses, and the kind of index it gets. A server needs these (it
+# refuses to filter or facet without them); kb.store.collection creates them.
+IndexKind = Literal["keyword", "integer", "datetime"]
+PAYLOAD_INDEXES: dict[str, IndexKind] = {
+    SOURCE: "keyword",
+    FOLDERS: "keyword",
+    TAGS: "keyword",
+    CHUNK_INDEX: "integer",
+    DOCUMENT_DATE: "datetime",
+    DATE_INGESTED: "datetime",
+    ORIGIN: "keyword",
+    DELETED_AT: "datetime",
+    DELETED_CAUSE: "keyword",
     # video filters (search_notes) and browse_notes' order_by (range indexes: integer, datetime)
-    KIND: models.PayloadSchemaType.KEYWORD,
-    CHANNEL: models.PayloadSchemaType.KEYWORD,
-    DURATION_S: models.PayloadSchemaType.INTEGER,
-    VIEW_COUNT: models.PayloadSchemaType.INTEGER,
-    UPLOADED: models.PayloadSchemaType.DATETIME,
-    CATEGORIES: models.PayloadSchemaType.KEYWORD,
-    LANGUAGE: models.PayloadSchemaType.KEYWORD,
-    LINKS: models.PayloadSchemaType.KEYWORD,  # backlinks: the notes whose links name a note
+    KIND: "keyword",
+    CHANNEL: "keyword",
+    DURATION_S: "integer",
+    VIEW_COUNT: "integer",
+    UPLOADED: "datetime",
+    CATEGORIES: "keyword",
+    LANGUAGE: "keyword",
+    LINKS: "keyword",  # backlinks: the notes whose links name a note
 }
 
 
@@ -154,8 +165,8 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
                     LANGUAGE, "thumbnail", "locator", "domain"})  # fmt: skip
-_DEFAULTS = {
-    f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+_DEFAULTS: dict[str, object] = {
+    f.name: f.default_factory() if callable(f.default_factory) else f.default
     for f in fields(ChunkRecord)
     if f.name in _LATER
 }

@@ -31,7 +31,7 @@ from functools import cached_property
 
 from kb.content import obsidian
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
-from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError
+from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
 from kb.content.redact import redact_note, redact_text
 from kb.core.errors import IngestError
 from kb.core.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
@@ -113,12 +113,6 @@ class Read:
     listed: list[str] = field(default_factory=list)  # every item listed, read or not
 
 
-def is_private(note: Note, private_tags: Collection[str]) -> bool:
-    """`private: true`, or a tag listed in PRIVATE_TAGS (both normalised; a note's tags hold the
-    parents of its nested ones, so `health` makes `health/sleep` notes private too)."""
-    return note.private or any(tag in private_tags for tag in note.tags)
-
-
 def prepare(
     source: Source,
     full: bool,
@@ -130,7 +124,8 @@ def prepare(
 ) -> Read:
     """Read and chunk every listed note, setting private ones apart, and resolve their links
     (`known`: the notes stored from an incomplete source before, with their aliases); bad
-    frontmatter stops an inbox run (IngestError) and fails that note alone elsewhere."""
+    frontmatter stops the run of a source that `halts_on_bad_frontmatter` (the inbox:
+    IngestError) and fails that note alone elsewhere."""
     listing = source.listing(everything=full)
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
@@ -150,7 +145,7 @@ def prepare(
             if not chunks:
                 raise NoteError(item.path, "no text to index")
         except FrontmatterError as exc:
-            if source.origin == INBOX:
+            if source.halts_on_bad_frontmatter:
                 bad_yaml.append(f"{item.shown}: {exc.reason}")
             else:
                 failed.append(Failure(item.shown, exc.reason))

@@ -5,13 +5,13 @@ The collection's metadata records the embedding model and dimension that made it
 layout (kb.core.schema.SCHEMA_VERSION) and whether a full build is under way, so a different
 embedder
 is refused instead of silently mixing vector spaces, and an interrupted full build is finished
-by the next run. kb.store.points reads and writes the points.
+by the next run. The Store (kb.store.points) carries these operations to its engine and reads
+and writes the points.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass
 
 from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
@@ -45,26 +45,23 @@ class CollectionInfo:
 def info(store: Store) -> CollectionInfo | None:
     """Which model and layout built the collection; None when it does not exist. ModelMismatch
     for a collection without our dense vector (made by another tool)."""
-    with store.calls():
-        if not store.client.collection_exists(store.collection):
-            return None
-        found = store.client.get_collection(store.collection)
-    vectors = found.config.params.vectors
-    if not isinstance(vectors, dict) or DENSE not in vectors:
+    if not store.exists():
+        return None
+    found = store.describe()
+    if DENSE not in found.dense:
         raise ModelMismatch(
             f"collection '{store.collection}' in {store.location} has no '{DENSE}' vector "
             f"(made by another tool or version); re-create it with {REBUILD_HINT}"
         )
-    meta = found.config.metadata or {}
+    meta = found.metadata
     model = meta.get("embed_model")
-    sparse = found.config.params.sparse_vectors
     schema = meta.get("schema_version")
     return CollectionInfo(
         model=model if isinstance(model, str) else None,
-        dimensions=vectors[DENSE].size,
-        points=found.points_count or 0,
+        dimensions=found.dense[DENSE].size,
+        points=found.points,
         rebuild_incomplete=meta.get("rebuild_incomplete") is True,
-        keyword=isinstance(sparse, dict) and KEYWORD in sparse,
+        keyword=KEYWORD in found.sparse,
         schema_version=schema if isinstance(schema, int) else None,
     )
 
@@ -116,24 +113,17 @@ def create(store: Store, model: str, dimensions: int, *, rebuilding: bool = Fals
     `rebuilding` marks it incomplete until `mark_complete`, so an interrupted full build is
     finished by the next ingest.
     """
-    with store.calls():
-        store.client.create_collection(
-            store.collection,
-            vectors_config={
-                DENSE: models.VectorParams(size=dimensions, distance=models.Distance.COSINE)
-            },
-            # IDF from live statistics: document frequencies stay right as notes come and go
-            sparse_vectors_config={
-                KEYWORD: models.SparseVectorParams(modifier=models.Modifier.IDF)
-            },
-            metadata={
-                "embed_model": model,
-                "embed_dimensions": dimensions,
-                "schema_version": SCHEMA_VERSION,
-                "rebuild_incomplete": rebuilding,
-            },
-            **store.cluster,  # shards and replicas on a cluster (settings QDRANT_SHARDS ...)
-        )
+    store.create_collection(
+        dense={DENSE: models.VectorParams(size=dimensions, distance=models.Distance.COSINE)},
+        # IDF from live statistics: document frequencies stay right as notes come and go
+        sparse={KEYWORD: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        metadata={
+            "embed_model": model,
+            "embed_dimensions": dimensions,
+            "schema_version": SCHEMA_VERSION,
+            "rebuild_incomplete": rebuilding,
+        },
+    )
     create_indexes(store)
     store.checked_model = (model, dimensions)
     store.has_keyword = True
@@ -141,31 +131,20 @@ def create(store: Store, model: str, dimensions: int, *, rebuilding: bool = Fals
 
 def create_indexes(store: Store) -> None:
     """Create the payload indexes filters and facets need (idempotent)."""
-    with store.calls(), warnings.catch_warnings():
-        # embedded mode warns that it ignores payload indexes; a server needs them
-        warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-        for field, schema in PAYLOAD_INDEXES.items():
-            store.client.create_payload_index(
-                store.collection, field, field_schema=schema, wait=True
-            )
+    for field, kind in PAYLOAD_INDEXES.items():
+        store.create_index(field, kind)
 
 
 def mark_complete(store: Store, complete: bool = True) -> None:
     """Record that a full build finished (see `create`), or with False that one started."""
-    with store.calls():
-        store.client.update_collection(
-            store.collection, metadata={"rebuild_incomplete": not complete}
-        )
+    store.update_metadata({"rebuild_incomplete": not complete})
 
 
 def drop(store: Store) -> bool:
     """Delete the collection and its points; True if it existed."""
     store.checked_model = None
     store.has_keyword = False
-    with store.calls():
-        if not store.client.collection_exists(store.collection):
-            return False
-        return store.client.delete_collection(store.collection)
+    return store.drop_collection()
 
 
 # --- what an ingest run does with the collection -------------------------------------------
