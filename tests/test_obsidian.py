@@ -31,6 +31,7 @@ from kb.core import properties
 from kb.core import schema as kb_schema
 from kb.core.errors import NoteNotFound
 from kb.core.settings import Settings
+from kb.ingest.progress import format_summary
 from kb.search import SearchRequest, search
 from kb.search.filters import Filters
 from kb.search.query import tag_usage
@@ -426,3 +427,18 @@ def test_inline_and_nested_tags_and_mapped_keys_make_a_note_private_at_ingest_an
         write(settings.NOTES_DIR / "ingested" / "c.md", "# C\n\nA walk by the river. #health\n")
         with pytest.raises(NoteNotFound, match="private now"):
             read_item(read_config(settings), [store], "c.md")
+
+
+def test_the_ingest_report_names_the_notes_whose_links_name_notes_not_indexed(
+    tmp_path: Path, embedder_url: str
+):
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "a.md", "# A\n\nSee [[Nowhere]], [[Gone|it]] and [[b]].\n")
+    write(settings.NOTES_DIR / "b.md", "# B\n\nA plain note.\n")
+    with open_store(settings) as store, embed_client(settings) as client:
+        summary = run(settings, client, store)
+    assert summary.unresolved == {"a.md": ["Nowhere", "Gone"]}  # in the order written
+    assert (
+        "  2 links name notes that are not indexed, in 1 notes (the status tool lists them): a.md"
+        in format_summary(summary).splitlines()
+    )
