@@ -26,8 +26,8 @@ from bench.common import BenchError, bench_settings, copy_notes, describe, embed
 from bench.corpora import COLLECTIONS, Collection
 from bench.retrieval import Cache, Query, average, load_queries, score
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.core.schema import Hit
-from kb.ingest.run import run
 from kb.search.query import search
 
 DEPTH = 30  # candidates re-ranked: kb.search.search reads this many for its reranker
