@@ -9,6 +9,7 @@
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
     uv run query.py "where is the ingest lock taken" --domain code
     uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
+    uv run query.py --related "vault/Projects/Alpha.md"   # its backlinks, links, nearest notes
 
 Prints score, source file (with line range and heading path) and the start of each chunk;
 `--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
@@ -26,6 +27,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +41,8 @@ from kb.search.domains import DOMAINS
 from kb.search.filters import FILTERS, FilterError, FilterField, Filters
 from kb.search.query import MAX_K, MODES, Hit
 from kb.search.read import read_item
+from kb.search.related import MAX_K as MAX_RELATED
+from kb.search.related import Related, related
 
 if TYPE_CHECKING:
     from kb.app import remote
@@ -126,7 +130,12 @@ def filters_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Fil
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRequest | None]:
     parser = argparse.ArgumentParser(description="Search your ingested notes.")
     parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
-    parser.add_argument("-k", type=int, default=5, help=f"number of results, 1-{MAX_K} (5)")
+    parser.add_argument(
+        "-k",
+        type=int,
+        default=5,
+        help=f"number of results, 1-{MAX_K} (5); with --related the nearest unlinked notes",
+    )
     parser.add_argument(
         "--mode",
         choices=MODES,
@@ -163,12 +172,22 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRe
         metavar="SOURCE[:LINE]",
         help="print an indexed note's lines from LINE (default 1) instead of searching",
     )
+    parser.add_argument(
+        "--related",
+        metavar="SOURCE",
+        help="list the notes linking to SOURCE, those it links to and the nearest unlinked ones "
+        "(-k of them) instead of searching",
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     add_filters(parser)
     args = parser.parse_args(argv)
-    if args.show is not None:
+    if args.show is not None or args.related is not None:
         if args.query:
-            parser.error("--show reads a note: give no query with it")
+            parser.error(f"--{'show' if args.show else 'related'} reads a note: give no query")
+        if args.show is not None and args.related is not None:
+            parser.error("--show and --related: give one of them")
+        if args.related is not None and not 0 <= args.k <= MAX_RELATED:
+            parser.error(f"-k must be between 0 and {MAX_RELATED} with --related")
         return args, None
     if not args.query.strip():
         parser.error("the query is empty")
@@ -236,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return fail(f"--answer: {NO_MODEL}", 2)
     if request is None:
+        if args.related is not None:
+            return print_related(settings, args.related, args.k, as_json=args.json)
         return show(settings, args.show)
     try:
         with (
@@ -263,6 +284,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no results")
     else:
         print("\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1)))
+    return 0
+
+
+WHY = {"backlink": "links here", "link": "linked from it", "both": "linked both ways"}
+
+
+def format_related(found: Related) -> str:
+    """The related notes, each with why: `links here`, `linked from it`, `similar 0.71`."""
+    aliases = f"  (also: {', '.join(found.aliases)})" if found.aliases else ""
+    lines = [
+        f"{found.source}: {found.title or ''}{aliases}",
+        f"  {found.links_in} notes link here, it links to {found.links_out}",
+    ]
+    for note in found.notes:
+        why = WHY.get(note.why) or f"similar {note.score:.3f}"
+        lines.append(f"  {why:17} {note.source}  {note.title or ''}".rstrip())
+    lines += [f"  unresolved: [[{target}]]" for target in found.unresolved]
+    if found.hidden_chars_removed:
+        lines.append(f"  !{found.hidden_chars_removed} hidden characters removed")
+    return "\n".join(lines)
+
+
+def print_related(settings: Settings, source: str, k: int, *, as_json: bool) -> int:
+    """`--related SOURCE`: what kb.search.related finds, as the MCP tool related_notes does."""
+    with open_store(settings) as store:
+        found = related(store, source, k)
+    print(json.dumps(asdict(found), ensure_ascii=False) if as_json else format_related(found))
     return 0
 
 

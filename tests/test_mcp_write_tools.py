@@ -68,6 +68,7 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
         "browse_notes",
         "answer_question",
         "read_note",
+        "related_notes",
         "list_tags",
         "list_deleted",
         "status",

@@ -55,8 +55,20 @@ def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
     stored = record(date_ingested="2024-03-02T10:00:00+00:00", note_hash="h").payload()
     hit = Hit.from_payload(0.5, stored)
     expected = {k: v for k, v in stored.items() if k in HIT_FIELDS}
-    made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None}
+    made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None,
+                      "links_out": 0, "links_in": None}  # fmt: skip
     assert hit.to_dict() == expected | made_by_search
+
+
+def test_a_hit_shows_a_notes_most_specific_tags_and_counts_its_links():
+    stored = record(
+        tags=["project", "project/alpha", "project/alpha/design", "work"],
+        aliases=["Alpha"],
+        links=["Projects/ADR-007.md", "People/Priya.md"],
+    ).payload()
+    hit = Hit.from_payload(0.5, stored)
+    assert hit.tags == ["project/alpha/design", "work"]
+    assert (hit.aliases, hit.links_out, hit.links_in) == (["Alpha"], 2, None)
 
 
 def test_a_hit_of_a_point_from_an_older_version_has_empty_fields_not_errors():

@@ -67,6 +67,7 @@ def read_config(settings: Settings) -> ReadConfig:
         suffixes=settings.index_extensions,
         max_bytes=settings.NOTE_MAX_BYTES,
         private_tags=frozenset(normalise_tags(settings.PRIVATE_TAGS)),
+        properties=settings.note_properties,
     )
 
 

@@ -50,13 +50,17 @@ def folders(settings: Settings) -> list[FolderSource]:
         settings.NOTE_FOLDERS,
         git=settings.NOTE_FOLDERS_GIT,
         suffixes=settings.index_extensions,
+        properties=settings.note_properties,
     )
 
 
 def inbox(settings: Settings, beside: list[FolderSource]) -> InboxSource:
     """NOTES_DIR as the inbox; no note of it may start with a folder's name of `beside`."""
     return InboxSource(
-        settings.NOTES_DIR, reserved=[f.name for f in beside], suffixes=settings.index_extensions
+        settings.NOTES_DIR,
+        reserved=[f.name for f in beside],
+        suffixes=settings.index_extensions,
+        properties=settings.note_properties,
     )
 
 

@@ -5,7 +5,9 @@ Read-only and cheap: facet counts from the store, the run log and the watcher fi
 STATE_DIR, and a walk of each source's folder (names and modification times, never contents).
 "What waits" is, for the inbox, every note file still in it (ingesting moves them out); for a
 NOTE_FOLDERS folder, the files new since its last sync or modified after it started, plus the
-stored notes whose file is gone (its next sync soft-deletes them).
+stored notes whose file is gone (its next sync soft-deletes them). The links that name notes
+that are not indexed (a vault's health: a note not written yet, renamed or deleted) are listed
+from the index (kb.search.related).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kb.core.settings import Settings, from_root
 from kb.core.state import RUN_LOG_NAME
 from kb.ingest import lifecycle
 from kb.ingest import plan as sync
+from kb.search.related import UnresolvedLink, unresolved_links
 from kb.sources.files import discover, git_files
 from kb.sources.folder import parse
 from kb.sources.inbox import INGESTED
@@ -73,6 +76,8 @@ class Status:
     last_sync: str | None  # when the last sync of any source started (UTC, ISO)
     sources: list[SourceStatus]
     watcher: WatcherStatus
+    unresolved_links: int = 0  # links naming notes that are not indexed
+    unresolved: list[UnresolvedLink] = field(default_factory=list)  # the first of them
     problem: str | None = None  # why the store could not be read
 
 
@@ -86,7 +91,8 @@ def status(settings: Settings, store: Store | None) -> Status:
     stored: dict[str, dict[str, dict[str, str]]] = {}
     problem = sources_problem
     info = None
-    total = deleted = 0
+    total = deleted = broken = 0
+    unresolved: list[UnresolvedLink] = []
     try:
         if store is None:
             raise StoreError("the store is not open")
@@ -98,6 +104,7 @@ def status(settings: Settings, store: Store | None) -> Status:
             counts[INBOX] = counts.get(INBOX, 0) + total - sum(counts.values())
             deleted = len(lifecycle.list_deleted(store))
             stored = {name: store.fingerprints(origin=name) for name, _ in folders}
+            broken, unresolved = unresolved_links(store)
     except StoreError as exc:
         problem = str(exc)
     sources = [
@@ -116,6 +123,8 @@ def status(settings: Settings, store: Store | None) -> Status:
         last_sync=max(started) if started else None,
         sources=sources,
         watcher=watcher(settings.STATE_DIR),
+        unresolved_links=broken,
+        unresolved=unresolved,
         problem=problem,
     )
 

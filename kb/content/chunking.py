@@ -26,15 +26,16 @@ from pathlib import PurePosixPath
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
+from kb.content import obsidian
 from kb.content.formats.base import Block, line_offsets
 from kb.content.notes import Note
+from kb.content.obsidian import fence_after
 
 MAX_CHARS = 1500
 PATH_SEPARATOR = " > "  # how a heading path reads in embedded text and in query.py
 
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 # lines that cannot be the text of a setext heading (a `---` under them is a rule, not a heading)
 _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)]|#|`{3}|~{3})|\s*$")
 
@@ -52,6 +53,9 @@ class Chunk:
     heading_path: tuple[str, ...] = ()
     heading_levels: tuple[int, ...] = ()
     locator: str = ""  # where a reader finds it: "p. 2", "row 17", "L 12-40" (see chunk_note)
+    # the text embedded instead of `text`, when Obsidian shows it otherwise (links as their shown
+    # text, no comments: kb.content.obsidian); None: `text` itself
+    embedded: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,18 +110,6 @@ def chunk_text(
     return chunks
 
 
-def _fence_after(line: str, fence: str | None) -> str | None:
-    """The open code fence's marker after `line` (None: outside any code block)."""
-    marker = _FENCE.fullmatch(line)
-    if marker is None:
-        return fence
-    run, rest = marker.groups()
-    if fence is None:
-        return None if run[0] == "`" and "`" in rest else run  # "```x`" is inline code
-    closes = run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
-    return None if closes else fence
-
-
 def headings(text: str, start: int = 0, end: int | None = None) -> list[Heading]:
     """ATX (`## Title`) and setext (`Title` over `===`/`---`) headings of `text[start:end]`,
     skipping fenced code blocks (a `# comment` in a shell snippet is not a heading)."""
@@ -132,7 +124,7 @@ def headings(text: str, start: int = 0, end: int | None = None) -> list[Heading]
         offset += len(line)
         after_blank, blank_before = blank_before, not bare.strip()
         previous, candidate = candidate, None
-        was_open, fence = fence is not None, _fence_after(bare, fence)
+        was_open, fence = fence is not None, fence_after(bare, fence)
         if was_open or fence is not None:
             continue  # inside a code block, or its opening / closing line
         atx = _ATX.fullmatch(bare)
@@ -265,7 +257,8 @@ def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
     """A note's body (frontmatter excluded) as chunks, each with its locator: the blocks of
     other file kinds (kb.content.formats) kept apart; code and config without blocks in line
     windows;
-    `.txt` notes split as plain text; Markdown along its headings."""
+    `.txt` notes split as plain text; Markdown along its headings. A chunk of Obsidian syntax
+    gets its `embedded` text; one that shows nothing (a `%%comment%%` block) is left out."""
     if note.tail:  # a Markdown head, then blocks (a video's description, then its captions)
         head = note.text[: note.tail[0].start]
         chunks = chunk_markdown(head, start=note.body_start, max_chars=max_chars)
@@ -278,6 +271,12 @@ def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
         chunks = chunk_text(note.text, start=note.body_start, markdown=False, max_chars=max_chars)
     else:
         chunks = chunk_markdown(note.text, start=note.body_start, max_chars=max_chars)
+    if note.edits:  # Obsidian syntax: embed what Obsidian shows; a chunk showing nothing goes
+        shown = [obsidian.apply(note.text, note.edits, c.char_start, c.char_end) for c in chunks]
+        chunks = [
+            replace(c, embedded=text.strip()) for c, text in zip(chunks, shown, strict=True)
+            if text.strip()
+        ]  # fmt: skip
     return [
         replace(c, index=i, locator=c.locator or _locator(c, note)) for i, c in enumerate(chunks)
     ]
@@ -345,8 +344,8 @@ def chunk_blocks(text: str, blocks: Sequence[Block], max_chars: int = MAX_CHARS)
 
 def context_lines(chunk: Chunk, note: Note, title: str | None = None) -> list[str]:
     """What an embedding of the chunk needs besides its text: the note's title and the chunk's
-    heading path (`Kimchi > Fermenting`; headings the chunk's text shows are left out) and the
-    note's topic sentence."""
+    heading path (`Kimchi > Fermenting`; headings the chunk's text shows are left out), the
+    note's aliases and its topic sentence."""
     path = list(chunk.heading_path)
     if not chunk.heading_levels or chunk.heading_levels[0] != 1:
         # not under a `#` heading of its own: the note's title says what it belongs to
@@ -355,8 +354,12 @@ def context_lines(chunk: Chunk, note: Note, title: str | None = None) -> list[st
     while path and path[-1] in shown:
         path.pop()  # the chunk starts with these headings already
     lines = [PATH_SEPARATOR.join(path)] if path else []
+    if note.aliases:  # other names of the note: a search by one of them finds it
+        lines.append(", ".join(note.aliases))
     if note.topic:
         lines.append(note.topic)
+    if note.edits:  # a heading's links and marks read as Obsidian shows them
+        lines = [obsidian.clean(line) for line in lines]
     return lines
 
 
@@ -366,4 +369,5 @@ def embedding_text(chunk: Chunk, note: Note, title: str | None = None) -> str:
     the stored text stays the chunk alone. Pass `title` (from `note_title`) to skip re-reading it
     for every chunk of a note."""
     context = context_lines(chunk, note, title)
-    return "\n".join(context) + "\n\n" + chunk.text if context else chunk.text
+    text = chunk.text if chunk.embedded is None else chunk.embedded
+    return "\n".join(context) + "\n\n" + text if context else text

@@ -12,6 +12,14 @@ A note is a UTF-8 `.md` or `.txt` file. An optional frontmatter block opens it:
 A web page saved as a note (save_url writes them) says so with `kind: web`, its `url`, and
 optionally `site`, `author` and `fetched_at`: its results then carry them like a bookmarked
 page's (kb.sources.web).
+Obsidian's names for the same things are read too (kb.core.properties, the setting
+NOTE_PROPERTIES): `aliases`, `description`/`summary` for the topic, `date`/`created`/`updated` for
+the date; a daily note named `2024-03-01.md` (or `2024-03-01 Standup.md`) is dated by its name
+when no property dates it. A Markdown body's inline tags (`#project/alpha`), links and the edits
+that make its embedded text (kb.content.obsidian) are read with it; a tag stands for its parents
+too (`project/alpha` is also `project`), so filters and counts on a parent take in its children.
+A value under an Obsidian key that cannot be used (`created: "{{date}}"`) is left out with a
+notice; under this project's own keys it fails the note, as before.
 
 Files that cannot be notes (binary, not UTF-8, empty, too large) raise `NoteError` with a reason;
 the caller reports them and leaves them where they are. Frontmatter that is not valid YAML raises
@@ -26,15 +34,18 @@ import re
 import stat
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from kb.content import formats
+from kb.content import formats, obsidian
 from kb.content.formats.base import Block, FormatError, decode_text
+from kb.content.obsidian import Edit, Link
+from kb.core import properties as note_properties
+from kb.core.properties import Properties
 from kb.core.schema import WEB
 
 NOTE_SUFFIXES = formats.TEXT_NOTES  # Markdown and text: frontmatter, heading chunks
@@ -42,6 +53,7 @@ NOTE_SUFFIXES = formats.TEXT_NOTES  # Markdown and text: frontmatter, heading ch
 # `---` alone on the first line opens the block; `---` or `...` alone on a line closes it.
 _OPEN = re.compile(r"---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+_DAILY = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[ _]|$)")  # `2024-03-01.md`, `2024-03-01 Standup.md`
 
 
 class NoteError(Exception):
@@ -86,6 +98,9 @@ class Note:
     tail: tuple[Block, ...] = ()
     markdown: bool = True  # without blocks: cut along Markdown headings, else plain text
     notice: str | None = None  # indexed in a lesser way (a .py that does not parse)
+    aliases: tuple[str, ...] = ()  # other names of the note (frontmatter `aliases`)
+    links: tuple[Link, ...] = ()  # what its body and frontmatter link to (kb.content.obsidian)
+    edits: tuple[Edit, ...] = ()  # offsets in `text`: what embedding shows differently
 
     @property
     def body(self) -> str:
@@ -94,13 +109,30 @@ class Note:
 
 def is_private(note: Note, private_tags: Collection[str]) -> bool:
     """`private: true`, or a tag listed in `private_tags` (PRIVATE_TAGS, both normalised): never
-    indexed (kb.ingest.prepare) and never read back (kb.search.read)."""
+    indexed (kb.ingest.prepare) and never read back (kb.search.read). A note's tags hold the
+    parents of its nested ones, so `health` makes `health/sleep` notes private too."""
     return note.private or any(tag in private_tags for tag in note.tags)
 
 
 def normalise_tag(tag: str) -> str:
-    """`"  Korean   Cuisine "` -> `"korean cuisine"` (NFC, lowercased, whitespace collapsed)."""
-    return " ".join(unicodedata.normalize("NFC", tag).lower().split())
+    """`"  Korean   Cuisine "` -> `"korean cuisine"` (NFC, lowercased, whitespace collapsed);
+    `"#Project / Alpha"` -> `"project/alpha"` (a leading `#` dropped, nesting kept)."""
+    text = unicodedata.normalize("NFC", tag).lower().strip().lstrip("#")
+    parts = (" ".join(part.split()) for part in text.split("/"))
+    return "/".join(part for part in parts if part)
+
+
+def with_parents(tags: Iterable[str]) -> list[str]:
+    """Each nested tag preceded by its parents: `project/alpha` -> `project`, `project/alpha`
+    (what a filter on `project` or its count in list_tags takes in)."""
+    out: list[str] = []
+    for tag in tags:
+        parts = tag.split("/")
+        for depth in range(1, len(parts) + 1):
+            name = "/".join(parts[:depth])
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def normalise_tags(value: Any) -> list[str]:
@@ -210,35 +242,105 @@ def decode_note(data: bytes, path: Path | str) -> str:
         raise NoteError(path, exc.reason) from None
 
 
-def parse_note(text: str, path: Path, source: str) -> Note:
-    """Frontmatter + body of decoded note text."""
+def _first(meta: Mapping[str, Any], keys: Iterable[str]) -> Iterable[tuple[str, Any]]:
+    """(key, value) of the keys present with a value, in the order given."""
+    for key in keys:
+        value = meta.get(key)
+        if value is not None and value != "" and value != []:
+            yield key, value
+
+
+def _date(
+    meta: Mapping[str, Any], keys: Iterable[str], path: Path, source: str, notices: list[str]
+) -> str | None:
+    """The note's date: the first key that holds one, else a daily note's name."""
+    for key, value in _first(meta, keys):
+        try:
+            return iso_date(value)
+        except ValueError as exc:
+            if key == "document_date":
+                raise NoteError(path, str(exc)) from None
+            notices.append(f"{key}: {value!r} is not a date; the note is not dated by it")
+    daily = _DAILY.match(PurePosixPath(source).stem)
+    if daily:
+        try:
+            return date.fromisoformat(daily.group(1)).isoformat()
+        except ValueError:
+            return None
+    return None
+
+
+def _topic(meta: Mapping[str, Any], keys: Iterable[str], path: Path, notices: list[str]) -> str:
+    for key, value in _first(meta, keys):
+        if isinstance(value, dict | list):
+            if key == "topic":
+                raise NoteError(path, "topic must be one sentence of text")
+            notices.append(f"{key}: not one sentence of text; not used as the topic")
+            continue
+        return " ".join(str(value).split())
+    return ""
+
+
+def _aliases(meta: Mapping[str, Any], keys: Iterable[str], notices: list[str]) -> list[str]:
+    out: list[str] = []
+    for key, value in _first(meta, keys):
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            items = [items]
+        for item in items:
+            if isinstance(item, dict | list | tuple | set) or item is None:
+                notices.append(f"{key}: an alias must be a name, not {type(item).__name__}")
+                continue
+            alias = " ".join(str(item).split())
+            if alias and alias not in out:
+                out.append(alias)
+        break
+    return out
+
+
+def parse_note(
+    text: str,
+    path: Path,
+    source: str,
+    *,
+    markdown: bool = True,
+    properties: Properties = note_properties.DEFAULTS,
+) -> Note:
+    """Frontmatter + body of decoded note text; a Markdown body's Obsidian syntax read too."""
     meta, body_start = split_frontmatter(text, path)
     if not text[body_start:].strip():
         raise NoteError(path, "no text after the frontmatter")
+    notices: list[str] = []
+    tags_value = next(iter(_first(meta, properties["tags"])), (None, None))[1]
     try:
-        tags = normalise_tags(meta.get("tags"))
-        document_date = iso_date(meta.get("document_date"))
+        tags = normalise_tags(tags_value)
     except ValueError as exc:
         raise NoteError(path, str(exc)) from None
+    document_date = _date(meta, properties["document_date"], path, source, notices)
     try:
         private = private_flag(meta.get("private"))
     except ValueError as exc:
         raise PrivateFieldError(path, str(exc)) from None
-    topic = meta.get("topic")
-    if isinstance(topic, dict | list):
-        raise NoteError(path, "topic must be one sentence of text")
-    topic = " ".join(str(topic).split()) if topic is not None else ""
+    topic = _topic(meta, properties["topic"], path, notices)
     record = web_record(meta, path) if meta.get("kind") == WEB else None
+    aliases = _aliases(meta, properties["aliases"], notices)
+    syntax = obsidian.scan(text, body_start) if markdown else obsidian.Syntax()
+    tags = normalise_tags([*tags, *syntax.tags])
     return Note(
         path=path,
         source=source,
         text=text,
         body_start=body_start,
-        tags=tuple(tags),
+        tags=tuple(with_parents(tags)),
         topic=topic or None,
         document_date=document_date,
         private=private,
         record=record,
+        markdown=markdown,
+        notice="; ".join(notices) or None,
+        aliases=tuple(aliases),
+        links=(*obsidian.frontmatter_links(meta), *syntax.links),
+        edits=syntax.edits,
     )
 
 
@@ -283,24 +385,35 @@ def file_bytes(path: Path, max_bytes: int) -> bytes:
         return file.read()
 
 
-def read_note(path: Path, source: str, *, max_bytes: int, max_chars: int = 1500) -> Note:
+def read_note(
+    path: Path,
+    source: str,
+    *,
+    max_bytes: int,
+    max_chars: int = 1500,
+    properties: Properties = note_properties.DEFAULTS,
+) -> Note:
     """Read and parse the regular file at `path` (never through a link): a `.md`/`.txt` note
-    with its frontmatter, or another kind through its kb.content.formats reader (`max_chars`: the
-    chunk
-    size its code readers cut to)."""
+    with its frontmatter (`properties`: which keys fill which field, NOTE_PROPERTIES), or another
+    kind through its kb.content.formats reader (`max_chars`: the chunk size its code readers cut
+    to); a canvas's text nodes are Markdown, read for tags and links like a note's body."""
     data = file_bytes(path, max_bytes)
     if source.lower().endswith(NOTE_SUFFIXES):
-        note = parse_note(decode_note(data, path), path, source)
-        return replace(note, markdown=source.lower().endswith(".md"))
+        text = decode_note(data, path)
+        markdown = source.lower().endswith(".md")
+        return parse_note(text, path, source, markdown=markdown, properties=properties)
     try:
         parsed = formats.parse(path.name, data, max_chars)
     except FormatError as exc:
         raise NoteError(path, exc.reason) from None
     if not parsed.text.strip():
         raise NoteError(path, "no text to index")
+    syntax = obsidian.scan(parsed.text) if parsed.kind == "canvas" else obsidian.Syntax()
     return Note(
-        path=path, source=source, text=parsed.text, body_start=0, tags=(), topic=None,
+        path=path, source=source, text=parsed.text, body_start=0,
+        tags=tuple(with_parents(normalise_tags(list(syntax.tags)))), topic=None,
         document_date=None, kind=parsed.kind, domain=parsed.domain,
         blocks=tuple(parsed.blocks), marks=tuple(parsed.marks), markdown=parsed.markdown,
-        notice=parsed.notice,
+        notice=parsed.notice, links=(*(Link(f) for f in parsed.links), *syntax.links),
+        edits=syntax.edits,
     )  # fmt: skip

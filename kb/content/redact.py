@@ -168,7 +168,8 @@ def _offsets(size: int, hidden: list[tuple[int, int]]) -> Callable[[int], int]:
 
 
 def redact_note(note: Note, chunks: list[Chunk], title: str) -> Redacted:
-    """The chunks' text and heading paths, the title and the topic, secrets replaced. Locators
+    """The chunks' text (stored and embedded) and heading paths, the title, the topic and the
+    aliases, secrets replaced. Locators
     (offsets, lines) still point at the file, which keeps the secret."""
     found: set[str] = set()
     clean = [
@@ -176,8 +177,12 @@ def redact_note(note: Note, chunks: list[Chunk], title: str) -> Redacted:
             c,
             text=redact_text(c.text, found),
             heading_path=tuple(redact_text(h, found) for h in c.heading_path),
+            embedded=None if c.embedded is None else redact_text(c.embedded, found),
         )
         for c in chunks
     ]
     topic = redact_text(note.topic, found) if note.topic else note.topic
-    return Redacted(replace(note, topic=topic), clean, redact_text(title, found), len(found))
+    aliases = tuple(redact_text(a, found) for a in note.aliases)
+    return Redacted(
+        replace(note, topic=topic, aliases=aliases), clean, redact_text(title, found), len(found)
+    )

@@ -22,7 +22,7 @@ KINDS: dict[str, tuple[str, Domain]] = {
     ".html": ("webpage", PROSE), ".htm": ("webpage", PROSE),
     ".csv": ("table", PROSE), ".tsv": ("table", PROSE),
     ".yaml": ("config", PROSE), ".yml": ("config", PROSE), ".toml": ("config", PROSE),
-    ".json": ("config", PROSE), ".ini": ("config", PROSE),
+    ".json": ("config", PROSE), ".ini": ("config", PROSE), ".canvas": ("canvas", PROSE),
     ".ipynb": ("notebook", CODE), ".py": ("pycode", CODE),
     ".js": ("code", CODE), ".jsx": ("code", CODE), ".mjs": ("code", CODE),
     ".ts": ("code", CODE), ".tsx": ("code", CODE), ".go": ("code", CODE), ".rs": ("code", CODE),

@@ -20,8 +20,11 @@ from typing import Any, Literal
 
 from kb.core.invisible import strip_invisible
 
-# payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
-SCHEMA_VERSION = 3
+# payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*;
+# 4: tags from the body with their parents, aliases, links, unresolved_links). A note written by
+# another version is written again by the next ingest, its vectors from the embedding cache where
+# its embedded text did not change (kb.embedding.cache).
+SCHEMA_VERSION = 4
 
 DENSE = "dense"  # name of the dense vector
 KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
@@ -69,7 +72,7 @@ class ChunkRecord:
     title: str  # the note's first `#` heading, else its file name
     heading_path: list[str]  # headings above the chunk, outermost first
     chunk_index: int  # position in the note, from 0
-    tags: list[str]  # normalised frontmatter tags
+    tags: list[str]  # normalised tags, frontmatter and body, each nested one's parents too
     topic: str | None
     document_date: str | None  # ISO 8601
     char_start: int  # locators: character offsets and 1-based lines in the note file
@@ -103,6 +106,11 @@ class ChunkRecord:
     fetched_at: str | None = None  # UTC, ISO 8601: when the page was fetched
     bookmark_folders: list[str] = field(default_factory=list)  # "Bookmarks bar/Read later"
     folder_keys: list[str] = field(default_factory=list)  # the `folder` filter's (`folder_keys`)
+    # a vault's graph (kb.content.obsidian): the note's other names, the sources of the indexed
+    # notes it links to, and what its links to notes that are not indexed name
+    aliases: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    unresolved_links: list[str] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +138,9 @@ LANGUAGE = "language"
 TITLE = "title"
 SITE = "site"
 FOLDER_KEYS = "folder_keys"
+ALIASES = "aliases"
+LINKS = "links"
+UNRESOLVED = "unresolved_links"
 # what a soft delete sets and a restore clears or sets: never part of a note's fingerprint
 LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
@@ -159,6 +170,7 @@ PAYLOAD_INDEXES: dict[str, IndexKind] = {
     # web pages (kb.sources.web): the `folder` filter, and their site
     FOLDER_KEYS: "keyword",
     SITE: "keyword",
+    LINKS: "keyword",  # backlinks: the notes whose links name a note
 }
 
 
@@ -200,6 +212,12 @@ def folder_keys(paths: list[list[str]]) -> list[str]:
         keys.update("/".join(names[i:j]) for i in range(len(names))
                     for j in range(i + 1, len(names) + 1))  # fmt: skip
     return sorted(keys)
+
+
+def leaf_tags(tags: list[str]) -> list[str]:
+    """The tags a result shows: a parent stored for a nested tag (`project` beside
+    `project/alpha`) is implied by it."""
+    return [t for t in tags if not any(o.startswith(t + "/") for o in tags)]
 
 
 def point_id(source: str, chunk_index: int) -> str:
@@ -283,6 +301,9 @@ class Hit:
     author: str | None = None
     fetched_at: str | None = None
     bookmark_folders: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+    links_out: int = 0  # indexed notes it links to
+    links_in: int | None = None  # notes linking to it (counted by kb.search.search; None: not)
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -309,7 +330,7 @@ class Hit:
             text=shown(payload.get("text") if isinstance(payload.get("text"), str) else ""),
             source=opt(SOURCE, str),
             score=float(score),
-            tags=strings(TAGS),
+            tags=leaf_tags(strings(TAGS)),
             topic=shown(opt("topic", str)),
             document_date=opt(DOCUMENT_DATE, str),
             date_ingested=opt(DATE_INGESTED, str),
@@ -335,6 +356,8 @@ class Hit:
             author=shown(opt("author", str)),
             fetched_at=opt("fetched_at", str),
             bookmark_folders=[shown(f) for f in strings("bookmark_folders")],
+            aliases=[shown(a) for a in strings(ALIASES)],
+            links_out=len(strings(LINKS)),
             hidden_chars_removed=removed,  # last: after every shown() above
         )
 
@@ -344,6 +367,6 @@ class Hit:
 
 HIT_FIELDS = frozenset(f.name for f in fields(Hit))
 RESULT_ONLY_FIELDS = frozenset(
-    {"score", "hidden_chars_removed", "rerank_score"}
-)  # made by a search, not stored
+    {"score", "hidden_chars_removed", "rerank_score", "links_out", "links_in"}
+)  # made by a search (or counted from the payload), not stored
 assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

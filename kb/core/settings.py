@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from kb.core import kinds
+from kb.core import kinds, properties
 from kb.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +184,13 @@ class Settings(BaseSettings):
         ge=0,
         description="`ingest.py --purge-deleted` deletes for good the notes soft-deleted more "
         "than this many days ago; 0: every soft-deleted note.",
+    )
+
+    NOTE_PROPERTIES: str = Field(
+        properties.DEFAULT,
+        description="Which frontmatter keys fill which field of a note, the first key present "
+        "winning: comma-separated field=key|key entries for tags, aliases, topic and "
+        "document_date (fields left out keep these defaults; docs/guide/obsidian.md).",
     )
 
     PRIVATE_TAGS: str = Field(
@@ -352,6 +359,19 @@ class Settings(BaseSettings):
                 f"CODE_COLLECTION: {self.CODE_COLLECTION!r} is COLLECTION too; code and notes "
                 "need collections of their own"
             )
+        return self
+
+    @property
+    def note_properties(self) -> dict[str, tuple[str, ...]]:
+        """NOTE_PROPERTIES as {field: frontmatter keys} (checked when the settings are read)."""
+        return properties.parse(self.NOTE_PROPERTIES)
+
+    @model_validator(mode="after")
+    def _properties(self) -> Settings:
+        try:
+            properties.parse(self.NOTE_PROPERTIES)
+        except ValueError as exc:
+            raise ValueError(f"NOTE_PROPERTIES: {exc}") from None
         return self
 
     @model_validator(mode="after")

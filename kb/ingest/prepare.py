@@ -9,6 +9,13 @@ not a boolean (it fails with the reason: it may well be meant as private).
 Credentials in a note (keys, tokens, passwords) are replaced in what is embedded and stored
 (kb.content.redact); the summary counts them per note, and the file keeps them.
 
+Each note's links (kb.content.obsidian) are resolved against the notes of its own source once all
+are read: a folder's listing names every note it holds; the inbox's run adds the notes stored from
+it before (`known`). A note's `links` are the sources of the indexed notes it names, its
+`unresolved_links` what its links to notes that are not indexed name (redacted like its text);
+a private note is no link target. A note whose links resolve differently now (the note it names
+came or went) gets new points, its vectors from the cache.
+
 Frontmatter that is not valid YAML stops an inbox run before anything is written (its notes
 would move into ingested/ otherwise). In a NOTE_FOLDERS folder (often shared, synced, a git
 repository) such a note fails by name with the line, like any unreadable note: what the index
@@ -18,13 +25,14 @@ folder syncs, private notes taken out of the index included.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from kb.content import obsidian
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
-from kb.content.redact import redact_note
+from kb.content.redact import redact_note, redact_text
 from kb.core.errors import IngestError
 from kb.core.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
 from kb.embedding.keywords import TOKENIZER_VERSION
@@ -41,6 +49,8 @@ class Prepared:
     chunks: list[Chunk]
     origin: str = INBOX  # the source it came from (payload `origin`)
     clean_title: str | None = None  # the title with its secrets redacted (kb.content.redact)
+    links: list[str] = field(default_factory=list)  # the indexed notes it links to (`link`)
+    unresolved: list[str] = field(default_factory=list)  # its links to notes not indexed
 
     @cached_property
     def texts(self) -> list[str]:
@@ -73,6 +83,9 @@ class Prepared:
                 origin=self.origin,
                 locator=c.locator,
                 domain=note.domain,
+                aliases=list(note.aliases),
+                links=self.links,
+                unresolved_links=self.unresolved,
                 **(note.record or {}),
             )
             for c in self.chunks
@@ -97,6 +110,7 @@ class Read:
     notes: list[Prepared] = field(default_factory=list)
     private: list[Item] = field(default_factory=list)  # private notes: handed over, not stored
     unindexed: list[str] = field(default_factory=list)  # names whose stored points must go
+    listed: list[str] = field(default_factory=list)  # every item listed, read or not
 
 
 def prepare(
@@ -106,17 +120,19 @@ def prepare(
     summary: Summary,
     progress: Progress,
     private_tags: Collection[str] = (),
+    known: Mapping[str, Sequence[str]] | None = None,
 ) -> Read:
-    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops the
-    run of a source that `halts_on_bad_frontmatter` (the inbox: IngestError) and fails that
-    note alone elsewhere."""
+    """Read and chunk every listed note, setting private ones apart, and resolve their links
+    (`known`: the notes stored from an incomplete source before, with their aliases); bad
+    frontmatter stops the run of a source that `halts_on_bad_frontmatter` (the inbox:
+    IngestError) and fails that note alone elsewhere."""
     listing = source.listing(everything=full)
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
         summary.skipped[reason] = summary.skipped.get(reason, 0) + count
     summary.skipped_paths.extend(listing.skipped_paths)
     failed = list(listing.failed)
-    read = Read()
+    read = Read(listed=[item.source for item in listing.items])
     bad_yaml: list[str] = []
     for item in listing.items:
         try:
@@ -153,9 +169,25 @@ def prepare(
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)
+    link(read, source.origin, known or {})
+    summary.unresolved.update({p.note.source: p.unresolved for p in read.notes if p.unresolved})
     if bad_yaml:
         raise IngestError(
             "; ".join(bad_yaml) + "; nothing was ingested: fix the frontmatter and run again",
             summary,
         )
     return read
+
+
+def link(read: Read, origin: str, known: Mapping[str, Sequence[str]]) -> None:
+    """Resolve every read note's links among the notes of its source (kb.content.obsidian.Vault):
+    those listed now (private ones left out), those `known` from before, with their aliases."""
+    private = {item.source for item in read.private}
+    names: dict[str, Sequence[str]] = {s: () for s in read.listed if s not in private}
+    names.update({s: a for s, a in known.items() if s not in private})
+    names.update({p.note.source: p.note.aliases for p in read.notes})
+    vault = obsidian.Vault(names, prefix="" if origin == INBOX else f"{origin}/")
+    for p in read.notes:
+        if p.note.links:
+            p.links, unresolved = obsidian.resolve_all(vault, p.note.links, p.note.source)
+            p.unresolved = [redact_text(target) for target in unresolved]

@@ -35,6 +35,8 @@ class Summary:
     notices: list[Failure] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # files skipped, by gate (hidden ...)
     redacted: dict[str, int] = field(default_factory=dict)  # note -> secrets kept out of the index
+    # note -> what its links to notes that are not indexed name (counted, never printed)
+    unresolved: dict[str, list[str]] = field(default_factory=dict)
     skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (path, gate): -v
     chunks: int = 0  # chunks of the notes handled (added, replaced, unchanged)
     embedded_cached: int = 0  # chunks whose vector came from the embedding cache
@@ -56,6 +58,7 @@ class Summary:
         for reason, count in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + count
         self.redacted.update(other.redacted)
+        self.unresolved.update(other.unresolved)
         self.chunks += other.chunks
         self.embedded_cached += other.embedded_cached
         self.written += other.written
@@ -197,6 +200,15 @@ def format_summary(summary: Summary, *, verbose: bool = False) -> str:
             f"  redacted {sum(summary.redacted.values())} secrets in {len(summary.redacted)} "
             "notes (the files keep them): "
             + ", ".join(f"{name} ({n})" for name, n in sorted(summary.redacted.items()))
+        )
+    if summary.unresolved:
+        few = sorted(summary.unresolved) if verbose else sorted(summary.unresolved)[:5]
+        more = ", ..." if len(summary.unresolved) > len(few) else ""
+        lines.append(
+            f"  {sum(len(t) for t in summary.unresolved.values())} links name notes that are not "
+            f"indexed, in {len(summary.unresolved)} notes (the status tool lists them): "
+            + ", ".join(few)
+            + more
         )
     if verbose:
         lines += [f"  skipped {path} ({gate})" for path, gate in summary.skipped_paths]

@@ -227,7 +227,9 @@ def _run(job: _Job) -> None:
     summary, progress, config = job.summary, job.progress, job.config
     build = collection.start_build(store, rebuild=summary.rebuilt)
     full = build.full or source.complete  # the listing names everything the source holds
-    read = prepare(source, full, config.max_bytes, summary, progress, config.private_tags)
+    # an incomplete listing (the inbox): its links may name notes stored from it before
+    known = store.note_aliases(source.origin) if not full else None
+    read = prepare(source, full, config.max_bytes, summary, progress, config.private_tags, known)
     prepared = read.notes
     if read.unindexed and build.existing is not None:
         unindex(source, store, read, summary, progress)

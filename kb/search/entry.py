@@ -7,19 +7,22 @@ rerank) and refuses a bad value when it is made, naming the field as the tools n
 `Searcher` is what a search reads: the notes' store and embedder client, the code collection's,
 and the rerank stage's settings as plain values (kb.app.backend builds it from the settings:
 kb.search reads no settings). The first stage is kb.search.query.search over one collection
-(kb.search.domains.search_all over both, fused by rank), the second kb.search.rerank.rerank.
+(kb.search.domains.search_all over both, fused by rank), the second kb.search.rerank.rerank; then
+each note's hit gets its backlink count (kb.search.related).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kb.core.schema import Hit
+from kb.core.kinds import PROSE
+from kb.core.schema import NOTE, Hit
 from kb.search import query as kb_query
 from kb.search.domains import DOMAINS, Domain, search_all
 from kb.search.filters import Filters
+from kb.search.related import backlink_counts
 from kb.search.rerank import Reranked, rerank
 
 if TYPE_CHECKING:
@@ -116,8 +119,17 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
 
     client, options = searcher.client, searcher.rerank
     if request.rerank is False or (request.rerank is None and client.reranker_off):
-        return Reranked(first(request.k))
-    depth = min(kb_query.MAX_K, max(request.k, options.candidates))
-    return rerank(client, request.query, first(depth), request.k, weight=options.weight,
-                  max_chars=options.max_chars, timeout=options.timeout,
-                  requested=request.rerank is True)  # fmt: skip
+        found = Reranked(first(request.k))
+    else:
+        depth = min(kb_query.MAX_K, max(request.k, options.candidates))
+        found = rerank(client, request.query, first(depth), request.k, weight=options.weight,
+                       max_chars=options.max_chars, timeout=options.timeout,
+                       requested=request.rerank is True)  # fmt: skip
+    return replace(found, hits=with_backlinks(searcher.store, found.hits))
+
+
+def with_backlinks(store: Store, hits: list[Hit]) -> list[Hit]:
+    """Each note's hit with how many notes link to it (`links_in`, one store call)."""
+    notes = [h.source for h in hits if h.source and h.kind == NOTE and h.domain == PROSE]
+    counts = backlink_counts(store, notes)
+    return [replace(h, links_in=counts[h.source]) if h.source in counts else h for h in hits]

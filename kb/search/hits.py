@@ -20,7 +20,8 @@ RESULT_FIELDS: dict[str, str] = {
     "`alternates`, or notes and code merged, a rank-fusion score. Compare within one search.",
     "title": "The note's title (its first # heading, or its file name).",
     "heading_path": "Headings above the passage, outermost first.",
-    "tags": "The note's tags.",
+    "tags": "The note's tags, frontmatter and inline; a nested tag (project/alpha) also "
+    "counts as its parent (project) in filters.",
     "topic": "The note's one-sentence topic, if it has one.",
     "document_date": "The date the note is about (ISO), if it gives one.",
     "date_ingested": "When the note was ingested (ISO, UTC).",
@@ -54,6 +55,9 @@ RESULT_FIELDS: dict[str, str] = {
     "bookmark_folders": "A bookmarked page's browser folders (e.g. 'Bookmarks bar/Read later').",
     "rerank_score": "The reranker's relevance (0..1) when it ordered the results; `score` stays "
     "the first stage's.",
+    "aliases": "The note's other names (its frontmatter `aliases`).",
+    "links_out": "Indexed notes this note links to (see related_notes).",
+    "links_in": "Notes linking to this one (backlinks; see related_notes).",
 }
 if set(RESULT_FIELDS) != HIT_FIELDS:
     raise AssertionError(f"kb.search.hits: describe {sorted(HIT_FIELDS ^ set(RESULT_FIELDS))}")

@@ -131,14 +131,22 @@ def search(
 
 class TagUsage(NamedTuple):
     tag: str
-    chunks: int  # chunks (passages) carrying the tag
-    notes: int  # notes carrying the tag
+    chunks: int  # chunks (passages) carrying the tag or a tag nested in it
+    notes: int  # notes carrying the tag or a tag nested in it
+    parent: str | None = None  # the tag it nests in: `project` for `project/alpha`
 
 
 def tag_usage(store: Store) -> list[TagUsage]:
     """Every tag with the number of chunks and of notes carrying it (two facet calls), most
-    chunks first, then by name (CollectionMissing if nothing was ingested yet)."""
+    chunks first, then by name (CollectionMissing if nothing was ingested yet). A note's tags hold
+    the parents of its nested tags (kb.content.notes), so a parent's counts take in its
+    children's."""
     collection.require(store)
     notes = dict(store.tag_counts())
     chunks = store.tag_counts(per="chunk")
-    return [TagUsage(tag, n, notes.get(tag, 0)) for tag, n in chunks]
+    return [TagUsage(tag, n, notes.get(tag, 0), parent_tag(tag)) for tag, n in chunks]
+
+
+def parent_tag(tag: str) -> str | None:
+    """`project/alpha/design` -> `project/alpha`; None for a top-level tag."""
+    return tag.rsplit("/", 1)[0] if "/" in tag else None

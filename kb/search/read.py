@@ -14,13 +14,14 @@ characters removed and counted (kb.core.invisible). The text is the item's reada
 (kb.content.formats:
 a PDF page by page, a table row by row, a notebook cell by cell) with line numbers matching the
 `line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video or a bookmarked
-page (origin `web`) has no file of the user's: its stored text is read instead.
+page (origin `web`) has no file of the user's: its stored text is read instead. The note's
+aliases and link counts come from the index, as search results' do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -29,7 +30,9 @@ from kb.content.notes import NoteError, is_private, read_note
 from kb.content.redact import redact_text
 from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
-from kb.core.schema import INBOX, TRANSCRIPT, VIDEO, WEB
+from kb.core.properties import Properties
+from kb.core.schema import ALIASES, INBOX, LINKS, TRANSCRIPT, VIDEO, WEB
+from kb.search.related import backlink_counts
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.store import collection
@@ -50,6 +53,7 @@ class ReadConfig:
     suffixes: tuple[str, ...]  # INDEX_EXTENSIONS
     max_bytes: int  # NOTE_MAX_BYTES
     private_tags: frozenset[str]  # PRIVATE_TAGS, normalised
+    properties: Properties  # NOTE_PROPERTIES: which keys fill which field
 
 
 @dataclass(frozen=True)
@@ -61,10 +65,18 @@ class Passage:
     text: str  # the lines, each as "N<tab>line"
     truncated: bool  # stopped at MAX_BYTES before `lines` lines
     hidden_chars_removed: int = 0  # invisible characters taken out of the lines shown
+    aliases: list[str] = field(default_factory=list)  # the note's other names (from the index)
+    links_out: int = 0  # indexed notes it links to
+    links_in: int = 0  # notes linking to it
 
 
 def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]]:
     """The payloads of an item the index holds; NoteNotFound if none does or it is deleted."""
+    return holding(stores, source)[1]
+
+
+def holding(stores: Sequence[Store], source: str) -> tuple[Store, list[dict[str, Any]]]:
+    """The store that holds an item, and its payloads; NoteNotFound as `stored_payloads`."""
     for store in stores:
         if collection.info(store) is None:
             continue
@@ -73,7 +85,7 @@ def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]
             continue
         if payloads[0].get("deleted_at"):
             raise NoteNotFound(f"{source} is deleted (restore it first to read it)")
-        return payloads
+        return store, payloads
     raise NoteNotFound(f"no indexed note is named {source!r}; use a source search_notes gave")
 
 
@@ -118,7 +130,7 @@ def file_text(config: ReadConfig, source: str, origin: str) -> str:
     when ingest would not index it (unreadable, private now)."""
     path = locate(config, source, origin)
     try:
-        note = read_note(path, source, max_bytes=config.max_bytes)
+        note = read_note(path, source, max_bytes=config.max_bytes, properties=config.properties)
     except NoteError as exc:
         raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
     except OSError as exc:
@@ -159,7 +171,7 @@ def read_item(
         raise ValueError(f"start_line must be 1 or more, got {start_line}")
     if not 1 <= lines <= MAX_LINES:
         raise ValueError(f"lines must be between 1 and {MAX_LINES}, got {lines}")
-    payloads = stored_payloads(stores, source)
+    store, payloads = holding(stores, source)
     if payloads[0].get("kind") == VIDEO or payloads[0].get("origin") == WEB:
         text = video_text(payloads)
     else:
@@ -177,4 +189,11 @@ def read_item(
         shown.append(line)
         hidden += hidden_per_line[number - 1]
     end = start_line + len(shown) - 1 if shown else 0
-    return Passage(source, start_line, end, len(all_lines), "\n".join(shown), truncated, hidden)
+    first = min(payloads, key=lambda p: int(p.get("chunk_index") or 0))
+    aliases = [strip_invisible(a) for a in first.get(ALIASES) or [] if isinstance(a, str)]
+    links = [t for t in first.get(LINKS) or [] if isinstance(t, str)]
+    return Passage(
+        source, start_line, end, len(all_lines), "\n".join(shown), truncated,
+        hidden + sum(n for _, n in aliases), aliases=[a for a, _ in aliases],
+        links_out=len(links), links_in=backlink_counts(store, [source]).get(source, 0),
+    )  # fmt: skip

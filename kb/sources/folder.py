@@ -18,6 +18,8 @@ from pathlib import Path
 
 from kb.content.notes import Note, NoteError, read_note
 from kb.core.errors import ConfigError
+from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
+from kb.core.properties import Properties
 from kb.core.schema import INBOX
 from kb.core.settings import from_root
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
@@ -36,6 +38,8 @@ class FolderSource(SourceDefaults):
     root: Path
     git: bool = True  # list only what git would track when the folder is a git work tree
     suffixes: tuple[str, ...] = DEFAULT_SUFFIXES  # the file kinds listed (INDEX_EXTENSIONS)
+    # which frontmatter keys fill which field (NOTE_PROPERTIES)
+    properties: Properties = field(default_factory=lambda: dict(DEFAULT_PROPERTIES))
     complete = True
     # what the last listing named, read or not: a stored note still listed is never gone
     _listed: set[str] = field(default_factory=set, repr=False, compare=False)
@@ -59,7 +63,7 @@ class FolderSource(SourceDefaults):
         return listing
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
-        return read_note(item.path, item.source, max_bytes=max_bytes)
+        return read_note(item.path, item.source, max_bytes=max_bytes, properties=self.properties)
 
     def file_now(self, source: str) -> Path:
         """The file of the note `source` if a listing would hold it now (the same gates, on that
@@ -113,10 +117,12 @@ def configured(
     *,
     git: bool = True,
     suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
+    properties: Properties = DEFAULT_PROPERTIES,
 ) -> list[FolderSource]:
     """The folders `note_folders` (NOTE_FOLDERS) names, checked: each exists and is readable,
     names are unique and can collide with no other source's notes (the inbox `notes_dir`'s).
-    `git` (NOTE_FOLDERS_GIT) and `suffixes` (INDEX_EXTENSIONS) go to each FolderSource.
+    `git` (NOTE_FOLDERS_GIT), `suffixes` (INDEX_EXTENSIONS) and `properties` (NOTE_PROPERTIES)
+    go to each FolderSource.
     ConfigError naming the folder or name otherwise."""
     taken = _inbox_names(notes_dir)
     inbox = notes_dir.resolve()
@@ -142,7 +148,9 @@ def configured(
             raise ConfigError(f"{where}: {path} is not readable")
         if path.is_relative_to(inbox) or inbox.is_relative_to(path):
             raise ConfigError(f"{where}: {path} overlaps NOTES_DIR {inbox}; keep them apart")
-        folders.append(FolderSource(name, path, git=git, suffixes=suffixes))
+        folders.append(
+            FolderSource(name, path, git=git, suffixes=suffixes, properties=dict(properties))
+        )
     return folders
 
 

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kb.content.notes import Note, NoteError, read_note
+from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
+from kb.core.properties import Properties
 from kb.core.schema import INBOX
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.files import DEFAULT_SUFFIXES, discover, listed_now
@@ -38,9 +40,11 @@ class InboxSource(SourceDefaults):
         *,
         reserved: Collection[str] = (),
         suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
+        properties: Properties = DEFAULT_PROPERTIES,
     ) -> None:
         self.root = root
         self.suffixes = suffixes  # the file kinds listed (INDEX_EXTENSIONS)
+        self.properties = properties  # which frontmatter keys fill which field (NOTE_PROPERTIES)
         self.reserved = frozenset(reserved)  # NOTE_FOLDERS names: no inbox note may start so
         self.ingested = root / INGESTED
         self._emptied: set[Path] = set()  # inbox folders notes were moved out of
@@ -83,7 +87,7 @@ class InboxSource(SourceDefaults):
         return Listing(items, failed, ignored, dict(skipped), skipped_paths)
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
-        return read_note(item.path, item.source, max_bytes=max_bytes)
+        return read_note(item.path, item.source, max_bytes=max_bytes, properties=self.properties)
 
     def file_now(self, source: str) -> Path:
         """The file of the stored note `source` in ingested/ if a full build's listing would

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kb.core.schema import (
+    ALIASES,
     DELETED_AT,
     DELETED_CAUSE,
     DELETED_MARK,
@@ -269,6 +270,31 @@ class Store:
                     note_hash if isinstance(note_hash, str) else ""
                 )
 
+    def notes(self, fields: Sequence[str], where: models.Filter | None = None) -> list[Payload]:
+        """These payload fields of the first chunk of every live note matching `where`, by
+        source: one row per note (a vault's link graph, kb.search.related)."""
+        found = [r.payload for r in self._scroll(visible(first_chunks(where)), [SOURCE, *fields])]
+        return sorted(found, key=lambda p: str(p.get(SOURCE)))
+
+    def note_aliases(self, origin: str) -> dict[str, list[str]]:
+        """{source: aliases} of the live notes of one origin: what an incomplete source's links
+        may name besides the notes it lists now (kb.ingest.prepare)."""
+        out: dict[str, list[str]] = {}
+        for payload in self.notes([ALIASES], origin_filter(origin)):
+            aliases = payload.get(ALIASES)
+            listed = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+            out[str(payload.get(SOURCE))] = listed
+        return out
+
+    def dense_vectors(self, source: str) -> list[list[float]]:
+        """The dense vectors of a note's chunks (its nearest notes, kb.search.related)."""
+        vectors: list[list[float]] = []
+        for r in self._scroll(source_filter([source]), False, vectors=[DENSE]):
+            vector = r.vectors.get(DENSE)
+            if isinstance(vector, list):
+                vectors.append([float(x) for x in vector])
+        return vectors
+
     def payloads(self, source: str | None = None) -> list[tuple[str, Payload]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""
         flt = source_filter([source]) if source is not None else None
@@ -282,13 +308,18 @@ class Store:
         return {r.id: (r.payload, r.vectors) for r in found}
 
     def _scroll(
-        self, flt: models.Filter | None, payload: Fields, *, limit: int = SCROLL_PAGE
+        self,
+        flt: models.Filter | None,
+        payload: Fields,
+        *,
+        limit: int = SCROLL_PAGE,
+        vectors: Fields = False,
     ) -> Iterator[Record]:
-        """Every point matching `flt`, page by page, with these payload fields."""
+        """Every point matching `flt`, page by page, with these payload fields (and vectors)."""
         offset: str | None = None
         while True:
             records, offset = self._engine.scroll(
-                self.collection, flt, limit=limit, offset=offset, payload=payload
+                self.collection, flt, limit=limit, offset=offset, payload=payload, vectors=vectors
             )
             yield from records
             if offset is None:

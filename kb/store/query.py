@@ -25,11 +25,13 @@ from kb.core.schema import (
     INBOX,
     KEYWORD,
     KIND,
+    LINKS,
     NOTE,
     ORIGIN,
     SOURCE,
     TAGS,
     TITLE,
+    UNRESOLVED,
     KeywordVector,
 )
 from kb.store.models import models
@@ -150,6 +152,25 @@ def origin_filter(origin: str) -> models.Filter:
         return models.Filter(must=[match])
     legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=ORIGIN))
     return models.Filter(should=[match, legacy])
+
+
+def linking_to(sources: Sequence[str]) -> models.Filter:
+    """Points of the notes whose links name any of `sources` (their backlinks)."""
+    return models.Filter(
+        must=[models.FieldCondition(key=LINKS, match=models.MatchAny(any=list(sources)))]
+    )
+
+
+def sources_in(sources: Sequence[str], *, keep: bool = True) -> models.Filter:
+    """Points of these notes (`keep`), or of every other note."""
+    condition = models.FieldCondition(key=SOURCE, match=models.MatchAny(any=list(sources)))
+    return models.Filter(must=[condition]) if keep else models.Filter(must_not=[condition])
+
+
+def with_unresolved() -> models.Filter:
+    """Points of notes that link to notes that are not indexed."""
+    empty = models.IsEmptyCondition(is_empty=models.PayloadField(key=UNRESOLVED))
+    return models.Filter(must_not=[empty])
 
 
 def source_filter(sources: Iterable[str]) -> models.Filter:

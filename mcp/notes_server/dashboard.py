@@ -39,6 +39,7 @@ from kb.search.domains import DOMAINS
 from kb.search.filters import Filters
 from kb.search.preview import preview
 from kb.search.query import MODES, tag_usage
+from kb.search.related import related
 from notes_server.dashboard_sync import Busy, SyncRunner, stream
 from notes_server.security import LOGIN_PATH, LOGOUT_PATH
 from notes_server.sessions import SESSION_COOKIE, Sessions
@@ -176,12 +177,15 @@ class Dashboard:
         store = self.backend.code_store if code else self.backend.store
         try:
             note = await blocking(lambda: preview(store(), source, hit))
+            # a note's backlinks, links and nearest notes (the code collection has no links)
+            near = None if code else await blocking(lambda: related(store(), source))
         except NoteNotFound as exc:
             return self.render("message.html", 404, page="search", title="Not found", text=str(exc))
         except StoreError as exc:
             return self.render("message.html", 503, page="search", title="Index", text=str(exc))
         back = request.query_params.get("q")
-        return self.render("preview.html", page="search", note=note, hit=hit, back=back)
+        return self.render("preview.html", page="search", note=note, hit=hit, back=back,
+                           related=near)  # fmt: skip
 
     def sync_blocked(self) -> str | None:
         """Why the Sync button is off: a read-only server, or one that cannot see the notes."""

@@ -5,6 +5,7 @@ blocks with locators (kb.content.formats.base). `parse` picks the reader by the 
 | prose    | .md .txt (kb.content.notes) .pdf .docx .html  | heading, p. N, ¶ N | prose  |
 | table    | .csv .tsv                             | row N              | prose  |
 | config   | .yaml .yml .toml .json .ini           | key, L a-b         | prose  |
+| canvas   | .canvas (Obsidian's JSON Canvas)      | group > node ID    | prose  |
 | notebook | .ipynb                                | cell N [kind]      | code   |
 | code     | .py and other languages               | L a-b              | code   |
 """
@@ -46,6 +47,7 @@ _READERS: dict[str, Callable[[bytes, int], Parsed]] = {
     ".toml": _reader("config", "read_toml"),
     ".json": _reader("config", "read_json"),
     ".ini": _reader("config", "read_ini"),
+    ".canvas": _reader("canvas", "read"),
     ".ipynb": _reader("notebook", "read"),
     ".py": _reader("pycode", "read"),
 }

@@ -43,6 +43,7 @@ class Parsed:
     markdown: bool = False  # no blocks: chunk along Markdown headings
     marks: list[tuple[int, str]] = field(default_factory=list)  # (offset, locator) e.g. ¶ N
     notice: str | None = None  # indexed, but not as well as it could be (shown in the summary)
+    links: list[str] = field(default_factory=list)  # files it names (a canvas's file nodes)
 
     @property
     def domain(self) -> str:
