@@ -65,7 +65,8 @@ def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
     stored = record(date_ingested="2024-03-02T10:00:00+00:00", note_hash="h").payload()
     hit = Hit.from_payload(0.5, stored)
     expected = {k: v for k, v in stored.items() if k in HIT_FIELDS}
-    made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None}
+    made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None,
+                      "stale": None, "confidence": None, "explain": None}  # fmt: skip
     assert hit.to_dict() == expected | made_by_search
 
 

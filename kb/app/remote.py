@@ -16,8 +16,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from kb.core.schema import Hit
+from kb.core.schema import Explanation, Hit
 from kb.search import SearchRequest
+from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit)]
@@ -52,10 +53,22 @@ def arguments(request: SearchRequest) -> dict[str, object]:
         sent["alternates"] = list(request.alternates)
     if request.rerank is not None:
         sent["rerank"] = request.rerank
+    if request.explain:
+        sent["explain"] = True
+    if request.max_chars is not None:
+        sent["max_chars"] = request.max_chars
     return sent
 
 
-def search_notes(url: str, token: str, request: SearchRequest) -> list[Hit]:
+def hit_of(item: dict[str, object]) -> Hit:
+    """A result of search_notes as the Hit it was made from."""
+    values = {name: item[name] for name in _HIT_FIELDS if name in item}
+    if isinstance(values.get("explain"), dict):
+        values["explain"] = Explanation(**values["explain"])  # type: ignore[arg-type]
+    return Hit(**values)  # type: ignore[arg-type]
+
+
+def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:
     """Run `request` as a `search_notes` call at the MCP endpoint `url`, sending
     `Authorization: Bearer <token>` when a token is set. RemoteError says why not."""
 
@@ -84,7 +97,8 @@ def search_notes(url: str, token: str, request: SearchRequest) -> list[Hit]:
     content = result.structured_content
     if not isinstance(content, dict) or not isinstance(content.get("results"), list):
         raise RemoteError("search_notes returned no results list", reachable=True)
-    return [
-        Hit(**{name: item[name] for name in _HIT_FIELDS if name in item})
-        for item in content["results"]
-    ]
+    hits = [hit_of(item) for item in content["results"]]
+    note, no_match = content.get("note"), content.get("no_good_match")
+    return Reranked(hits, reranked=any(h.rerank_score is not None for h in hits),
+                    note=note if isinstance(note, str) else None,
+                    no_good_match=no_match if isinstance(no_match, bool) else None)  # fmt: skip

@@ -16,6 +16,7 @@ import json
 import re
 import uuid
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from kb.core.invisible import strip_invisible
@@ -86,6 +87,11 @@ class ChunkRecord:
     # where in the item a reader finds the chunk: heading path, "p. 2", "row 17", "L 12-40"
     locator: str = ""
     domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.content.formats)
+    # the file as it was read (os.stat): a result is stale when the file differs now
+    # (kb.search.fresh); never part of a fingerprint, so touching a file re-embeds nothing
+    file_mtime: float | None = None
+    file_size: int | None = None
+    file_sha256: str | None = None
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,6 +109,10 @@ ORIGIN = "origin"
 DELETED_AT = "deleted_at"
 DELETED_CAUSE = "deleted_cause"
 RESTORED_AT = "restored_at"
+FILE_MTIME = "file_mtime"
+FILE_SIZE = "file_size"
+FILE_SHA256 = "file_sha256"
+FILE_FIELDS = (FILE_MTIME, FILE_SIZE, FILE_SHA256)
 KIND = "kind"
 CHANNEL = "channel"
 DURATION_S = "duration_s"
@@ -149,6 +159,40 @@ _DEFAULTS = {
 }
 
 
+@dataclass(frozen=True)
+class FileStat:
+    """A note's file as it was indexed (payload FILE_FIELDS): kb.search.fresh compares it with the
+    file now, the size and time first, the content only when the time alone changed."""
+
+    mtime: float
+    size: int
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> FileStat | None:
+        """The file's stat and content hash; None when it cannot be read."""
+        try:
+            found = path.stat()
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except (OSError, ValueError):
+            return None
+        return cls(found.st_mtime, found.st_size, digest.hexdigest())
+
+    @classmethod
+    def stored(cls, payload: dict[str, Any]) -> FileStat | None:
+        mtime, size, sha = (payload.get(key) for key in FILE_FIELDS)
+        if (
+            not isinstance(mtime, float | int)
+            or not isinstance(size, int)
+            or not isinstance(sha, str)
+        ):
+            return None
+        return cls(float(mtime), size, sha)
+
+
 def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | None:
     """A caption passage's link opens its video where it starts: `…watch?v=ID&t=754s`."""
     clock = _CLOCK.fullmatch(locator)
@@ -178,9 +222,9 @@ def fingerprint(
     """Hash of everything a note's points hold except the ingest date and the hash itself, from
     (point id, embedded text, record) per chunk: equal fingerprints mean rewriting the note would
     change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it, nor a
-    video's view count."""
+    video's view count, nor the file's modification time and size."""
     # a video's view count is refreshed in place (kb.sources.youtube.playlist), not a change of it
-    left_out = (DATE_INGESTED, NOTE_HASH, VIEW_COUNT, *LIFECYCLE)
+    left_out = (DATE_INGESTED, NOTE_HASH, VIEW_COUNT, *FILE_FIELDS, *LIFECYCLE)
     written = [
         [
             pid,
@@ -195,6 +239,26 @@ def fingerprint(
     ]
     key = [model, dimensions, SCHEMA_VERSION, tokenizer_version, written]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """How one result was found (kb.search.explain): its place and score in each ranking."""
+
+    semantic_rank: int | None  # 1 = first; None: not in that search's best MAX_K
+    semantic_score: float | None  # cosine similarity
+    keyword_rank: int | None
+    keyword_score: float | None  # BM25
+    fused_rank: int  # place in the first stage's order (hybrid, or fused by rank)
+    first_score: float  # the first stage's score
+    rerank_rank: int | None = None  # place by the reranker's score alone (None: not reranked)
+    rerank_score: float | None = None
+    rerank_weight: float | None = None  # RERANK_WEIGHT: 1 = the reranker's order alone
+    blended: float | None = None  # weight/(60+rerank_rank) + (1-weight)/(60+fused_rank)
+    found_by: list[str] = field(default_factory=list)  # "query" and the alternates finding it
+    filters: dict[str, Any] = field(default_factory=dict)  # the filters applied, as given
+    collection: str = ""  # the Qdrant collection it came from
+    indexed_at: str | None = None  # when its text was indexed (UTC, ISO)
 
 
 @dataclass(frozen=True)
@@ -235,6 +299,10 @@ class Hit:
     )
     locator: str = ""  # "p. 2", "row 17", "L 12-40", a heading path (kb.content.formats)
     domain: str = "prose"  # prose or code
+    # made by a search (kb.search), not stored:
+    stale: bool | None = None  # the file changed since its text was indexed (None: unknown)
+    confidence: float | None = None  # calibrated chance that it is relevant (kb.search.confidence)
+    explain: Explanation | None = None  # with `explain`: how it was found
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -292,6 +360,6 @@ class Hit:
 
 HIT_FIELDS = frozenset(f.name for f in fields(Hit))
 RESULT_ONLY_FIELDS = frozenset(
-    {"score", "hidden_chars_removed", "rerank_score"}
+    {"score", "hidden_chars_removed", "rerank_score", "stale", "confidence", "explain"}
 )  # made by a search, not stored
 assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

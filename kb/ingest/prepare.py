@@ -26,7 +26,7 @@ from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError
 from kb.content.redact import redact_note
 from kb.core.errors import IngestError
-from kb.core.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
+from kb.core.schema import INBOX, ChunkRecord, FileStat, fingerprint, folders_of, point_id
 from kb.embedding.keywords import TOKENIZER_VERSION
 from kb.ingest.progress import Progress, Summary
 from kb.sources.base import Failure, Item, Source
@@ -41,6 +41,7 @@ class Prepared:
     chunks: list[Chunk]
     origin: str = INBOX  # the source it came from (payload `origin`)
     clean_title: str | None = None  # the title with its secrets redacted (kb.content.redact)
+    stat: FileStat | None = None  # the file as it was before it was read
 
     @cached_property
     def texts(self) -> list[str]:
@@ -73,6 +74,9 @@ class Prepared:
                 origin=self.origin,
                 locator=c.locator,
                 domain=note.domain,
+                file_mtime=self.stat.mtime if self.stat else None,
+                file_size=self.stat.size if self.stat else None,
+                file_sha256=self.stat.sha256 if self.stat else None,
                 **(note.record or {}),
             )
             for c in self.chunks
@@ -123,6 +127,7 @@ def prepare(
     read = Read()
     bad_yaml: list[str] = []
     for item in listing.items:
+        stat = FileStat.of(item.path)  # before reading: a change meanwhile reads as stale
         try:
             note = source.read(item, max_bytes=max_bytes)
             if is_private(note, private_tags):
@@ -153,7 +158,8 @@ def prepare(
         clean = redact_note(note, chunks, note_title(note))
         if clean.secrets:
             summary.redacted[item.source] = clean.secrets
-        read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title))
+        read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title,
+                                   None if note.record else stat))  # fmt: skip
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)

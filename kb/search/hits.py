@@ -46,6 +46,14 @@ RESULT_FIELDS: dict[str, str] = {
     "thumbnail": "A video's thumbnail image URL.",
     "rerank_score": "The reranker's relevance (0..1) when it ordered the results; `score` stays "
     "the first stage's.",
+    "stale": "True: the file changed after this passage was indexed (it may be outdated; "
+    "read_note shows the file as it is now). Null: unknown (a video, or the file is not "
+    "visible here).",
+    "confidence": "Calibrated chance (0..1) that this passage is relevant to the query, "
+    "comparable across searches; below 0.3 it is probably not.",
+    "explain": "With `explain`: its rank and score in a semantic and a keyword search, its "
+    "place in the first stage and the reranker's, the alternates that found it, the filters "
+    "applied and when it was indexed.",
 }
 if set(RESULT_FIELDS) != HIT_FIELDS:
     raise AssertionError(f"kb.search.hits: describe {sorted(HIT_FIELDS ^ set(RESULT_FIELDS))}")

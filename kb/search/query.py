@@ -32,6 +32,7 @@ __all__ = [
     "Mode",
     "TagUsage",
     "alternate_modes",
+    "keyword_terms",
     "search",
     "tag_usage",
 ]
@@ -127,6 +128,11 @@ def search(
         alternates=others,
         fusion=fusion,
     )
+
+
+def keyword_terms(query: str) -> int:
+    """Distinct keyword terms of `query` (stopwords left out): the keyword bonus's scale."""
+    return len(query_vector(query).indices)
 
 
 class TagUsage(NamedTuple):

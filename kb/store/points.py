@@ -33,6 +33,7 @@ from kb.core.schema import (
     DELETED_CAUSE,
     DELETED_MARK,
     DENSE,
+    FILE_FIELDS,
     KEYWORD,
     NOTE_HASH,
     ORIGIN,
@@ -41,6 +42,7 @@ from kb.core.schema import (
     RESTORED_MARK,
     SOURCE,
     TAGS,
+    FileStat,
     Hit,
 )
 from kb.core.state import private_folder
@@ -384,6 +386,21 @@ class Store:
                 out.setdefault(source, {})[str(r.id)] = mark + (
                     note_hash if isinstance(note_hash, str) else ""
                 )
+
+    def file_stats(self, sources: Iterable[str]) -> dict[str, FileStat]:
+        """What ingest recorded of each note's file (kb.core.schema.FileStat), from its first
+        chunk; notes stored without it (videos, older points) are left out."""
+        first = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+        out: dict[str, FileStat] = {}
+        wanted = sorted(set(sources))
+        for i in range(0, len(wanted), FILTER_BATCH):
+            flt = models.Filter(must=[first, source_filter(wanted[i : i + FILTER_BATCH])])
+            for r in self._scroll(flt, [SOURCE, *FILE_FIELDS]):
+                payload = r.payload or {}
+                found = FileStat.stored(payload)
+                if found is not None and isinstance(payload.get(SOURCE), str):
+                    out[payload[SOURCE]] = found
+        return out
 
     def payloads(self, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""

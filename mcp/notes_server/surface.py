@@ -66,6 +66,11 @@ class SearchResults(BaseModel):
     note: str | None = Field(
         None, description="Why the results are not reranked, when a reranker was expected."
     )
+    no_good_match: bool | None = Field(
+        None,
+        description="True: no passage is likely relevant (every confidence is low): tell the "
+        "user the notes do not seem to cover this rather than citing them.",
+    )
 
 
 class BrowseResults(BaseModel):
@@ -193,6 +198,12 @@ Rerank = Annotated[
     bool | None,
     Field(description="Reorder the best candidates with the reranker (default: when the "
           "embedder serves one); false is faster."),
+]  # fmt: skip
+Explain = Annotated[bool, Field(description="Add `explain` to each result: how it was found.")]
+MaxChars = Annotated[
+    int | None,
+    Field(description="Instead of k: the best passages that fit in this many characters "
+          "(200-200000), a note's adjacent chunks merged into one."),
 ]  # fmt: skip
 DeleteCause = Annotated[
     Literal["file_deleted", "user", "playlist_removed"] | None,
