@@ -205,12 +205,21 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRe
         help="instead of -k: the best passages that fit in N characters, a note's adjacent "
         "chunks merged into one passage",
     )
+    parser.add_argument(
+        "--why",
+        metavar="NOTE",
+        help="say why NOTE is not found (indexed, deleted, waiting, failed, skipped by a gate, "
+        "never seen); with a query, its rank in each mode and the filters that leave it out",
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     add_filters(parser)
     args = parser.parse_args(argv)
     if args.show is not None:
         if args.query:
             parser.error("--show reads a note: give no query with it")
+        return args, None
+    if args.why is not None:
+        args.filters = filters_of(parser, args)
         return args, None
     if not args.query.strip():
         parser.error("the query is empty")
@@ -282,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kb.search.answer import NO_MODEL
 
         return fail(f"--answer: {NO_MODEL}", 2)
+    if request is None and args.why is not None:
+        return why(settings, args)
     if request is None:
         return show(settings, args.show)
     try:
@@ -315,6 +326,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1)))
     if hits and found.no_good_match:
         print("no good match: none of these looks relevant; your notes may not cover this")
+    return 0
+
+
+def why(settings: Settings, args: argparse.Namespace) -> int:
+    """`--why NOTE [QUERY]`: the note's story (kb.app.why), as the MCP tool why_not_found."""
+    from dataclasses import asdict
+
+    from kb.app.why import why_not_found
+
+    with (
+        open_store(settings) as store,
+        embed_client(settings) as client,
+        embed_client(settings, code=True) as code_client,
+    ):
+        try:
+            found = why_not_found(settings, searcher(settings, store, client, code_client),
+                                  args.why, args.query.strip() or None, args.filters,
+                                  args.per_note or None)  # fmt: skip
+        except ValueError as exc:
+            return fail(f"--why: {exc}", 2)
+    if args.json:
+        print(json.dumps(asdict(found), ensure_ascii=False))
+        return 0
+    print(f"{found.source}: {found.state}")
+    for line in found.story:
+        print(f"  {line}")
     return 0
 
 

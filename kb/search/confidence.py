@@ -40,10 +40,13 @@ class Calibration:
 
 # Fitted by `uv run bench/no_match.py` (bench/results/no-match.md); the first whose key is in the
 # served model's name applies, "" (without the cosine) for any other model.
+# fmt: off
 CALIBRATIONS: dict[str, Calibration] = {
-    "minilm": Calibration(bias=-6.0, cosine=8.0, standing=0.6, bonus=2.0, no_match_below=0.3),
-    "": Calibration(bias=-3.0, cosine=0.0, standing=0.9, bonus=2.5, no_match_below=0.3),
+    "minilm": Calibration(bias=-6.79, cosine=5.806, standing=0.502, bonus=15.568,
+                          no_match_below=0.16),
+    "": Calibration(bias=-5.631, cosine=0.0, standing=0.9, bonus=15.999, no_match_below=0.36),
 }
+# fmt: on
 
 
 def calibration(model: str) -> Calibration:

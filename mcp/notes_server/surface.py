@@ -158,6 +158,33 @@ class StatusReport(BaseModel):
     problem: str | None = Field(description="Why the index could not be read, if so.")
 
 
+class ModeRank(BaseModel):
+    mode: str
+    rank: int | None = Field(description="Its place among notes (null: not in the best 100).")
+    score: float | None
+    best_chunk: int | None = Field(description="chunk_index of its best passage in this mode.")
+    line_start: int | None
+    line_end: int | None
+
+
+class WhyReport(BaseModel):
+    source: str
+    state: Literal[
+        "indexed", "stale", "deleted", "waiting", "failed", "skipped", "private", "never_seen"
+    ]
+    story: list[str] = Field(description="What happened to it, one sentence each: tell the user.")
+    collection: str | None
+    chunks: int = Field(description="Passages stored.")
+    indexed_at: str | None
+    deleted_at: str | None
+    deleted_cause: str | None
+    stale: bool | None = Field(description="Its file changed since it was indexed.")
+    gate: str | None = Field(description="Why ingest skips its file (hidden, git-ignored ...).")
+    failure: str | None = Field(description="Why it could not be ingested.")
+    ranks: list[ModeRank] = Field(description="With a query: its rank in each mode.")
+    cut_by: list[str] = Field(description="The filters (or per_note) that left it out.")
+
+
 # --- arguments (the filters' are built from kb.search.filters: tools/common.py) -----------
 
 Query = Annotated[
@@ -216,6 +243,15 @@ Source = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1),
     Field(description="The note's `source`, exactly as search_notes or list_deleted gave it."),
+]
+WhySource = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1),
+    Field(description="The note's path, relative to the notes folder or as a search names it."),
+]
+WhyQuery = Annotated[str | None, Field(description="The search that missed it.")]
+WhyFilters = Annotated[
+    dict[str, Any] | None, Field(description="That search's filters, as search_notes took them.")
 ]
 StartLine = Annotated[int, Field(description="First line to read (1-based), e.g. line_start.")]
 LineCount = Annotated[int, Field(description="Lines to read, 1-2000.")]

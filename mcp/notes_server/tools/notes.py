@@ -10,10 +10,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 
 from kb.app import status as kb_status
+from kb.app import why as kb_why
 from kb.app.backend import Backend
 from kb.core.errors import StoreError
 from kb.ingest import lifecycle
 from kb.search import read as reading
+from kb.search.filters import FilterError, Filters
 from kb.store.points import Store
 from notes_server.surface import (
     DeleteCause,
@@ -25,6 +27,10 @@ from notes_server.surface import (
     Source,
     StartLine,
     StatusReport,
+    WhyFilters,
+    WhyQuery,
+    WhyReport,
+    WhySource,
 )
 from notes_server.tools.common import READ_ONLY, invalid, make, off_loop
 
@@ -50,6 +56,12 @@ sync; the collection's passages, notes, model and soft-deleted count; whether th
 
 Call this when the user asks what is indexed, or when a search misses a note they expect: a \
 note may be waiting, failed (with the reason), deleted, or in a folder the server cannot see."""
+
+
+WHY_NOT_FOUND = """Explain why a note the user expects is not found: indexed (and stale?), \
+deleted, waiting, failed (why), skipped by a gate (hidden, git-ignored, a secret, a kind not \
+indexed, a link), private, or never seen; with the search's `query` and `filters`, its rank in \
+each mode and what left it out. Tell the user its `story`."""
 
 
 def open_or_none(backend: Backend) -> Store | None:
@@ -93,8 +105,28 @@ def tools(backend: Backend) -> list[Tool]:
             notes=[DeletedNote.model_validate(n, from_attributes=True) for n in notes]
         )
 
+    async def why_not_found(
+        source: WhySource, query: WhyQuery = None, filters: WhyFilters = None
+    ) -> WhyReport:
+        try:
+            where = Filters(**(filters or {}))
+        except (FilterError, TypeError) as exc:
+            raise invalid("why_not_found", ValueError(f"filters: {exc}")) from None
+
+        def story() -> kb_why.Why:
+            return kb_why.why_not_found(backend.settings, backend.searcher(), source,
+                                        query or None, where)  # fmt: skip
+
+        try:
+            found = await off_loop(story)
+        except ValueError as exc:
+            raise invalid("why_not_found", exc) from None
+        log.info("why_not_found state=%s ranks=%d", found.state, len(found.ranks))
+        return WhyReport.model_validate(asdict(found))
+
     return [
         make(read_note, READ_NOTE, READ_ONLY),
+        make(why_not_found, WHY_NOT_FOUND, READ_ONLY),
         make(status, STATUS, READ_ONLY),
         make(list_deleted, LIST_DELETED, READ_ONLY),
     ]
