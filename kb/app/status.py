@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from kb.core.errors import ConfigError, StoreError
 from kb.core.schema import INBOX, ORIGIN
 from kb.core.settings import Settings, from_root
 from kb.core.state import RUN_LOG_NAME
-from kb.ingest import lifecycle
+from kb.ingest import lifecycle, switch
 from kb.ingest import plan as sync
 from kb.sources.files import discover, git_files
 from kb.sources.folder import parse
@@ -62,6 +62,17 @@ class WatcherStatus:
 
 
 @dataclass(frozen=True)
+class SwitchStatus:
+    """An index being rebuilt beside the searched one (kb.ingest.switch)."""
+
+    collection: str  # being built
+    model: str | None  # for this model
+    from_model: str | None  # the searched one's
+    notes: int  # written so far
+    of: int  # in the searched one
+
+
+@dataclass(frozen=True)
 class Status:
     collection: str
     exists: bool  # the collection was created (something was ingested)
@@ -74,6 +85,7 @@ class Status:
     sources: list[SourceStatus]
     watcher: WatcherStatus
     problem: str | None = None  # why the store could not be read
+    switch: SwitchStatus | None = None  # a new index being built beside the searched one
 
 
 def status(settings: Settings, store: Store | None) -> Status:
@@ -87,6 +99,7 @@ def status(settings: Settings, store: Store | None) -> Status:
     problem = sources_problem
     info = None
     total = deleted = 0
+    switching: SwitchStatus | None = None
     try:
         if store is None:
             raise StoreError("the store is not open")
@@ -98,6 +111,9 @@ def status(settings: Settings, store: Store | None) -> Status:
             counts[INBOX] = counts.get(INBOX, 0) + total - sum(counts.values())
             deleted = len(lifecycle.list_deleted(store))
             stored = {name: store.fingerprints(origin=name) for name, _ in folders}
+            under_way = switch.progress(store)
+            if under_way is not None:
+                switching = SwitchStatus(**asdict(under_way))
     except StoreError as exc:
         problem = str(exc)
     sources = [
@@ -117,6 +133,7 @@ def status(settings: Settings, store: Store | None) -> Status:
         sources=sources,
         watcher=watcher(settings.STATE_DIR),
         problem=problem,
+        switch=switching,
     )
 
 

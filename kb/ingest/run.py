@@ -51,6 +51,7 @@ from kb.embedding.cache import EmbedCache
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
 from kb.ingest import plan as sync
+from kb.ingest import switch
 from kb.ingest.prepare import Prepared, Read, prepare
 from kb.ingest.progress import Progress, Summary
 from kb.sources.base import Failure, Source
@@ -400,9 +401,12 @@ def run(
     total = Summary(rebuilt=bool(rebuild))
     step = partial(_ingest_into, total, settings, progress=progress, stop=stop,
                    allow_deletes=allow_deletes)  # fmt: skip
+    live = store
     try:
-        code_store = store.beside(settings.CODE_COLLECTION)
+        code_live = store.beside(settings.CODE_COLLECTION)
         with embed_client(settings, code=True) as code_client:
+            # a new model or chunker: written beside the searched collection (kb.ingest.switch)
+            store, code_store = switch.begin(live, client), switch.begin(code_live, code_client)
             for source in files:
                 listed = Listed(source)
                 for view, target, embedder in (
@@ -415,10 +419,13 @@ def run(
                         view,
                         embedder,
                         target,
-                        rebuild=rebuild is True or rebuild == target.collection,
+                        rebuild=_rebuilds(rebuild, code_live if target is code_store else live),
                     )
-        for playlist in playlists:  # videos are prose: the notes collection
-            step(playlist, client, store, rebuild=rebuild is True or rebuild == store.collection)
+            for playlist in playlists:  # videos are prose: the notes collection
+                step(playlist, client, store, rebuild=_rebuilds(rebuild, live))
+            if only is None and not youtube_only:  # every source synced: the rebuild is whole
+                switch.finish(live, store)
+                switch.finish(code_live, code_store)
     finally:
         close_youtube(playlists)
     return total

@@ -5,9 +5,14 @@ qdrant-client's local mode or to this alike.
 Layout under QDRANT_PATH: `edge/<collection>/shard/` (one qdrant-edge shard per collection),
 `edge/<collection>/collection.json` (its vectors and our metadata: a shard keeps none) and
 `edge/<collection>.lock` (one process per collection: a shard refuses a second open anyway,
-the lock makes that a clear message). Requests arrive as qdrant-client `models` objects and are
-translated here; results come back shaped as qdrant-client's. A shard has no grouped query:
-kb.store.points groups by note itself for embedded storage (`Store._collapsed`).
+the lock makes that a clear message). `edge/aliases.json` names collections by alias as a
+server's aliases do (kb.ingest.switch points the searched name at a rebuilt index): every call
+taking a collection's name resolves an alias first, except create and delete (real collections
+only, as on a server); an alias may take the name of a collection that still exists (an index
+made before aliases), which makes the switch from it atomic here too. Requests arrive as
+qdrant-client `models` objects and are translated here; results come back shaped as
+qdrant-client's. A shard has no grouped query: kb.store.points groups by note itself for
+embedded storage (`Store._collapsed`).
 
 `optimize()` (building HNSW and merging segments) blocks, interpreter lock held, for up to
 minutes: kb.store.optimize runs it after ingest.py's writes and before make local's server starts,
@@ -36,6 +41,7 @@ from kb.store.models import models
 
 EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode uses `collection/`
 META_FILE = "collection.json"
+ALIASES_FILE = "aliases.json"  # {alias: collection}, replaced whole (atomic) at each change
 SHARD_DIR = "shard"
 _SCHEMAS = {
     "keyword": qe.PayloadSchemaType.Keyword,
@@ -75,27 +81,78 @@ class EdgeClient:
         self._meta: dict[str, dict[str, Any]] = {}
         self._mutex = threading.RLock()  # one shard object serves every thread of a server
         self._written: set[str] = set()  # collections this process changed: flushed on close
+        self._aliases: dict[str, str] = self._load_aliases()
+        self.shadowing_aliases = True  # an alias may take the name of an existing collection
+
+    # --- aliases ------------------------------------------------------------------------
+
+    def _load_aliases(self) -> dict[str, str]:
+        try:
+            found = json.loads((self.root / ALIASES_FILE).read_text("utf-8"))
+        except FileNotFoundError:
+            return {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+    def _resolve(self, name: str) -> str:
+        return self._aliases.get(name, name)
+
+    def get_aliases(self) -> Any:
+        with self._mutex:
+            pairs = sorted(self._aliases.items())
+        return SimpleNamespace(
+            aliases=[SimpleNamespace(alias_name=a, collection_name=c) for a, c in pairs]
+        )
+
+    def update_collection_aliases(self, change_aliases_operations: Sequence[Any], **_: Any) -> bool:
+        """Qdrant's alias operations (create, delete), all applied at once or none."""
+        with self._mutex:
+            aliases = dict(self._aliases)
+            for op in change_aliases_operations:
+                if isinstance(op, models.CreateAliasOperation):
+                    target = op.create_alias.collection_name
+                    if not (self.root / target / META_FILE).is_file():
+                        raise StoreError(f"collection '{target}' does not exist")
+                    aliases[op.create_alias.alias_name] = target
+                elif isinstance(op, models.DeleteAliasOperation):
+                    aliases.pop(op.delete_alias.alias_name, None)
+                else:
+                    raise StoreError(f"embedded Qdrant (qdrant-edge): unsupported {op!r}")
+            target = self.root / ALIASES_FILE
+            tmp = target.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(json.dumps(aliases, indent=1))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, target)  # atomic: every later call sees the old or the new names
+            self._aliases = aliases
+        return True
 
     # --- locking and opening ------------------------------------------------------------
 
     def lock(self, name: str) -> None:
-        """Hold collection `name` for this process; CollectionBusy when another holds it."""
+        """Hold collection `name` (an alias: its collection) for this process; CollectionBusy
+        when another holds it."""
         with self._mutex:
-            if name in self._locks:
-                return
-            fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise CollectionBusy(f"collection '{name}' is open in another process") from None
-            self._locks[name] = fd
+            self._hold(self._resolve(name))
+
+    def _hold(self, name: str) -> None:
+        if name in self._locks:
+            return
+        fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise CollectionBusy(f"collection '{name}' is open in another process") from None
+        self._locks[name] = fd
 
     def _dir(self, name: str) -> Path:
-        return self.root / name
+        return self.root / self._resolve(name)
 
     def _shard(self, name: str) -> qe.EdgeShard:
         with self._mutex:
+            name = self._resolve(name)
             shard = self._shards.get(name)
             if shard is None:
                 if not self.collection_exists(name):
@@ -106,11 +163,13 @@ class EdgeClient:
             return shard
 
     def _read_meta(self, name: str) -> dict[str, Any]:
+        name = self._resolve(name)
         if name not in self._meta:
             self._meta[name] = json.loads((self._dir(name) / META_FILE).read_text("utf-8"))
         return self._meta[name]
 
     def _write_meta(self, name: str, meta: dict[str, Any]) -> None:
+        name = self._resolve(name)
         target = self._dir(name) / META_FILE
         tmp = target.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
@@ -150,8 +209,10 @@ class EdgeClient:
         **_: Any,
     ) -> bool:
         with self._mutex:
-            self.lock(name)
-            folder = self._dir(name)
+            if name in self._aliases:
+                raise StoreError(f"'{name}' is an alias of collection '{self._aliases[name]}'")
+            self._hold(name)
+            folder = self.root / name
             if folder.exists():
                 raise StoreError(f"collection '{name}' already exists in {self.root}")
             sparse = sparse_vectors_config or {}
@@ -211,17 +272,26 @@ class EdgeClient:
         return True
 
     def delete_collection(self, name: str) -> bool:
+        """Delete the collection `name` itself (never through an alias, as on a server)."""
         with self._mutex:
-            if not self.collection_exists(name):
+            folder = self.root / name
+            if not (folder / META_FILE).is_file():
                 return False
-            self.lock(name)
+            self._hold(name)
             shard = self._shards.pop(name, None)
             if shard is not None:
                 shard.close()
             self._meta.pop(name, None)
+            self._written.discard(name)
             # the metadata first: a crash midway leaves no half collection that looks whole
-            (self._dir(name) / META_FILE).unlink()
-            shutil.rmtree(self._dir(name))
+            (folder / META_FILE).unlink()
+            shutil.rmtree(folder)
+            pointing = [a for a, c in self._aliases.items() if c == name]
+            if pointing:  # as a server does: its aliases go with it
+                self.update_collection_aliases([
+                    models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=a))
+                    for a in pointing
+                ])  # fmt: skip
             return True
 
     def create_payload_index(self, name: str, field_name: str, field_schema: Any, **_: Any) -> None:
@@ -239,7 +309,7 @@ class EdgeClient:
         with self._mutex:
             changed = self._shard(name).optimize()
             if changed:
-                self._written.add(name)
+                self._written.add(self._resolve(name))
             return changed
 
     # --- points -------------------------------------------------------------------------
@@ -247,7 +317,7 @@ class EdgeClient:
     def _update(self, name: str, operation: qe.UpdateOperation) -> None:
         with self._mutex:
             self._shard(name).update(operation)
-            self._written.add(name)
+            self._written.add(self._resolve(name))
 
     def upsert(self, name: str, points: Sequence[models.PointStruct], **_: Any) -> None:
         batch = [qe.Point(_id(p.id), _vector(p.vector), p.payload or {}) for p in points]

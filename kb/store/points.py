@@ -225,6 +225,53 @@ class Store:
         other.cluster = self.cluster
         return other
 
+    # --- names (kb.ingest.switch: a rebuilt index takes over the searched name) ------------
+
+    def collections(self) -> list[str]:
+        """Every collection of this Qdrant, by its own name (aliases not listed)."""
+        with self.calls():
+            return sorted(c.name for c in self.client.get_collections().collections)
+
+    def target(self) -> str:
+        """The collection this store's name is: itself, or the one it is an alias of."""
+        with self.calls():
+            aliases = self.client.get_aliases().aliases
+        return next((a.collection_name for a in aliases if a.alias_name == self.collection),
+                    self.collection)  # fmt: skip
+
+    def point_alias(self, target: str) -> str | None:
+        """Make this store's name an alias of collection `target`, atomically, and return the
+        collection the name was until now (the caller deletes it), None if it named nothing.
+
+        An alias already: one alias update (delete and create in one request: every search
+        sees the old collection or the new one). A collection of that name (made before any
+        switch): embedded storage lets the alias shadow it, then deletes it; a server cannot
+        give an alias the name of a collection, so that one is deleted first and the name is
+        missing for the moment between the two requests, once."""
+        name = self.collection
+        create = models.CreateAliasOperation(
+            create_alias=models.CreateAlias(collection_name=target, alias_name=name)
+        )
+        drop = models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))
+        before = self.target()
+        with self.calls():
+            if before != name:
+                self.client.update_collection_aliases(change_aliases_operations=[drop, create])
+                return before
+            existed = self.client.collection_exists(name)
+            if existed and not getattr(self.client, "shadowing_aliases", False):
+                self.client.delete_collection(name)
+            self.client.update_collection_aliases(change_aliases_operations=[create])
+        return name if existed else None
+
+    def drop_alias(self) -> None:
+        """Remove this store's name if it is an alias (its collection stays)."""
+        drop = models.DeleteAliasOperation(
+            delete_alias=models.DeleteAlias(alias_name=self.collection)
+        )
+        with self.calls():
+            self.client.update_collection_aliases(change_aliases_operations=[drop])
+
     def optimize(self) -> bool:
         """Build the vector indexes of embedded storage on Qdrant's engine (kb.store.edge): blocks
         for

@@ -144,6 +144,14 @@ class WatcherState(BaseModel):
     last_batch_notes: int | None = Field(None, description="Notes in that batch.")
 
 
+class SwitchState(BaseModel):
+    collection: str = Field(description="The index being built beside the searched one.")
+    model: str | None = Field(description="The model it is built for.")
+    from_model: str | None = Field(description="The model of the index searched meanwhile.")
+    notes: int = Field(description="Notes written to it so far.")
+    of: int = Field(description="Notes the searched index holds: the new one takes over then.")
+
+
 class StatusReport(BaseModel):
     collection: str = Field(description="The Qdrant collection searched.")
     exists: bool = Field(description="False until the first ingest.")
@@ -156,6 +164,9 @@ class StatusReport(BaseModel):
     sources: list[SourceState] = Field(description="The inbox, then each NOTE_FOLDERS folder.")
     watcher: WatcherState
     problem: str | None = Field(description="Why the index could not be read, if so.")
+    switch: SwitchState | None = Field(
+        None, description="A rebuild for a new model or chunker under way (searches unaffected)."
+    )
 
 
 class ModeRank(BaseModel):
