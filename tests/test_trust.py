@@ -83,8 +83,10 @@ def search_tool(url: str, **arguments: object) -> dict:
 
 
 def test_explain_gives_each_result_its_place_in_every_ranking_over_mcp(server: str) -> None:
-    body = search_tool(server, query="how long does kimchi ferment", explain=True, k=3,
-                       alternates=["keyword: gochugaru"], tags=["recipes", "gardening"])  # fmt: skip
+    body = search_tool(
+        server, query="how long does kimchi ferment", explain=True, k=3,
+        alternates=["keyword: gochugaru"], tags=["recipes", "gardening"],
+    )  # fmt: skip
     first = body["results"][0]
     assert first["source"] == "cooking/kimchi.md"
     why = first["explain"]
