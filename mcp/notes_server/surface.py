@@ -237,11 +237,11 @@ Rerank = Annotated[
     Field(description="Reorder the best candidates with the reranker (default: when the "
           "embedder serves one); false is faster."),
 ]  # fmt: skip
-Explain = Annotated[bool, Field(description="Add `explain` to each result: how it was found.")]
+Explain = Annotated[bool, Field(description="Say how each result was found.")]
 MaxChars = Annotated[
     int | None,
-    Field(description="Instead of k: the best passages that fit in this many characters "
-          "(200-200000), a note's adjacent chunks merged into one."),
+    Field(description="Instead of k: the best passages in this many characters (200-200000), "
+          "adjacent chunks merged."),
 ]  # fmt: skip
 DeleteCause = Annotated[
     Literal["file_deleted", "user", "playlist_removed"] | None,
@@ -258,12 +258,10 @@ Source = Annotated[
 WhySource = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1),
-    Field(description="The note's path, relative to the notes folder or as a search names it."),
+    Field(description="The note's path, as a search would name it."),
 ]
 WhyQuery = Annotated[str | None, Field(description="The search that missed it.")]
-WhyFilters = Annotated[
-    dict[str, Any] | None, Field(description="That search's filters, as search_notes took them.")
-]
+WhyFilters = Annotated[dict[str, Any] | None, Field(description="Its search_notes filters.")]
 StartLine = Annotated[int, Field(description="First line to read (1-based), e.g. line_start.")]
 LineCount = Annotated[int, Field(description="Lines to read, 1-2000.")]
 Hard = Annotated[
