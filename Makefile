@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test image-test lint keys up down local logs ingest ingest-rebuild watch sync-youtube purge-deleted query eval smoke check chromium
+.PHONY: help venv test test-fast screenshots image-test lint keys up down local logs ingest ingest-rebuild watch sync-youtube purge-deleted query eval smoke check chromium
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -30,6 +30,12 @@ chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin
 test: venv ## Run the whole test suite (what CI runs)
 	@$(UV) run --group dev pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+test-fast: venv ## The inner loop: the unit tests, nothing slow and no child process (minutes)
+	$(UV) run --group dev pytest -m "unit and not slow"
+
+screenshots: venv chromium ## Remake docs/img/ (the dashboard from a neutral setup, checked for machine paths)
+	$(UV) run --group dev python tests/screenshots.py docs/img
 
 # Docker: the running engine, else (root) Debian's docker.io and a dockerd of its own for the run
 image-test: venv ## Build both images with Compose and run them end to end in containers (what CI runs after test)

@@ -1,13 +1,14 @@
 """Ingest the notes in NOTES_DIR into Qdrant, then move them to NOTES_DIR/ingested; sync every
-NOTE_FOLDERS folder in place (docs/folders.md).
+NOTE_FOLDERS folder in place (docs/design/folders.md).
 
     uv run ingest.py                  # new and re-dropped notes; every folder synced
-    uv run ingest.py --rebuild        # every note, ingested/ included (docs/ingest-and-storage.md)
-    uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/youtube.md)
+    uv run ingest.py --rebuild        # every note, ingested/ included
+    (docs/design/ingest-and-storage.md)
+    uv run ingest.py --youtube-only   # only the YOUTUBE_PLAYLISTS playlists (docs/guide/youtube.md)
     uv run ingest.py --allow-deletes  # confirm a folder sync that soft-deletes many notes
-    uv run ingest.py --watch          # stay running: sync what changes (docs/watching.md)
+    uv run ingest.py --watch          # stay running: sync what changes (docs/guide/watching.md)
     uv run ingest.py --list-deleted   # soft-deleted notes; --delete NOTE [--hard],
-                                      # --restore NOTE, --purge-deleted (docs/folders.md)
+                                      # --restore NOTE, --purge-deleted (docs/design/folders.md)
 
 Exit status: 0 when every note was ingested, 1 when some were not (listed with reasons) or the
 run stopped (one `error:` line), 2 for bad settings.
@@ -25,18 +26,18 @@ from types import FrameType
 from kb.app import handoff
 from kb.app.backend import Backend, embed_client, open_store
 from kb.app.cli import fail, script, setup_logging
+from kb.app.ingest import run
 from kb.app.watch import Watcher
 from kb.core.errors import IngestError, StoreUnavailable
 from kb.core.settings import Settings, get_settings
 from kb.core.state import State
 from kb.ingest import lifecycle
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, format_summary
-from kb.ingest.run import run
 from kb.store import optimize
 
 
-@script
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Ingest notes from NOTES_DIR into Qdrant.")
     parser.add_argument(
         "--rebuild",
@@ -80,6 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     deleted.add_argument("--list-deleted", action="store_true", help="list soft-deleted notes")
     parser.add_argument("--hard", action="store_true", help="with --delete: delete for good")
+    return parser
+
+
+@script
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     maintaining = args.delete or args.restore or args.purge_deleted or args.list_deleted
     if args.hard and not args.delete:
@@ -99,6 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return maintain(args, settings)
     if args.watch:
         return watch(settings)
+    return ingest(args, settings)
+
+
+def ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """One ingest run, here or through the MCP server holding embedded storage; Ctrl-C stops it
+    after the current group."""
     stop = threading.Event()
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
@@ -108,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         print("stopping after the current group (Ctrl-C again to stop now)", file=sys.stderr)
 
+    options = IngestOptions(
+        rebuild=args.rebuild,
+        allow_deletes=args.allow_deletes,
+        youtube_only=args.youtube_only,
+        stop=stop,
+        progress=ConsoleProgress(sys.stderr),
+    )
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
         # the lock first: a second ingest is told "another ingest is running", not "storage busy"
@@ -116,16 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             open_store(settings) as store,
             embed_client(settings) as client,
         ):
-            summary = run(
-                settings,
-                client,
-                store,
-                rebuild=args.rebuild,
-                progress=ConsoleProgress(sys.stderr),
-                stop=stop,
-                allow_deletes=args.allow_deletes,
-                youtube_only=args.youtube_only,
-            )
+            summary = run(settings, client, store, options)
             if not stop.is_set():  # embedded storage: its search index, off the request path
                 optimize.after_ingest(
                     store,
@@ -141,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = handoff.running(settings) if settings.QDRANT_PATH else None
         if server is None:
             raise
-        return through_server(settings, server, args)
+        return through_server(settings, server, options)
     finally:
         signal.signal(signal.SIGINT, previous)
     print(format_summary(summary, verbose=args.verbose))
@@ -169,20 +180,27 @@ def watch(settings: Settings) -> int:
     return 0
 
 
-def through_server(settings: Settings, server: handoff.Announced, args: argparse.Namespace) -> int:
-    """The MCP server holds embedded storage: it runs the ingest in its process (kb.app.handoff)."""
+def through_server(settings: Settings, server: handoff.Announced, options: IngestOptions) -> int:
+    """The MCP server holds embedded storage: it runs the ingest in its process, with every
+    option of this one but `stop` and `progress` (kb.app.handoff). A stop request cannot
+    reach that run: Ctrl-C here stops waiting for it, and says so."""
     print(
         f"embedded storage is held by the MCP server (pid {server.pid}): it runs this ingest",
         file=sys.stderr,
     )
-    answer = handoff.ingest_via_server(
-        settings, server, rebuild=args.rebuild, allow_deletes=args.allow_deletes
-    )
-    if answer.get("summary"):
-        print(answer["summary"])
-    if "error" in answer:
-        return fail(str(answer["error"]))
-    return 1 if answer.get("failed") else 0
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # not "after the current group"
+    try:
+        answer = handoff.ingest_via_server(settings, server, options)
+    except KeyboardInterrupt:
+        return fail(
+            f"interrupted: the MCP server (pid {server.pid}) finishes this ingest on its own; "
+            "its log says when"
+        )
+    if answer.summary:
+        print(answer.summary)
+    if answer.error is not None:
+        return fail(answer.error)
+    return 1 if answer.failed else 0
 
 
 def maintain(args: argparse.Namespace, settings: Settings) -> int:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from kb.app.backend import embed_client, open_store
 from kb.app.cli import fail, script
+from kb.app.ingest import run
 from kb.core.errors import IngestError
 from kb.core.settings import Settings, get_settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
 from kb.search.filters import Filters
 from kb.search.query import search, tag_usage
 from kb.sources.inbox import INGESTED

@@ -4,7 +4,8 @@
     uv run query.py "kimchi" -k 10 --tags "korean cuisine,recipes" --json
     uv run query.py "kb.store.points.upsert_points" --mode keyword --path projects/
     uv run query.py "trip ideas" --from 2024-01-01 --to 2024-06-30 --per-note 3
-    uv run query.py "chess" --kind video --max-duration 10m    # saved videos (docs/youtube.md)
+    uv run query.py "chess" --kind video --max-duration 10m    # saved videos
+    (docs/guide/youtube.md)
     uv run query.py --answer "how long does kimchi ferment?"   # cited answer (needs LLM_URL)
     uv run query.py "where is the ingest lock taken" --domain code
     uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kb.app.backend import embed_client, open_store, searcher
+from kb.app.backend import embed_client, open_store, read_config, searcher
 from kb.app.cli import fail, script
 from kb.content.chunking import PATH_SEPARATOR
 from kb.core.errors import StoreUnavailable
@@ -335,22 +336,38 @@ def why(settings: Settings, args: argparse.Namespace) -> int:
 
     from kb.app.why import why_not_found
 
-    with (
-        open_store(settings) as store,
-        embed_client(settings) as client,
-        embed_client(settings, code=True) as code_client,
-    ):
+    query = args.query.strip() or None
+    try:
+        with (
+            open_store(settings) as store,
+            embed_client(settings) as client,
+            embed_client(settings, code=True) as code_client,
+        ):
+            try:
+                story = asdict(why_not_found(settings, searcher(settings, store, client,
+                                                                code_client),
+                                             args.why, query, args.filters,
+                                             args.per_note or None))  # fmt: skip
+            except ValueError as exc:
+                return fail(f"--why: {exc}", 2)
+    except StoreUnavailable:
+        if not settings.QDRANT_PATH:
+            raise
+        from kb.app import remote  # the folder is held, most likely by the MCP server: ask it
+
+        sent: dict[str, object] = {"source": args.why, "query": query}
+        if args.filters.arguments():
+            sent["filters"] = args.filters.arguments()
         try:
-            found = why_not_found(settings, searcher(settings, store, client, code_client),
-                                  args.why, args.query.strip() or None, args.filters,
-                                  args.per_note or None)  # fmt: skip
-        except ValueError as exc:
-            return fail(f"--why: {exc}", 2)
+            story = remote.call(settings.mcp_url, settings.MCP_TOKEN, "why_not_found", sent)
+        except remote.RemoteError as failure:
+            return fail(held_message(settings, failure))
     if args.json:
-        print(json.dumps(asdict(found), ensure_ascii=False))
+        print(json.dumps(story, ensure_ascii=False))
         return 0
-    print(f"{found.source}: {found.state}")
-    for line in found.story:
+    print(f"{story['source']}: {story['state']}")
+    lines = story.get("story")
+    for line in lines if isinstance(lines, list) else []:
         print(f"  {line}")
     return 0
 
@@ -362,7 +379,7 @@ def show(settings: Settings, target: str) -> int:
         source, line = target, "1"
     with open_store(settings) as store:
         stores = [store, store.beside(settings.CODE_COLLECTION)]
-        passage = read_item(settings, stores, source, start_line=max(1, int(line)))
+        passage = read_item(read_config(settings), stores, source, start_line=max(1, int(line)))
     print(passage.text)
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""

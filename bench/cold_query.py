@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import REPO_ROOT, embedder, format_table
-from bench.scale import corpus, cpu_class
+from bench.common import REPO_ROOT, cpu_name, embedder, format_table
+from bench.scale import corpus
 from kb.embedding.client import EmbedClient
 from kb.store import collection, optimize
 from kb.store.points import Store
@@ -71,7 +71,7 @@ def main() -> int:
     args = parser.parse_args()
     n, runs = (500, 3) if args.quick else (args.chunks, 7)
     runs = args.runs or runs
-    print(f"CPU: {cpu_class()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"CPU: {cpu_name()}; load average {os.getloadavg()[0]:.1f}")
     with embedder() as url, tempfile.TemporaryDirectory(prefix="kb-cold-") as tmp:
         folder = Path(tmp) / "qdrant"
         started = time.perf_counter()

@@ -7,20 +7,20 @@ Benchmarks ingest copies, never the folder they are given: ingest moves notes in
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from kb.app.process import Child
 from kb.core.errors import EmbedError, KbError
 from kb.core.settings import Settings
 
@@ -105,10 +105,25 @@ def copy_notes(src: Path, dest: Path) -> int:
     return sum(len(files) for _, _, files in os.walk(dest))
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cpu_name() -> str:
+    """The CPU model and core count the figures were measured on (every benchmark prints it)."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores"
 
 
 def minilm_path() -> Path:
@@ -123,23 +138,6 @@ def minilm_path() -> Path:
     return Path(get_model_path())
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + EMBEDDER_START_S
-    with httpx.Client(timeout=5.0) as http:
-        while True:
-            if proc.poll() is not None:
-                tail = log.read_text(errors="replace")[-2000:]
-                raise BenchError(f"the embedder exited with {proc.returncode}:\n{tail}")
-            try:
-                if http.get(f"{url}/health").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise BenchError(f"the embedder at {url} was not ready after {EMBEDDER_START_S}s")
-            time.sleep(0.2)
-
-
 @contextmanager
 def embedder() -> Iterator[str]:
     """Base URL of the embedder: EMBED_URL from the environment when set, else a MiniLM
@@ -151,7 +149,7 @@ def embedder() -> Iterator[str]:
         yield url.rstrip("/")
         return
     model = minilm_path()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
@@ -167,21 +165,11 @@ def embedder() -> Iterator[str]:
         "RERANK_MODEL": os.environ.get("RERANK_MODEL", ""),
     }
     with tempfile.TemporaryDirectory(prefix="kb-bench-embedder-") as tmp:
-        log = Path(tmp) / "embedder.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, str(EMBEDDER_APP)],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-            try:
-                print(f"embedder: starting MiniLM at {url}", file=sys.stderr)
-                _wait_healthy(url, proc, log)
-                yield url
-            finally:
-                stop_process(proc, timeout=15)
+        argv = [sys.executable, str(EMBEDDER_APP)]
+        with Child("embedder", argv, env=env, log=Path(tmp) / "embedder.log") as child:
+            print(f"embedder: starting MiniLM at {url}", file=sys.stderr)
+            child.wait_ready(f"{url}/health", EMBEDDER_START_S)
+            yield url
 
 
 def export_apart(model: Path, exports: Path) -> None:
@@ -193,18 +181,6 @@ def export_apart(model: Path, exports: Path) -> None:
         timeout=900,
         stdout=subprocess.DEVNULL,
     )
-
-
-def stop_process(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
-    """Terminate a child the bench started, killing it if it outlives `timeout` seconds."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=timeout)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -38,10 +36,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from bench.common import STOPS, bench_settings, describe, embedder, format_table
+from bench.common import STOPS, bench_settings, cpu_name, describe, embedder, format_table
 from kb.app import status
 from kb.app.backend import Backend, embed_client, open_store
-from kb.ingest.run import run
+from kb.app.ingest import run
 from kb.search import query as search
 from notes_server import app as mcp_server
 
@@ -60,16 +58,6 @@ VOCABULARY = (
 WORDS = VOCABULARY.split()
 QUERIES = ["how do I ferment cabbage", "boundary layer pressure", "sailing in strong wind",
            "python server cache", "garden tomatoes in summer"]  # fmt: skip
-
-
-def cpu_class() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def write_notes(folder: Path, count: int, rng: random.Random) -> None:
@@ -184,7 +172,7 @@ def measure(args: argparse.Namespace) -> dict[str, float | int | str | None]:
     return {
         "notes": len(summary.ingested),
         "chunks": summary.chunks,
-        "cpu": cpu_class(),
+        "cpu": cpu_name(),
         "status_server_ms": median("status page"),
         "search_server_ms": median("search page"),
         "status_direct_ms": median("status direct"),
@@ -214,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.repeat = args.repeat or (5 if args.quick else 10)
     if args.notes < 1 or args.repeat < 1:
         parser.error("--notes and --repeat must be 1 or more")
-    print(f"CPU: {cpu_class()}")
+    print(f"CPU: {cpu_name()}")
     try:
         result = measure(args)
     except STOPS as exc:

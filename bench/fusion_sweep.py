@@ -37,8 +37,8 @@ from bench.common import STOPS, bench_settings, copy_notes, describe, embedder, 
 from bench.corpora import Collection, dev_collections
 from bench.retrieval import Cache, K, Query, load_queries, score
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.embedding.keywords import query_vector
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store.query import HYBRID_FUSION, KEYWORD_HALF, KEYWORD_WEIGHT, Fusion, grouped_depth
 

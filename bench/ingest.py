@@ -49,11 +49,12 @@ from bench.common import (
     require_folder,
 )
 from kb.app.backend import open_store
+from kb.app.ingest import run
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.store import collection
 
 LONG_NOTE = "long/field-notes.md"  # source of the generated long note
@@ -163,7 +164,7 @@ def ingest(name: str, settings: Settings, *, rebuild: bool = False, drop: bool =
             settings.EMBED_URL, batch_size=settings.EMBED_BATCH_SIZE, timeout=settings.EMBED_TIMEOUT
         ) as client,
     ):
-        summary = run(settings, client, store, rebuild=rebuild)
+        summary = run(settings, client, store, IngestOptions(rebuild=rebuild))
     seconds = time.perf_counter() - started
     if summary.failed:
         listed = "; ".join(f"{f.source}: {f.reason}" for f in summary.failed[:5])

@@ -23,18 +23,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
-
 from bench.cold_query import COLLECTION, build
-from bench.common import REPO_ROOT, _free_port, embedder, format_table, stop_process
-from bench.scale import cpu_class
+from bench.common import REPO_ROOT, cpu_name, embedder, format_table, free_port
+from kb.app.process import Child, ChildError
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import query_vector
 from kb.store.points import Store
@@ -114,9 +111,9 @@ def over_mcp(url: str, asked: list[str]) -> list[float]:
     return anyio.run(run)
 
 
-def server(folder: Path, embed_url: str, state: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`python mcp/server.py` on a free loopback port over `folder`; (process, base URL)."""
-    port = _free_port()
+def server(folder: Path, embed_url: str, state: Path) -> tuple[Child, str]:
+    """`python mcp/server.py` on a free loopback port over `folder`, listening: (child, base)."""
+    port = free_port()
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("QDRANT", "MCP", "EMBED"))}
     env = {
         **keep,
@@ -131,27 +128,15 @@ def server(folder: Path, embed_url: str, state: Path) -> tuple[subprocess.Popen[
         "LOG_LEVEL": "WARNING",
     }
     (state.parent / "notes").mkdir(exist_ok=True)
-    log = (state.parent / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "mcp" / "server.py")],
-        env=env,
-        cwd=REPO_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    argv = [sys.executable, str(REPO_ROOT / "mcp" / "server.py")]
+    child = Child("MCP server", argv, env=env, log=state.parent / "server.log")
     base = f"http://127.0.0.1:{port}"
-    end = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            tail = (state.parent / "server.log").read_text(errors="replace")[-2000:]
-            raise SystemExit(f"error: the MCP server exited:\n{tail}")
-        try:
-            httpx.get(f"{base}/health", timeout=5)
-            return proc, base
-        except httpx.TransportError:
-            if time.monotonic() > end:
-                raise SystemExit("error: the MCP server did not start in 120 s") from None
-            time.sleep(0.1)
+    try:
+        child.wait_ready(f"{base}/health", 120, ready=range(100, 600))  # any answer: listening
+    except ChildError:
+        child.stop()
+        raise
+    return child, base
 
 
 def main() -> int:
@@ -162,7 +147,7 @@ def main() -> int:
     args = parser.parse_args()
     n, count = (500, 10) if args.quick else (10_000, 40)
     count = args.queries or count
-    print(f"CPU: {cpu_class()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"CPU: {cpu_name()}; load average {os.getloadavg()[0]:.1f}")
     asked = queries(count)
     with embedder() as embed_url, tempfile.TemporaryDirectory(prefix="kb-mcp-bench-") as tmp:
         folder = Path(tmp) / "qdrant"
@@ -170,12 +155,14 @@ def main() -> int:
         build(folder, embed_url, n)
         print(f"{n:,} chunks stored and indexed in {time.perf_counter() - started:.0f}s")
         inner = direct(folder, embed_url, asked)
-        proc, base = server(folder, embed_url, Path(tmp) / "state")
         try:
+            child, base = server(folder, embed_url, Path(tmp) / "state")
+        except ChildError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        with child:
             mcp = over_mcp(f"{base}/mcp", asked)
             repeated = over_mcp(f"{base}/mcp", [asked[0]] * count)  # within the 60 s cache
-        finally:
-            stop_process(proc)
     rows = [
         ["embedding + store query (in process)", f"{p50_ms(inner):.1f}"],
         ["search_notes over MCP, new queries", f"{p50_ms(mcp):.1f}"],

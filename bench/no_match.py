@@ -37,7 +37,7 @@ import numpy as np
 from bench.common import REPO_ROOT, bench_settings, copy_notes, embedder, format_table
 from bench.retrieval import load_queries, model_name
 from kb.app.backend import embed_client, open_store
-from kb.ingest.run import run
+from kb.app.ingest import run
 from kb.search import confidence as calibrated
 from kb.search import query as kb_query
 from kb.search.explain import rankings

@@ -13,9 +13,9 @@ micro-batches under EMBED_BATCH_TOKENS, the forward passes). Rows:
   and their requests interleaved, so load from other processes hits every row alike;
 - the shipped default (RERANK_MODEL, RERANK_DTYPE=auto as it resolves here, RERANK_MAX_TOKENS):
   its 30-passage p50 is the `added_p50_ms_30` the target is about;
-- the two 0.6B-class candidates (bge-reranker-v2-m3, Qwen3-Reranker-0.6B), one at a time; a
-  model whose single 10-passage run exceeds the time budget gets its larger sizes estimated
-  linearly (`~`); `--quick` builds them with 2 layers and scales to full depth (`*`).
+- the 0.6B-class cross-encoder a user may set instead (bge-reranker-v2-m3), alone; when its
+  single 10-passage run exceeds the time budget its larger sizes are estimated linearly (`~`);
+  `--quick` builds it with 2 layers and scales to full depth (`*`).
 
     uv run bench/rerank.py [--quick] [--json] [--repeats N]
 """
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import platform
 import random
 import statistics
 import sys
@@ -38,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.rerank_models import MODELS, WORDS, Qwen3YesNo, build_cross_encoder
+from bench.common import cpu_name
+from bench.rerank_models import MODELS, WORDS, build_cross_encoder
 from embed_server.batching import Engine
 from embed_server.config import EmbedderSettings
 from embed_server.hardware import cpu_class, cpu_features, resolve_device, resolve_rerank_dtype
@@ -56,7 +56,8 @@ L6, L4, L2, TINY = (
     "cross-encoder/ms-marco-MiniLM-L2-v2",
     "cross-encoder/ms-marco-TinyBERT-L2-v2",
 )
-BIG = ("BAAI/bge-reranker-v2-m3", "Qwen/Qwen3-Reranker-0.6B")
+# the 0.6B-class cross-encoder a user may choose instead (RERANK_MODEL), at full depth
+BIG = ("BAAI/bge-reranker-v2-m3",)
 
 
 @dataclass(frozen=True)
@@ -110,14 +111,7 @@ def big_variants(quick: bool) -> list[Variant]:
 
 
 def describe_cpu() -> str:
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    name = cpu_name().rsplit(", ", 1)[0]
     threads = EmbedderSettings(_env_file=None).EMBED_THREADS
     return f"{name}, {threads} threads, CPU class {cpu_class(cpu_features())}"
 
@@ -125,8 +119,6 @@ def describe_cpu() -> str:
 def load(variant: Variant, folder: Path, settings: EmbedderSettings, layers: int) -> Any:
     family, shape = MODELS[variant.model]
     shape = shape | {"num_hidden_layers": layers}
-    if family == "qwen3":
-        return Qwen3YesNo(shape, variant.dtype, settings.EMBED_THREADS)
     from embed_server.rerank import Reranker
 
     if not folder.exists():

@@ -4,20 +4,16 @@ config (compute does not depend on the weights' values) and a word-level tokeniz
 
 - cross-encoder/ms-marco-MiniLM-L{6,4,2}-v2: BERT, 6/4/2 layers, hidden 384, 12 heads (22M/19M/16M);
 - cross-encoder/ms-marco-TinyBERT-L2-v2: BERT-Tiny, 2 layers, hidden 128, 2 heads (4M);
-- BAAI/bge-reranker-v2-m3: XLM-RoBERTa large, 24 layers, hidden 1024 (568M);
-- Qwen/Qwen3-Reranker-0.6B: Qwen3 0.6B, a causal LM scored on its "yes"/"no" logits of the last
-  token, with the model card's prompt template around each pair (~70 tokens).
+- BAAI/bge-reranker-v2-m3: XLM-RoBERTa large, 24 layers, hidden 1024 (568M).
+
+Only sequence-classification cross-encoders: what embedder/embed_server/rerank.py serves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-QWEN_TEMPLATE_TOKENS = (58, 12)  # system + instruction before the pair, the answer cue after
 WORDS = 2000
 
 
@@ -29,7 +25,8 @@ def _bert(layers: int, hidden: int = 384, heads: int = 12) -> tuple[str, dict[st
     }  # fmt: skip
 
 
-# name -> (family, config); published quality and licence: bench/README.md and docs/reranking.md
+# name -> (family, config); published quality and licence: bench/README.md and
+# docs/design/reranking.md
 MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "cross-encoder/ms-marco-MiniLM-L6-v2": _bert(6),
     "cross-encoder/ms-marco-MiniLM-L4-v2": _bert(4),
@@ -40,13 +37,6 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         {"vocab_size": 250002, "hidden_size": 1024, "num_hidden_layers": 24,
          "num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 8194,
          "type_vocab_size": 1, "pad_token_id": 1},
-    ),
-    "Qwen/Qwen3-Reranker-0.6B": (
-        "qwen3",
-        {"vocab_size": 151669, "hidden_size": 1024, "num_hidden_layers": 28,
-         "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-         "intermediate_size": 3072, "max_position_embeddings": 32768,
-         "tie_word_embeddings": True},
     ),
 }  # fmt: skip
 
@@ -101,48 +91,3 @@ def build_cross_encoder(folder: Path, family: str, shape: dict[str, Any]) -> Pat
     del model
     word_tokenizer(folder, family)
     return folder
-
-
-class Qwen3YesNo:
-    """Qwen3-Reranker's scoring: the causal LM over the templated pair, score = logit("yes") -
-    logit("no") at the last token (only those two rows of the LM head are computed). Left
-    padding; the shape `batching.Engine` drives, like embedder/rerank.py's Reranker."""
-
-    dimensions = 1
-
-    def __init__(self, shape: dict[str, Any], dtype: str, threads: int) -> None:
-        import torch
-        from transformers import Qwen3Config, Qwen3ForCausalLM
-
-        torch.manual_seed(0)
-        model = Qwen3ForCausalLM(Qwen3Config(**shape, pad_token_id=0, eos_token_id=0))
-        model.to(torch.bfloat16 if dtype == "bf16" else torch.float32).eval()
-        self.body = model.model
-        self.yes_no = model.lm_head.weight[[9693, 2152]].detach().clone()  # two vocabulary rows
-        self.threads = threads
-        self.parallelism = min(2, threads)
-
-    def tokenize(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        before, after = QWEN_TEMPLATE_TOKENS
-        out = []
-        for query, doc in pairs:
-            words = len(query.split()) + len(doc.split())
-            out.append(np.arange(before + words + after, dtype=np.int64) % WORDS + 4)
-        return out
-
-    def embed_ids(self, batch: Sequence[np.ndarray], side_by_side: int = 1) -> np.ndarray:
-        import torch
-
-        longest = max(len(ids) for ids in batch)
-        input_ids = torch.zeros((len(batch), longest), dtype=torch.long)
-        mask = torch.zeros((len(batch), longest), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            input_ids[row, longest - len(ids) :] = torch.from_numpy(ids)
-            mask[row, longest - len(ids) :] = 1
-        wanted = max(1, self.threads // side_by_side)
-        if torch.get_num_threads() != wanted:
-            torch.set_num_threads(wanted)
-        with torch.inference_mode():
-            hidden = self.body(input_ids=input_ids, attention_mask=mask, use_cache=False)
-            logits = hidden.last_hidden_state[:, -1] @ self.yes_no.T
-        return (logits[:, 0] - logits[:, 1]).float().reshape(-1, 1).numpy()

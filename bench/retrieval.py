@@ -87,11 +87,11 @@ from bench.common import (
 )
 from bench.corpora import COLLECTIONS, Collection, dev_collections
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.formats import KNOWN, is_secret
 from kb.core.settings import Settings
 from kb.core.state import CACHE_NAME
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
 from kb.search import rerank as kb_rerank
 from kb.search.domains import DOMAINS, Domain, search_all
 from kb.search.query import Mode, search
@@ -555,12 +555,15 @@ def indexed_store(settings: Settings, index: str) -> Store:
     measured against "hnsw" on the same documents."""
     import qdrant_edge as qe
 
-    tuning: dict[str, Any] = {"optimizers": qe.EdgeOptimizersConfig(indexing_threshold=1)}
-    if index == "int8":
-        tuning["quantization_config"] = qe.ScalarQuantizationConfig(
-            type=qe.ScalarType.Int8, quantile=0.99, always_ram=True
-        )
-    return Store.open(settings.COLLECTION, path=settings.QDRANT_PATH, tuning=tuning)
+    from kb.store.edge import tuned_store
+
+    int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+    return tuned_store(
+        settings.QDRANT_PATH,
+        settings.COLLECTION,
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1),
+        quantization=int8 if index == "int8" else None,
+    )
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,5 +1,6 @@
 """Embedded storage at scale: Qdrant's engine in-process (qdrant-edge, kb.store.edge) against
-qdrant-client's local mode, side by side in one run, on synthetic chunks.
+qdrant-client's local mode (the engine before it, read now only to carry old folders over:
+kb.store.migrate.local_mode), side by side in one run, on synthetic chunks.
 
     uv run bench/scale.py            # 10k, 50k and 100k chunks (local mode at 10k only)
     uv run bench/scale.py --quick    # 10k only
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from kb.core.schema import point_id
-from kb.embedding.keywords import KeywordVector
+from bench.common import cpu_name
+from kb.core.schema import KeywordVector, point_id
 from kb.store.points import Point, Store
 from kb.store.query import payload_filter
 
@@ -47,21 +47,6 @@ QUERIES = {"edge": 40, "local": 8}  # per kind; local mode takes ~0.5 s a query 
 # untimed queries first: a freshly built index is read from disk into the page cache by the
 # first searches (tens of ms each at 50k chunks), as a long-running server's already is
 WARMUP = 20
-
-
-def cpu_class() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-        else:
-            name = platform.processor() or platform.machine()
-    except OSError:
-        name = platform.processor() or platform.machine()
-    import os
-
-    return f"{name}, {os.cpu_count()} logical CPUs"
 
 
 def rss_mb() -> float:
@@ -116,15 +101,17 @@ def open_store(engine: str, folder: str) -> Store:
     """`engine`: "local", "edge" (as ingest.py leaves it), "edge-raw" (as written, before the
     index is built) or "edge-int8" (with Qdrant's int8 scalar quantization)."""
     if engine == "local":
-        return Store.open("scale", path=folder, engine="local")
-    tuning = {}
+        from kb.store.migrate import local_mode
+
+        return Store(local_mode(Path(folder)), "scale")
     if engine == "edge-int8":
         import qdrant_edge as qe
 
-        tuning["quantization_config"] = qe.ScalarQuantizationConfig(
-            type=qe.ScalarType.Int8, quantile=0.99, always_ram=True
-        )
-    return Store.open("scale", path=folder, tuning=tuning)
+        from kb.store.edge import tuned_store
+
+        int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+        return tuned_store(folder, "scale", quantization=int8)
+    return Store.open("scale", path=folder)
 
 
 def measure(engine: str, n: int) -> dict[str, Any]:
@@ -221,7 +208,7 @@ def main() -> int:
     sizes = SIZES[:1] if args.quick else SIZES
     if args.sizes:
         sizes = tuple(int(n) for n in args.sizes.split(","))
-    print(f"CPU: {cpu_class()}; {DIMS}-d dense + keyword, hybrid queries, top {LIMIT}")
+    print(f"CPU: {cpu_name()}; {DIMS}-d dense + keyword, hybrid queries, top {LIMIT}")
     rows = []
     found: dict[tuple[str, int], dict[str, Any]] = {}
     for n in sizes:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import tempfile
@@ -36,15 +34,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import STOPS, bench_settings, describe, embedder, format_table
+from bench.common import STOPS, bench_settings, cpu_name, describe, embedder, format_table
 from kb.app.backend import Backend, embed_client, open_store
+from kb.app.ingest import run
 from kb.app.watch import Watcher
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.search.query import search
 from kb.store import collection
 from kb.store.points import Store
@@ -68,16 +67,6 @@ class CountingClient(EmbedClient):
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.texts += len(texts)
         return super().embed_documents(texts)
-
-
-def cpu_class() -> str:
-    """The CPU model and core count the figures were measured on."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            names = [line.split(":", 1)[1].strip() for line in info if "model name" in line]
-    except OSError:
-        names = []
-    return f"{names[0] if names else platform.processor() or 'unknown CPU'}, {os.cpu_count()} cores"
 
 
 def note_text(rng: random.Random, n: int) -> str:
@@ -148,7 +137,7 @@ def compare(store: Store, folder: Folder, max_bytes: int) -> tuple[int, int]:
 def sync(settings: Settings, store: Store, client: CountingClient) -> int:
     """One sync of the folder (as `ingest.py` runs it); the texts it embedded."""
     before = client.texts
-    summary = run(settings, client, store, allow_deletes=True)
+    summary = run(settings, client, store, IngestOptions(allow_deletes=True))
     if summary.failed:
         raise RuntimeError(f"{len(summary.failed)} notes failed: {summary.failed[:3]}")
     return client.texts - before
@@ -314,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (*STOPS, RuntimeError) as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1
-    text, data = report(result, cpu_class())
+    text, data = report(result, cpu_name())
     print(text)
     if args.json:
         print(json.dumps(data))

@@ -17,6 +17,7 @@ from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 
 # Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker).
 pytest_plugins = [
+    "markers",
     "ingest_fixtures",
     "mcp_fixtures",
     "dashboard_fixtures",
@@ -84,12 +85,13 @@ def _training_text(n_lines: int = 400) -> list[str]:
     return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 16))) for _ in range(n_lines)]
 
 
-def build_tiny_qwen3(folder: Path) -> Path:
+def build_tiny_qwen3(folder: Path, hidden_size: int = 64) -> Path:
     """Write a tiny model laid out like the real Qwen/Qwen3-Embedding-0.6B folder.
 
     Byte-level BPE trained here, `<|endoftext|>` appended by the post-processor, left padding,
-    random-initialised `Qwen3Model` (2 layers, hidden 64) and the sentence-transformers files that
-    declare last-token pooling and the query prompt.
+    random-initialised `Qwen3Model` (2 layers, hidden 64: the vectors' dimension; the real
+    model's 1024 for pages that show it) and the sentence-transformers files that declare
+    last-token pooling and the query prompt.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -132,7 +134,7 @@ def build_tiny_qwen3(folder: Path) -> Path:
     torch.manual_seed(0)
     config = Qwen3Config(
         vocab_size=tok.get_vocab_size(),
-        hidden_size=64,
+        hidden_size=hidden_size,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
@@ -220,6 +222,19 @@ def minilm_embedder(start_embedder: EmbedderFactory, minilm_path: Path) -> Embed
 def embedder_url(minilm_embedder: EmbedderProcess) -> str:
     """Base URL of the session's real embedder process serving MiniLM, already healthy."""
     return minilm_embedder.url
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Sizes of the hardening tests: CI's by default, the published runs' when asked."""
+    parser.addoption(
+        "--fuzz-requests", type=int, default=150, help="tests/test_fuzz.py (published: 1000)"
+    )
+    parser.addoption(
+        "--soak-minutes",
+        type=float,
+        default=2 / 3,
+        help="tests/test_soak.py's run through an embedder restart (published: 10)",
+    )
 
 
 def pytest_terminal_summary(

@@ -21,10 +21,10 @@ from helpers import free_port
 from ingest_fixtures import write
 from mcp_fixtures import make_settings, serve_in_process
 
+from kb.app import ingest
 from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
-from kb.ingest import run as ingest
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium")
 CHROMIUM_FLAGS = [

@@ -12,11 +12,34 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from kb.app.process import Child, ChildError
+from kb.core.settings import Settings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
+UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
+
+
+def build_settings(
+    embed_url: str = UNREACHABLE_EMBEDDER, root: Path | None = None, **overrides: Any
+) -> Settings:
+    """The suite's one Settings builder: only what the test passes (no `.env`; conftest's
+    controlled_settings keeps the shell's variables out), no embedding retries, the collection
+    `notes`. `root`: notes in root/data (created), state in root/state, embedded Qdrant in
+    root/qdrant."""
+    values: dict[str, Any] = {"EMBED_URL": embed_url, "COLLECTION": "notes", "EMBED_RETRIES": 0}
+    if root is not None:
+        (root / "data").mkdir(exist_ok=True)
+        values |= {
+            "NOTES_DIR": root / "data",
+            "STATE_DIR": root / "state",
+            "QDRANT_PATH": str(root / "qdrant"),
+        }
+    return Settings(_env_file=None, **(values | overrides))
 
 
 @contextmanager
@@ -73,62 +96,38 @@ def wait_http(
             time.sleep(0.05)
 
 
-class ServiceProcess:
-    """A real service process started from the repository root, its output in `log_path` so a
-    failing test can show it; `stop()` terminates it (then kills it if it hangs)."""
+class ServiceProcess(Child):
+    """A real service process (kb.app.process.Child), its output in `log_path` so a failing
+    test can show it; a failure to start is an AssertionError carrying the log's tail."""
 
     def __init__(
-        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, base: str
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        base: str,
+        name: str = "service",
     ) -> None:
         self.base = base  # http://127.0.0.1:PORT
-        self.env = dict(env)
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        # cwd = repository root: the images' WORKDIR /app holds the same relative layout
-        self.proc = subprocess.Popen(
-            list(argv), cwd=REPO_ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
-        )
+        super().__init__(name, argv, env=env, log=log_path)
 
     @property
     def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return self.log[-chars:]
+        return self.log_text()
 
     def wait_healthy(self, deadline_s: float = 120.0) -> httpx.Response:
         """Until GET /health answers 200."""
         try:
-            return wait_http(f"{self.base}/health", deadline_s, proc=self.proc)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- log ---\n{self.log_tail()}") from None
+            return self.wait_ready(f"{self.base}/health", deadline_s)
+        except ChildError as exc:
+            raise AssertionError(str(exc)) from None
 
     def wait_listening(self, deadline_s: float = 60.0) -> None:
         """Until GET /health answers at all (any status), e.g. while a model still loads."""
-        end = time.monotonic() + deadline_s
-        with httpx.Client(timeout=10.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"exited with {self.proc.returncode}:\n{self.log_tail()}")
-                try:
-                    client.get(f"{self.base}/health")
-                    return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > end:
-                    raise AssertionError(f"not listening after {deadline_s}s:\n{self.log_tail()}")
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self._log.close()
+        try:
+            self.wait_ready(f"{self.base}/health", deadline_s, ready=range(100, 600))
+        except ChildError as exc:
+            raise AssertionError(str(exc)) from None
 
 
 class EmbedderProcess(ServiceProcess):
@@ -138,7 +137,8 @@ class EmbedderProcess(ServiceProcess):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = self.environment(env, self.port)
-        super().__init__([sys.executable, str(EMBEDDER_APP)], full_env, log_path, self.url)
+        argv = [sys.executable, str(EMBEDDER_APP)]
+        super().__init__(argv, full_env, log_path, self.url, name="embedder")
 
     @staticmethod
     def environment(env: Mapping[str, str], port: int) -> dict[str, str]:

@@ -15,18 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, UNREACHABLE_EMBEDDER, build_settings
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
-from kb.store.points import Store, source_filter
-
-UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
+from kb.store.points import Store
+from kb.store.query import source_filter
 
 KIMCHI = """---
 tags: [Korean Cuisine, "recipes ", korean   cuisine]
@@ -52,19 +51,22 @@ velocity drops below the speed of sound.
 
 def make_settings(tmp_path: Path, embed_url: str = UNREACHABLE_EMBEDDER, **overrides) -> Settings:
     """Settings for one test: notes in tmp/data, state in tmp/state, embedded Qdrant in
-    tmp/qdrant, no .env read."""
-    notes = tmp_path / "data"
-    notes.mkdir(exist_ok=True)
-    values = {
-        "EMBED_URL": embed_url,
-        "NOTES_DIR": notes,
-        "STATE_DIR": tmp_path / "state",
-        "QDRANT_PATH": str(tmp_path / "qdrant"),
-        "COLLECTION": "notes",
-        "EMBED_RETRIES": 0,
-        **overrides,
-    }
-    return Settings(_env_file=None, **values)
+    tmp/qdrant, no .env read (helpers.build_settings)."""
+    return build_settings(embed_url, root=tmp_path, **overrides)
+
+
+def in_process_qdrant(monkeypatch: pytest.MonkeyPatch, folder: Path) -> str:
+    """A QDRANT_URL that qdrant-client's in-process implementation of a server's API answers,
+    from `folder`: the server engine's code path (kb.store.server) with no server running."""
+    from qdrant_client import QdrantClient
+
+    from kb.store.server import ServerEngine
+
+    def connect(cls: type[ServerEngine], url: str, api_key: str = "") -> ServerEngine:
+        return cls(QdrantClient(path=str(folder)), f"Qdrant at {url} (QDRANT_URL)")
+
+    monkeypatch.setattr(ServerEngine, "connect", classmethod(connect))
+    return "http://qdrant.in-process.test:6333"
 
 
 def ingest_notes(folder: Path, embed_url: str, notes: dict[str, str]) -> Settings:
@@ -192,7 +194,8 @@ def run_script(
 KILLABLE_INGEST = """
 import sys
 from kb.app.backend import embed_client, open_store
-from kb.ingest.run import run
+from kb.app.ingest import run
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress
 from kb.core.settings import get_settings
 
@@ -215,7 +218,8 @@ class ParkingProgress(Progress):
 
 settings = get_settings()
 with open_store(settings) as store, embed_client(settings) as client:
-    run(settings, client, store, rebuild=sys.argv[2:] == ["rebuild"], progress=ParkingProgress())
+    options = IngestOptions(rebuild=sys.argv[2:] == ["rebuild"], progress=ParkingProgress())
+    run(settings, client, store, options)
 print("finished", flush=True)
 """
 
@@ -234,12 +238,12 @@ with State(settings.STATE_DIR).lock(), open_store(settings):
 
 
 def count_points(store: Store, source: str | None = None) -> int:
-    """Points stored (of one note), read straight from Qdrant."""
+    """Points stored (of one note), soft-deleted ones too."""
     flt = source_filter([source]) if source is not None else None
-    return store.client.count(store.collection, count_filter=flt, exact=True).count
+    return store.count(flt, deleted=True)
 
 
 def stored_vectors(store: Store, ids: list[str]) -> dict[str, list[float]]:
-    """Stored dense vectors by point id, read straight from Qdrant."""
-    records = store.client.retrieve(store.collection, ids=list(ids), with_vectors=[DENSE])
-    return {str(r.id): list(r.vector[DENSE]) for r in records}  # type: ignore[index]
+    """Stored dense vectors by point id."""
+    found = store.records(list(ids), vectors=[DENSE])
+    return {pid: list(vectors[DENSE]) for pid, (_, vectors) in found.items()}

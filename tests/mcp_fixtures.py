@@ -27,14 +27,14 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
-from helpers import REPO_ROOT, ServiceProcess, free_port
+from helpers import REPO_ROOT, ServiceProcess, build_settings, free_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from kb.app import ingest
 from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
-from kb.ingest import run as ingest
 from kb.store import collection
 
 SERVER_SCRIPT = REPO_ROOT / "mcp" / "server.py"
@@ -133,14 +133,8 @@ class IngestedNotes:
 
 
 def make_settings(embed_url: str, qdrant_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "EMBED_URL": embed_url,
-        "QDRANT_PATH": str(qdrant_path),
-        "COLLECTION": COLLECTION,
-        "EMBED_RETRIES": 0,
-        **overrides,
-    }
-    return Settings(_env_file=None, **values)
+    """Settings over the embedded Qdrant folder `qdrant_path` (helpers.build_settings)."""
+    return build_settings(embed_url, QDRANT_PATH=str(qdrant_path), **overrides)
 
 
 @pytest.fixture(scope="session", name="ingested_notes")
@@ -206,7 +200,8 @@ class ServerProcess(ServiceProcess):
         base = f"http://127.0.0.1:{self.port}"
         self.url = f"{base}/mcp"
         env = server_env({"MCP_PORT": str(self.port), **settings})
-        super().__init__([sys.executable, str(SERVER_SCRIPT)], env, log_path, base)
+        argv = [sys.executable, str(SERVER_SCRIPT)]
+        super().__init__(argv, env, log_path, base, name="MCP server")
 
 
 ServerFactory = Callable[..., ServerProcess]

@@ -306,7 +306,7 @@ def render_default(name: str) -> str:
 
 
 def readme_row(name: str) -> str:
-    """The docs/configuration.md table row for a setting: name, default, read by, meaning."""
+    """The docs/guide/configuration.md table row for a setting: name, default, read by, meaning."""
     fields = setting_fields().get(name, [])
     readers = [reader for reader, _ in fields]
     passed = {n for p in COMPOSE_FILES for n in compose_variables(p)}
@@ -320,12 +320,13 @@ def readme_row(name: str) -> str:
 README_TABLE_HEADER = "| Setting | Default | Read by | Meaning |\n| --- | --- | --- | --- |"
 
 
-CONFIG_DOC = REPO_ROOT / "docs" / "configuration.md"
+CONFIG_DOC = REPO_ROOT / "docs" / "guide" / "configuration.md"
 
 
 def readme_table_names(doc: Path = CONFIG_DOC) -> list[str] | None:
     """Backticked names in the first column of the settings table under `## Settings` of
-    docs/configuration.md, where README's Configuration section sends users (None without it)."""
+    docs/guide/configuration.md, where README's Configuration section sends users (None without
+    it)."""
     section = re.search(r"^## Settings\s*$(.*?)(?=^## |\Z)", doc.read_text(), re.M | re.S)
     if section is None:
         return None

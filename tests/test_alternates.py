@@ -12,6 +12,7 @@ from mcp_fixtures import call_tool, error_text, make_settings, results, serve_in
 from kb.app.backend import embed_client, open_store
 from kb.embedding.client import EmbedClient
 from kb.search import query as kb_search
+from kb.store.edge import EdgeEngine
 from kb.store.points import Store
 
 OCTOPUS = "misc/fact-11.txt"
@@ -41,24 +42,24 @@ def test_phrasings_that_agree_bring_up_what_the_query_alone_misses(opened) -> No
 
 
 def test_all_phrasings_go_to_the_store_in_one_call_and_the_embedder_in_one_request(
-    opened,
+    opened, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, client = opened
-    sent: list[dict] = []
-    real = store.client.query_points
+    sent: list = []  # the requests embedded storage's engine gets
+    real = EdgeEngine.query
 
-    def counted(*args, **kwargs):
-        sent.append(kwargs)
-        return real(*args, **kwargs)
+    def counted(engine, name, request):
+        sent.append(request)
+        return real(engine, name, request)
 
-    store.client.query_points = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(EdgeEngine, "query", counted)
     before = client.calls
     hits = kb_search.search(
         store, client, "fermented cabbage", 4, per_note=None,
         alternates=["kimchi recipe", "keyword: gochugaru", "semantic: salted napa cabbage"],
     )  # fmt: skip
     assert client.calls - before == 1  # three dense phrasings, one /v1/embeddings request
-    assert len(sent) == 1 and len(sent[0]["prefetch"]) == 4
+    assert len(sent) == 1 and len(sent[0].prefetch) == 4
     assert hits[0].source == "cooking/kimchi.md"
 
 

@@ -28,8 +28,8 @@ from mcp_fixtures import ServerFactory, ServerProcess, call_tool, error_text, re
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.core.settings import Settings
-from kb.ingest.run import run
 
 
 def tags(text: str) -> str:

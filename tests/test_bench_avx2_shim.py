@@ -1,5 +1,6 @@
-"""`bench/embed_throughput.py --emulate-avx2` measures every engine as on an AVX2-only CPU:
-bench/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from CPUID for the whole process."""
+"""`bench/embed_throughput.py --emulate-avx2` (bench/avx2.py) measures every engine as on an
+AVX2-only CPU: bench/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from CPUID for the whole
+process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import embed_throughput as throughput
+from bench import avx2
 
 
 def can_fault_cpuid() -> bool:
@@ -48,9 +49,9 @@ def probe(env: dict[str, str]) -> list[str]:
 
 @pytest.mark.skipif(not can_fault_cpuid(), reason="needs x86-64 Linux with CPUID faulting and gcc")
 def test_the_avx2_shim_makes_torch_and_the_cpu_class_see_an_avx2_only_cpu() -> None:
-    env = {k: v for k, v in os.environ.items() if k not in throughput.AVX2_CAP}
+    env = {k: v for k, v in os.environ.items() if k not in avx2.AVX2_CAP}
     native = probe(env)
-    shim = throughput.build_shim()
+    shim = avx2.build_shim()
     assert probe({**env, "LD_PRELOAD": str(shim)}) == ["AVX2", "False", "avx2"]
     # The shim hides, it never adds: an AVX2-only machine reads the same with or without it.
     if native[0] == "AVX2":
@@ -59,6 +60,6 @@ def test_the_avx2_shim_makes_torch_and_the_cpu_class_see_an_avx2_only_cpu() -> N
 
 def test_the_cpu_line_says_when_the_class_is_emulated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LD_PRELOAD", "/tmp/avx2_only-0123.so")
-    assert "emulated: CPUID shows no AVX-512" in throughput.cpu_line()
+    assert "emulated: CPUID shows no AVX-512" in avx2.cpu_line()
     monkeypatch.delenv("LD_PRELOAD")
-    assert throughput.cpu_line().endswith("(native)")
+    assert avx2.cpu_line().endswith("(native)")

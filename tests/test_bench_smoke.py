@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import REPO_ROOT
 
 BENCH = REPO_ROOT / "bench"
@@ -37,6 +38,7 @@ def tiny_dataset(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # builds the Qwen3 shape, two ONNX exports and every engine: minutes
 def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Path) -> None:
     out, result = run_bench(
         str(BENCH / "embed_throughput.py"),
@@ -59,16 +61,9 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
     assert result["speedup"] > 0
     assert 0.99 <= result["min_cosine_vs_fp32"] <= 1.0 + 1e-6
     engines = {"torch fp32", "torch bf16", "torch int8", "onnx fp32", "onnx int8"}
-    # Peer engines (OpenVINO, llama.cpp) run where installed, else each says why it is skipped.
-    peers = {"openvino fp32", "openvino int8", "llama.cpp f32", "llama.cpp q8_0"}
-    skipped = set(result["peers_skipped"])
-    assert skipped <= peers
-    for peer in skipped:
-        assert f"{peer} " in out and f"skipped: {result['peers_skipped'][peer]}" in out
-    engines |= peers - skipped
     assert set(result["accuracy"]) == engines  # every candidate, ONNX Runtime's included
     assert set(result["engines_chunks_per_s"]) == set(result["query_latency_s"]) == engines
-    for name in engines - {"torch bf16", "torch int8", "onnx int8"}:  # fp32 and 8-bit peers
+    for name in engines - {"torch bf16", "torch int8", "onnx int8"}:  # the fp32 engines
         assert result["accuracy"][name]["min_cosine"] >= 0.99, name
     assert result["accuracy"]["torch fp32"]["queries"] == 3
     assert f"CPU class: {result['cpu_class']}" in out

@@ -1,4 +1,4 @@
-"""The settings the code reads, `.env.example` and the settings table of docs/configuration.md
+"""The settings the code reads, `.env.example` and the settings table of docs/guide/configuration.md
 name exactly the same settings, with the same defaults: a setting added in one place and
 forgotten in another fails here, and the failure prints the lines to paste."""
 
@@ -57,12 +57,13 @@ def test_readme_configuration_table_lists_exactly_the_same_names() -> None:
     if names is None:
         table = [README_TABLE_HEADER, *(readme_row(n) for n in sorted(expected_names()))]
         pytest.fail(
-            "docs/configuration.md has no '## Settings' section; add it with:\n" + "\n".join(table)
+            "docs/guide/configuration.md has no '## Settings' section; add it with:\n"
+            + "\n".join(table)
         )
-    assert len(names) == len(set(names)), "docs/configuration.md lists a name twice"
+    assert len(names) == len(set(names)), "docs/guide/configuration.md lists a name twice"
     missing = sorted(expected_names() - set(names))
     rows = ([README_TABLE_HEADER] if not names else []) + [readme_row(n) for n in missing]
-    report = _difference_report("docs/configuration.md", set(names), rows)
+    report = _difference_report("docs/guide/configuration.md", set(names), rows)
     assert set(names) == expected_names(), report
 
 

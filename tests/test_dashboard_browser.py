@@ -1,7 +1,8 @@
 """The dashboard in real headless Chromium (Playwright driving Debian's chromium): the MCP
 server in-process under uvicorn, the real MiniLM embedder, copies of the ingested notes.
 
-Set DASHBOARD_SCREENSHOTS=folder to keep a PNG of each page (README's come from such a run).
+Set DASHBOARD_SCREENSHOTS=folder to keep a PNG of each page (README's come from `make
+screenshots`, tests/screenshots.py: a neutral setup, no machine paths).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Embedded storage on Qdrant's engine in-process (kb.store.edge): a folder of qdrant-client's local
-mode is carried over once without embedding, one shard per collection, and data survives."""
+mode is carried over once without embedding (by the app, never by opening a store), one shard per
+collection, and data survives."""
 
 import logging
 from pathlib import Path
@@ -17,23 +18,35 @@ from ingest_fixtures import (
 )
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.app.local_stack import Stack
 from kb.core.schema import point_id
 from kb.ingest.lifecycle import soft_delete
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store import collection
-from kb.store.edge import EDGE_DIR, EdgeClient
+from kb.store.edge import EDGE_DIR, tuned_store
+from kb.store.migrate import local_mode
 from kb.store.points import Point, Store
+
+# a shard that indexes from 1 KB of vectors (the engine's default, 10 MB, takes thousands of
+# chunks)
+INDEX_EVERYTHING = qe.EdgeOptimizersConfig(indexing_threshold=1)
+
+
+def segments(store: Store) -> tuple[int, int]:
+    """(segments, indexed vectors) of the store's collection: what optimizing changes."""
+    found = store.describe()
+    return found.segments, found.indexed_vectors
 
 
 def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing(
     tmp_path: Path, embedder_url: str, caplog: pytest.LogCaptureFixture
 ):
-    local = make_settings(tmp_path, embedder_url, QDRANT_ENGINE="local")
+    local = make_settings(tmp_path, embedder_url)
     write(local.NOTES_DIR / "kimchi.md", KIMCHI)
     write(local.NOTES_DIR / "shock.md", SHOCK)
-    with open_store(local) as store, embed_client(local) as client:
+    # what an older version wrote: qdrant-client's local mode in QDRANT_PATH
+    with Store(local_mode(tmp_path / "qdrant"), "notes") as store, embed_client(local) as client:
         run(local, client, store)
         assert soft_delete(store, "shock.md")  # a soft delete must survive the move
         before = {pid: p for pid, p in store.payloads()}
@@ -101,11 +114,7 @@ def test_ingest_py_builds_the_engines_search_index_once_and_searches_find_the_sa
     settings = make_settings(tmp_path, embedder_url)
     write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
     write(settings.NOTES_DIR / "shock.md", SHOCK)
-    # a shard that indexes from 1 KB of vectors (the engine's default, 10 MB, takes thousands
-    # of chunks), written as the MCP server's ingests write: no optimize
-    edge = EdgeClient(
-        settings.QDRANT_PATH, tuning={"optimizers": qe.EdgeOptimizersConfig(indexing_threshold=1)}
-    )
+    # written as the MCP server's ingests write: no optimize
     queries = ["supersonic pressure jump", "fermented cabbage", "kimchi"]
 
     def found(store: Store, client) -> list[list[tuple[str | None, int | None, float]]]:
@@ -114,18 +123,19 @@ def test_ingest_py_builds_the_engines_search_index_once_and_searches_find_the_sa
             for q in queries
         ]
 
-    with Store(edge, "notes", "test", embedded=True) as store, embed_client(settings) as client:
+    tuned = tuned_store(settings.QDRANT_PATH, "notes", optimizers=INDEX_EVERYTHING)
+    with tuned as store, embed_client(settings) as client:
         collection.create(store, client.model, client.dimensions)
         assert run(settings, client, store).written > 0
         before = found(store, client)
-        plain = edge.segments("notes")
+        plain = segments(store)
 
     done = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "optimized the search index of notes" in done.stderr  # what the earlier run wrote
 
     with open_store(settings) as store, embed_client(settings) as client:
-        assert store.client.segments("notes") != plain
+        assert segments(store) != plain
         assert found(store, client) == before
     again = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
     assert again.returncode == 0 and "search index" not in again.stderr  # nothing left to do
@@ -135,24 +145,38 @@ def test_make_local_builds_the_index_the_servers_ingests_left_before_the_server_
     tmp_path: Path,
 ):
     settings = make_settings(tmp_path)
-    edge = EdgeClient(
-        settings.QDRANT_PATH, tuning={"optimizers": qe.EdgeOptimizersConfig(indexing_threshold=1)}
-    )
     points = [
         Point(point_id(f"n{i}.md", 0), [1.0, i / 200, 0.5, 0.1], {"source": f"n{i}.md"})
         for i in range(200)
     ]
-    with Store(edge, "notes", "test", embedded=True) as store:
+    with tuned_store(settings.QDRANT_PATH, "notes", optimizers=INDEX_EVERYTHING) as store:
         collection.create(store, "m", 4)
         store.replace(points, [])  # as the MCP server writes: nothing optimizes
-        plain = edge.segments("notes")
+        plain = segments(store)
         before = store.query(3, dense=[1.0, 0.5, 0.5, 0.1])
     said: list[str] = []
     Stack(settings, said.append).index()
     assert said == [f"optimized the search index of notes in {said[0].split()[-1]}"]
     with open_store(settings) as store:
-        assert store.client.segments("notes") != plain
+        assert segments(store) != plain
         assert store.query(3, dense=[1.0, 0.5, 0.5, 0.1]) == before
     said.clear()
     Stack(settings, said.append).index()  # nothing left to build: silent
     assert said == []
+
+
+def test_opening_embedded_storage_changes_nothing_until_the_app_carries_a_collection_over(
+    tmp_path: Path,
+):
+    point = Point(point_id("a.md", 0), [1.0, 0.0, 0.0], {"source": "a.md", "chunk_index": 0})
+    with Store(local_mode(tmp_path), "notes") as old:
+        collection.create(old, "m", 3)
+        old.replace([point], ["a.md"])
+        made_by = collection.info(old)
+    with Store.open("notes", path=tmp_path) as store:
+        assert collection.info(store) is None  # opened: nothing copied, nothing changed
+        assert store.carry_over() == 1  # the explicit step (kb.app.backend.open_store)
+        assert collection.info(store) == made_by
+        assert store.carry_over() is None  # once: the engine holds it now
+        assert store.query(1, dense=[1.0, 0.0, 0.0])[0].source == "a.md"
+    assert (tmp_path / "collection" / "notes" / "storage.sqlite").is_file()  # the old files stay

@@ -6,10 +6,11 @@ import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, count_points, make_settings, stored_vectors, write
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.core.schema import SCHEMA_VERSION
 from kb.core.state import CACHE_NAME
 from kb.embedding.cache import EmbedCache, content_key
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.store import collection
 
 
@@ -31,10 +32,10 @@ def test_rebuilding_from_scratch_reuses_every_vector_and_makes_no_embedding_call
         pid: vec for pid, vec in stored_vectors(store, [p for p, _ in store.payloads()]).items()
     }
     # a collection from an older payload layout: the rebuild re-creates it, re-embedding nothing
-    store.client.update_collection(store.collection, metadata={"schema_version": 1})
+    store.update_metadata({"schema_version": 1})
     calls = client.calls
 
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
 
     assert client.calls == calls
     assert summary.embedded_cached == summary.chunks == 2 and len(summary.unchanged) == 0

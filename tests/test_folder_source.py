@@ -9,9 +9,10 @@ import pytest
 from helpers import REPO_ROOT
 from ingest_fixtures import make_settings, run_script, script_env, write
 
+from kb.app.ingest import folders
 from kb.core.errors import ConfigError
 from kb.sources.files import EDITOR, HIDDEN, UNTRACKED
-from kb.sources.folder import FolderSource, configured
+from kb.sources.folder import FolderSource
 from kb.sources.inbox import InboxSource
 
 
@@ -89,11 +90,11 @@ def test_folders_are_named_by_their_own_name_and_relative_paths_resolve_at_the_r
 ):
     write(tmp_path / "Main" / "a.md", "a")
     settings = make_settings(tmp_path, NOTE_FOLDERS=f"{tmp_path / 'Main'}, repo-docs=docs")
-    assert [(f.name, f.root) for f in configured(settings)] == [
+    assert [(f.name, f.root) for f in folders(settings)] == [
         ("Main", tmp_path / "Main"),
         ("repo-docs", REPO_ROOT / "docs"),
     ]
-    assert configured(make_settings(tmp_path)) == []
+    assert folders(make_settings(tmp_path)) == []
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,7 @@ def test_a_bad_folder_setting_is_refused_naming_it(tmp_path: Path, value: str, n
     write(tmp_path / "a.md", "a file, not a folder")
     settings = make_settings(tmp_path, NOTE_FOLDERS=value.format(tmp=tmp_path))
     with pytest.raises(ConfigError, match="NOTE_FOLDERS") as error:
-        configured(settings)
+        folders(settings)
     assert named in str(error.value)
 
 

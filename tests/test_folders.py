@@ -24,13 +24,14 @@ from ingest_fixtures import (
 from mcp_fixtures import ServerFactory, call_tool
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.app.status import status
 from kb.core.errors import IngestError
 from kb.core.schema import FILE_DELETED
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
-from kb.ingest.run import run
 from kb.search.filters import Filters
 from kb.search.query import search, tag_usage
 from kb.store.points import Store
@@ -140,7 +141,7 @@ def test_the_mass_deletion_guard_stops_before_anything_changes_until_deletes_are
     ):
         run(settings, client, store)
     assert store.payloads() == stored and waiting.exists()  # nothing stored, nothing moved
-    summary = run(settings, client, store, allow_deletes=True)
+    summary = run(settings, client, store, IngestOptions(allow_deletes=True))
     assert sorted(summary.deleted) == ["vault/bread.txt", "vault/food/kimchi.md"]
     assert summary.added == ["inbox-note.md"]
 
@@ -151,7 +152,7 @@ def test_the_inbox_rebuild_never_removes_folder_notes(
     write(settings.NOTES_DIR / "inbox-note.md", SHOCK.replace("normal", "oblique"))
     run(settings, client, store)
     folder_points = len([s for _, p in store.payloads() if (s := p["source"]).startswith("vault/")])
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
     assert summary.removed == [] and summary.deleted == []
     assert sorted(summary.unchanged) == [
         "inbox-note.md",

@@ -17,9 +17,10 @@ from format_files import (
     write_bytes,
 )
 
+from kb.app.ingest import run
 from kb.core.errors import IngestError
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
-from kb.ingest.run import run
 from kb.search.domains import search_all
 from kb.search.query import search
 from kb.store import collection
@@ -96,7 +97,7 @@ def test_a_code_collection_of_another_model_is_refused_and_rebuilt_alone(setting
     assert "re-embed that collection only with `uv run ingest.py --rebuild code`" in message
     notes_before = {pid: p["note_hash"] for pid, p in store.payloads()}
     assert len(notes_before) == 1  # the prose pass ran first, untouched by the code failure
-    summary = run(settings, client, store, rebuild="code")
+    summary = run(settings, client, store, IngestOptions(rebuild="code"))
     assert summary.added == ["inv.py"]
     assert collection.info(code_store).model == client.model
     assert {pid: p["note_hash"] for pid, p in store.payloads()} == notes_before

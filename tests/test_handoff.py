@@ -11,11 +11,13 @@ from pathlib import Path
 
 import httpx
 from helpers import REPO_ROOT, free_port, wait_until
-from ingest_fixtures import UNREACHABLE_EMBEDDER, make_settings, run_script, script_env
-from mcp_fixtures import ServerFactory, serve_in_process
+from ingest_fixtures import UNREACHABLE_EMBEDDER, make_settings, run_script, script_env, write
+from mcp_fixtures import ServerFactory, ServerProcess, serve_in_process
+from youtube_fixtures import KEY, Replay
 
 from kb.app import handoff
 from kb.core.settings import Settings
+from kb.core.state import RUN_LOG_NAME
 
 
 def test_the_server_file_is_owner_only_names_a_live_server_and_is_withdrawn(tmp_path: Path):
@@ -41,6 +43,25 @@ def test_the_ingest_route_runs_an_ingest_only_for_the_servers_key(tmp_path: Path
         done = httpx.post(url, json={}, headers={handoff.KEY_HEADER: "the-key"}, timeout=60)
         assert done.status_code == 409
         assert "embedder at http://127.0.0.1:9 unreachable" in done.json()["error"]
+
+
+def test_the_ingest_route_refuses_an_option_it_does_not_know_rather_than_dropping_it(
+    tmp_path: Path,
+):
+    settings = make_settings(tmp_path, MCP_PORT=free_port())
+    with serve_in_process(settings, ingest_key="the-key") as server:
+        url = f"{server.base}{handoff.INGEST_PATH}"
+        key = {handoff.KEY_HEADER: "the-key"}
+        newer = httpx.post(url, json={"rebuild": "code", "dry_run": True}, headers=key)
+        assert newer.status_code == 400
+        assert newer.json()["error"] == "bad ingest options: unknown ingest options: dry_run"
+        typed = httpx.post(url, json={"youtube_only": "yes"}, headers=key)
+        assert typed.status_code == 400 and "youtube_only must be true or false" in typed.text
+        # a collection this server's index does not have: said, not taken for "every one"
+        other = httpx.post(url, json={"rebuild": "elsewhere"}, headers=key, timeout=60)
+        assert other.status_code == 409
+        assert "rebuild 'elsewhere': not a collection of this index" in other.json()["error"]
+        assert not (settings.STATE_DIR / RUN_LOG_NAME).exists()  # nothing ran
 
 
 def test_a_server_stopped_with_sigterm_withdraws_its_server_file(
@@ -125,3 +146,73 @@ def test_ingest_hands_off_only_to_the_announced_server_and_says_when_it_does_not
         assert announced.url in line and "run ingest.py again" in line
     finally:
         holder.communicate("", timeout=30)
+
+
+def holding_server(start_server: ServerFactory, settings: Settings, **extra: str) -> ServerProcess:
+    """An MCP server process on `settings`' embedded storage, holding it (its /health opened
+    it), so that ingest.py hands its runs over; no watcher of its own."""
+    return start_server(
+        EMBED_URL=settings.EMBED_URL,
+        QDRANT_PATH=settings.QDRANT_PATH,
+        STATE_DIR=str(settings.STATE_DIR),
+        NOTES_DIR=str(settings.NOTES_DIR),
+        COLLECTION=settings.COLLECTION,
+        MCP_WATCH="false",
+        **extra,
+    )
+
+
+def runs(settings: Settings) -> list[dict[str, object]]:
+    """STATE_DIR/runs.jsonl: one line per source and collection synced (the server's runs)."""
+    lines = (settings.STATE_DIR / RUN_LOG_NAME).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_ingest_py_rebuild_code_through_the_server_rebuilds_the_code_collection_only(
+    start_server: ServerFactory, tmp_path: Path, embedder_url: str
+):
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "trips.md", "# Trips\n\nA walk along the cliffs at dusk.\n")
+    write(settings.NOTES_DIR / "inv.py", "def restock(item):\n    return item * 3\n")
+    server = holding_server(start_server, settings)
+    env = script_env(settings)
+    try:
+        first = run_script("ingest.py", env=env, cwd=tmp_path, timeout=240)
+        assert first.returncode == 0, first.stderr
+        assert "held by the MCP server" in first.stderr
+        assert "ingested 2 notes" in first.stdout, first.stdout
+        before = len(runs(settings))
+
+        code = run_script("ingest.py", "--rebuild", "code", env=env, cwd=tmp_path, timeout=240)
+        assert code.returncode == 0, code.stderr
+        assert "held by the MCP server" in code.stderr
+        # the code collection re-read everything it holds; the notes' was only synced
+        assert "rebuilt: ingested 1 notes" in code.stdout, code.stdout
+        rebuilt = {r["collection"]: r["rebuild"] for r in runs(settings)[before:]}
+        assert rebuilt == {"notes": False, "code": True}, rebuilt
+    finally:
+        server.stop()
+
+
+def test_ingest_py_youtube_only_through_the_server_syncs_the_playlists_and_leaves_the_inbox(
+    start_server: ServerFactory, tmp_path: Path, embedder_url: str, youtube_api: Replay
+):
+    youtube_api.playlists["PLx"] = ["raftConsens", "privVideo01"]
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "kimchi.md", "# Kimchi\n\nSalt the cabbage.\n")
+    youtube = {"YOUTUBE_PLAYLISTS": "PLx", "YOUTUBE_API_KEY": KEY,
+               "YOUTUBE_API_URL": youtube_api.url}  # fmt: skip
+    server = holding_server(start_server, settings, **youtube)
+    try:
+        done = run_script("ingest.py", "--youtube-only", env=script_env(settings, **youtube),
+                          cwd=tmp_path, timeout=240)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "held by the MCP server" in done.stderr
+        assert (
+            "ingested 1 notes" in done.stdout
+            and "skipped: 1 deleted or private videos" in done.stdout
+        ), done.stdout
+        assert (settings.NOTES_DIR / "kimchi.md").exists()  # the inbox was not synced
+        assert {r["source"] for r in runs(settings)} == {str(settings.STATE_DIR / "youtube")}
+    finally:
+        server.stop()

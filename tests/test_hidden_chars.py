@@ -142,7 +142,5 @@ def test_query_json_returns_each_note_cleaned_with_its_count_and_leaves_the_stor
     assert f"hidden/tags.md:1-1  !{len(SMUGGLED)} hidden characters removed" in shown
     assert not INVISIBLE & set(shown)
     with open_store(corpus) as store:
-        stored = store.client.retrieve(
-            corpus.COLLECTION, [point_id("hidden/tags.md", 0)], with_payload=True
-        )
-    assert SMUGGLED in stored[0].payload["text"]  # cleaned on output only
+        [(stored, _)] = store.records([point_id("hidden/tags.md", 0)]).values()
+    assert SMUGGLED in stored["text"]  # cleaned on output only

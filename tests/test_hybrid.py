@@ -18,9 +18,9 @@ from ingest_fixtures import (
 )
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store.points import Store
 

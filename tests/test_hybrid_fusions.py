@@ -1,6 +1,6 @@
 """kb.store.query's fusions (the hybrid `bonus` and the references bench/retrieval.py measures
-it against) rank alike on Qdrant's engine in-process and on qdrant-client's local mode, which
-implements them as a server does."""
+it against) rank alike on Qdrant's engine in-process and through the server's engine
+(kb.store.server) on qdrant-client's in-process implementation of a server's API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ingest_fixtures import make_settings
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from kb.app.backend import open_store
 from kb.core.schema import point_id
@@ -18,6 +18,7 @@ from kb.search.query import search
 from kb.store import collection
 from kb.store.points import Point, Store
 from kb.store.query import FUSIONS, HYBRID_FUSION, fused
+from kb.store.server import ServerEngine
 
 DIMS = 4
 WORDS = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "zeta", "theta"]
@@ -39,8 +40,11 @@ def random_points(rng: random.Random) -> list[Point]:
 
 
 def opened(tmp_path: Path, engine: str, points: list[Point]) -> Store:
-    (tmp_path / engine).mkdir()
-    store = open_store(make_settings(tmp_path / engine, QDRANT_ENGINE=engine))
+    if engine == "edge":
+        (tmp_path / engine).mkdir()
+        store = open_store(make_settings(tmp_path / engine))
+    else:
+        store = Store(ServerEngine(QdrantClient(location=":memory:"), "in-process"), "notes")
     collection.create(store, "model-a", DIMS)
     store.replace(points, sorted({str(p.payload["source"]) for p in points}))
     return store
@@ -52,7 +56,7 @@ def test_each_fusion_ranks_alike_on_the_embedded_engine_and_as_a_server_does(
 ) -> None:
     rng = random.Random(11)
     points = random_points(rng)
-    edge, local = opened(tmp_path, "edge", points), opened(tmp_path, "local", points)
+    edge, server = opened(tmp_path, "edge", points), opened(tmp_path, "server", points)
     try:
         for _ in range(8):
             dense = [rng.uniform(-1, 1) for _ in range(DIMS)]
@@ -65,7 +69,7 @@ def test_each_fusion_ranks_alike_on_the_embedded_engine_and_as_a_server_does(
                             8, dense=dense, keyword=keyword, per_note=per_note, fusion=fusion
                         )
                     ]
-                    for store in (edge, local)
+                    for store in (edge, server)
                 ]
                 ours, theirs = found
                 assert [s for s, *_ in ours] == pytest.approx([s for s, *_ in theirs], abs=1e-4)
@@ -77,7 +81,7 @@ def test_each_fusion_ranks_alike_on_the_embedded_engine_and_as_a_server_does(
                 )
     finally:
         edge.close()
-        local.close()
+        server.close()
 
 
 def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_dense_first(
@@ -96,7 +100,7 @@ def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_d
         Point(point_id("a.md", 0), [1.0, 0, 0, 0], {"source": "a.md"}, document_vector("lion")),
         Point(point_id("b.md", 0), [-1.0, 0, 0, 0], {"source": "b.md"}, document_vector("zebra")),
     ]
-    for engine in ("edge", "local"):
+    for engine in ("edge", "server"):
         store = opened(tmp_path, engine, points)
         try:
             for _ in range(3):

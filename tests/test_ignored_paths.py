@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stack_files import ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
+from stack_files import CONFIG_DOC, ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
 
 from kb.app.local_stack import DEFAULT_STORAGE
 from kb.core.settings import Settings
@@ -24,9 +24,10 @@ ASSIGNED = re.compile(r"\b[A-Z][A-Z0-9_]*_(?:PATH|DIR)=([\w.][\w./-]*)")
 
 
 def suggested_folders() -> set[str]:
-    """Relative folders README, docs/configuration.md and .env.example tell the user to set."""
+    """Relative folders README, docs/guide/configuration.md and .env.example tell the user to
+    set."""
     found = set()
-    for doc in (README, REPO_ROOT / "docs" / "configuration.md", ENV_EXAMPLE):
+    for doc in (README, CONFIG_DOC, ENV_EXAMPLE):
         for value in ASSIGNED.findall(doc.read_text(encoding="utf-8")):
             if not value.startswith(("/", "~")):
                 found.add(value.rstrip("/"))

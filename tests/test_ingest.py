@@ -27,13 +27,14 @@ from ingest_fixtures import (
 from qdrant_client import models
 
 from kb.app.backend import open_store
+from kb.app.ingest import run
 from kb.core.errors import IngestBusy, IngestError
 from kb.core.schema import DENSE, KEYWORD
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, Failure, Summary
-from kb.ingest.run import run
 from kb.store import collection
 from kb.store.points import Store
 
@@ -50,7 +51,7 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 
 def ingest(settings: Settings, client: EmbedClient, store: Store, **kwargs) -> Summary:
-    return run(settings, client, store, **kwargs)
+    return run(settings, client, store, IngestOptions(**kwargs))
 
 
 def test_notes_are_stored_then_moved_to_ingested_keeping_their_subfolder(settings, client, store):
@@ -113,8 +114,8 @@ def test_title_heading_path_and_topic_are_embedded_with_each_chunk_which_is_stor
     context = ["", "Alps 2023 > Glaciers\n", "Alps 2023\n"]
     ids = [point for point, _ in payloads]
     stored = stored_vectors(store, ids)
-    records = store.client.retrieve(store.collection, ids, with_vectors=[KEYWORD])
-    keywords = {str(r.id): r.vector[KEYWORD] for r in records}
+    records = store.records(ids, vectors=[KEYWORD])
+    keywords = {pid: vectors[KEYWORD] for pid, (_, vectors) in records.items()}
     for (point, payload), lines in zip(payloads, context, strict=True):
         assert topic not in payload["text"]
         expected = f"{lines}{topic}\n\n{payload['text']}"
@@ -198,11 +199,9 @@ def test_a_collection_built_by_another_model_is_refused_until_rebuild(settings, 
 
 def test_a_collection_from_before_keyword_vectors_is_refused_until_rebuild(settings, client, store):
     # the layout the previous version created: a dense vector only
-    store.client.create_collection(
-        store.collection,
-        vectors_config={
-            DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)
-        },
+    store.create_collection(
+        dense={DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)},
+        sparse={},
         metadata={"embed_model": client.model, "embed_dimensions": client.dimensions},
     )
     write(settings.NOTES_DIR / "a.md", KIMCHI)

@@ -27,7 +27,7 @@ def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_col
     assert tree_state(settings.NOTES_DIR) == before
     with open_store(settings) as store:
         # its own collection is gone, and the user's collection was never created
-        assert store.client.get_collections().collections == []
+        assert store.collection_names() == []
 
 
 def test_ingest_check_fails_with_one_error_line_when_the_embedder_is_down(tmp_path: Path):
@@ -37,7 +37,7 @@ def test_ingest_check_fails_with_one_error_line_when_the_embedder_is_down(tmp_pa
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: embedder at {UNREACHABLE_EMBEDDER} unreachable")
     with open_store(settings) as store:
-        assert store.client.get_collections().collections == []
+        assert store.collection_names() == []
 
 
 def test_ingest_check_passes_while_the_mcp_server_holds_the_embedded_store(
@@ -56,4 +56,4 @@ def test_ingest_check_passes_while_the_mcp_server_holds_the_embedded_store(
     assert results(call_tool(server.url, "search_notes", {"query": "kimchi"}))  # still serving
     server.stop()
     with open_store(settings) as store:  # the user's store holds only the user's collection
-        assert [c.name for c in store.client.get_collections().collections] == [COLLECTION]
+        assert store.collection_names() == [COLLECTION]

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, count_points, write
 
-from kb.core.schema import FILE_DELETED
+from kb.app.ingest import run
+from kb.core.schema import DENSE, FILE_DELETED, KEYWORD, KeywordVector
 from kb.ingest import lifecycle
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store import collection
 from kb.store.points import Point, Store
@@ -82,7 +83,7 @@ def test_rebuilding_an_unchanged_corpus_writes_nothing_and_keeps_ingest_dates(
     before, calls = dates(store), client.calls
     writes.clear()
 
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
 
     assert summary.rebuilt and len(summary.unchanged) == 3
     assert sorted(summary.ingested) == ["kimchi.md", "shock.md", "sub/bread.txt"]
@@ -102,7 +103,7 @@ def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_soft_deletes_not
     kimchi.unlink()
     writes.clear()
 
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
 
     assert writes == [["shock.md"]] and len(summary.unchanged) == 1
     assert summary.deleted == ["kimchi.md"]
@@ -113,7 +114,7 @@ def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_soft_deletes_not
 
     kimchi.write_bytes(kept)  # the file is back unchanged: restored, nothing embedded
     calls = client.calls
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
     assert summary.restored == ["kimchi.md"] and writes == [["shock.md"]]
     assert client.calls == calls and lifecycle.list_deleted(store) == []
     check_consistent(store, settings)
@@ -125,7 +126,7 @@ def test_rebuild_keeps_the_points_of_a_stored_note_it_can_no_longer_read_and_rep
     ingest_three(settings, client, store)
     write(settings.NOTES_DIR / "ingested" / "sub" / "bread.txt", b"\xff\xfe not utf-8 any more")
 
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
 
     assert [f.source for f in summary.failed] == ["ingested/sub/bread.txt"]
     assert count_points(store, "sub/bread.txt") == 1  # still searchable until the file is fixed
@@ -137,8 +138,14 @@ def test_points_written_without_a_fingerprint_are_rewritten_by_the_next_ingest(
 ):
     ingest_three(settings, client, store)
     ids = [pid for pid, _ in store.payloads("kimchi.md")]
-    # as an older version wrote them
-    store.client.delete_payload(store.collection, keys=["note_hash"], points=ids, wait=True)
+    # as an older version wrote them: the same points without the field
+    older = [
+        Point(pid, vectors[DENSE], {k: v for k, v in payload.items() if k != "note_hash"},
+              KeywordVector(vectors[KEYWORD].indices, vectors[KEYWORD].values))
+        for pid, (payload, vectors) in store.records(ids, vectors=True).items()
+    ]  # fmt: skip
+    store.replace(older, ["kimchi.md"])
+    assert all("note_hash" not in p for _, p in store.payloads("kimchi.md"))
     write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
     writes.clear()
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, check_consistent, tree_state, write
 
-from kb.ingest.run import run
+from kb.app.ingest import run
+from kb.ingest.options import IngestOptions
 
 
 def sources(store) -> set[str]:
@@ -44,7 +45,7 @@ def test_hidden_files_and_folders_are_skipped_and_never_moved(settings, client, 
 
     # Nor does a rebuild, which reads ingested/, pick hidden files up there.
     write(settings.NOTES_DIR / "ingested" / ".trash" / "old.md", BREAD)
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
     assert summary.failed == [] and sources(store) == {"trips/walk.md"}
     assert (settings.NOTES_DIR / "ingested" / ".trash" / "old.md").read_text(
         encoding="utf-8"

@@ -11,9 +11,10 @@ from helpers import REPO_ROOT
 from ingest_fixtures import check_consistent, make_settings, script_env, write
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.core.errors import IngestError
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress
-from kb.ingest.run import run
 
 NOTES = {
     f"n{i:02d}.md": f"# Note {i}\n\nFact number {i}: the {i * 7}th river runs north.\n"
@@ -46,7 +47,12 @@ def test_a_stop_request_ends_the_run_after_the_current_group_with_finished_notes
     stop = threading.Event()
     with open_store(settings) as store, embed_client(settings) as client:
         with pytest.raises(IngestError, match=r"interrupted; 10 notes are left") as caught:
-            run(settings, client, store, progress=AfterFirstGroup(stop.set), stop=stop)
+            run(
+                settings,
+                client,
+                store,
+                IngestOptions(progress=AfterFirstGroup(stop.set), stop=stop),
+            )
         summary = caught.value.summary
         assert sorted(summary.added) == ["n00.md", "n01.md"]  # exactly the group in flight
         assert inbox(settings) == set(NOTES) - set(summary.added)
@@ -65,7 +71,7 @@ def test_the_embedder_dying_mid_run_stops_it_with_finished_notes_moved_and_the_r
         write(settings.NOTES_DIR / name, text)
     with open_store(settings) as store, embed_client(settings) as client:
         with pytest.raises(IngestError, match="unreachable") as caught:
-            run(settings, client, store, progress=AfterFirstGroup(dying.stop))
+            run(settings, client, store, IngestOptions(progress=AfterFirstGroup(dying.stop)))
         stored = caught.value.summary.added
         assert stored and len(stored) < len(NOTES)
         assert inbox(settings) == set(NOTES) - set(stored)

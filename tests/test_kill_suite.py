@@ -17,15 +17,17 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
 from ingest_fixtures import make_settings, write
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
 from kb.core.schema import point_id
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
-from kb.ingest.run import run
+from kb.ingest.options import IngestOptions
 from kb.store.points import Store
 
 SEED = 18
@@ -53,7 +55,7 @@ def _killed(settings: Settings, op: str, delay: float) -> tuple[str, float | Non
                 if op == "purge":
                     lifecycle.purge(store, 0)
                 else:
-                    run(settings, client, store, allow_deletes=True)
+                    run(settings, client, store, IngestOptions(allow_deletes=True))
         except BaseException:
             code = 1
         finally:
@@ -98,6 +100,8 @@ def _check(settings: Settings, store: Store, vault: Path, written: set[str]) -> 
         assert all(p.get("deleted_at") for p in stored[source].values()), f"orphan: {source}"
 
 
+@pytest.mark.slow
+@pytest.mark.process  # forked ingests, killed
 def test_sigkill_at_25_seeded_points_of_ingest_sync_and_purge_leaves_a_consistent_index(
     tmp_path: Path, embedder_url: str
 ) -> None:
@@ -136,7 +140,7 @@ def test_sigkill_at_25_seeded_points_of_ingest_sync_and_purge_leaves_a_consisten
         endings[f"{op} {ending}"] = endings.get(f"{op} {ending}", 0) + 1
         # the normal run that follows every kill
         with open_store(settings) as store, embed_client(settings) as client:
-            run(settings, client, store, allow_deletes=True)
+            run(settings, client, store, IngestOptions(allow_deletes=True))
             if op == "purge":
                 lifecycle.purge(store, 0)
             _check(settings, store, vault, written)

@@ -11,11 +11,11 @@ import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, run_script, script_env, write
 
 from kb.app.backend import open_store
+from kb.app.ingest import run
 from kb.core.errors import NoteNotFound
 from kb.core.schema import FILE_DELETED, USER_DELETED
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store.points import Store
 

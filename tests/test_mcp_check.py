@@ -21,9 +21,9 @@ from mcp_fixtures import (
     server_env,
 )
 
+from kb.app import ingest
 from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
-from kb.ingest import run as ingest
 
 TOKEN = "check-token-8d41"
 

@@ -381,7 +381,7 @@ def test_embedder_still_loading_says_retry_in_a_minute(
     embedder = start_embedder({"EMBED_MODEL": str(gate.folder)}, wait=False)
     folder = store_copy()
     with open_store(make_settings(embedder.url, folder)) as store:  # same weights, its name
-        store.client.update_collection(store.collection, metadata={"embed_model": str(gate.folder)})
+        store.update_metadata({"embed_model": str(gate.folder)})
     try:
         embedder.wait_listening()
         server = start_server(EMBED_URL=embedder.url, QDRANT_PATH=str(folder))

@@ -19,12 +19,13 @@ from mcp_fixtures import call_tool, serve_in_process
 
 from kb.app import status as kb_status
 from kb.app.backend import embed_client, open_store, searcher
+from kb.app.ingest import run
 from kb.core.errors import IngestError
 from kb.core.schema import point_id
 from kb.core.settings import Settings
 from kb.ingest import switch
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress
-from kb.ingest.run import run
 from kb.search import SearchRequest, search
 from kb.store import collection
 from kb.store.points import Store
@@ -104,7 +105,7 @@ def test_a_model_switch_serves_searches_throughout_and_ends_on_the_new_model_wit
 
         def rebuild(progress: Progress, stop: threading.Event | None = None) -> None:
             try:
-                run(after, client, store, progress=progress, stop=stop)
+                run(after, client, store, IngestOptions(progress=progress, stop=stop))
             except BaseException as exc:  # handed to the test thread
                 failures.append(exc)
 
@@ -146,7 +147,7 @@ def test_a_model_switch_serves_searches_throughout_and_ends_on_the_new_model_wit
         # 3. the name is the new index now: the new model, the old index gone, no orphans
         info = collection.require(store)
         assert info.model == str(tiny_qwen3_path) and store.target() == build
-        assert store.collections() == sorted([build]), "the old index was not deleted"
+        assert store.collection_names() == sorted([build]), "the old index was not deleted"
         assert no_orphans(store, notes) == info.points
         assert kb_status.status(after, store).switch is None
         # the tiny Qwen3 ranks by noise: its vectors answer, the keyword half finds the note
@@ -156,17 +157,16 @@ def test_a_model_switch_serves_searches_throughout_and_ends_on_the_new_model_wit
     assert searches >= 1
 
 
-def test_the_switch_uses_a_servers_alias_calls_and_the_status_tool_and_dashboard_show_it(
+def test_a_switch_under_way_shows_in_the_status_tool_and_the_dashboard_and_the_next_run_ends_it(
     tmp_path: Path, embedder_url: str, new_embedder: EmbedderProcess, tiny_qwen3_path: Path
 ) -> None:
-    """qdrant-client's own engine (local mode) takes the calls a server does: the alias is
-    created with update_collection_aliases, the old collection deleted first (a server cannot
-    name an alias like a collection)."""
-    settings = make_settings(tmp_path, embedder_url, QDRANT_ENGINE="local")
+    """An interrupted switch shows in the status tool and the dashboard's panel, and the next
+    run ends it. (The alias calls on either engine: tests/test_store.py.)"""
+    settings = make_settings(tmp_path, embedder_url)
     notes = corpus(settings, 30)
     with open_store(settings) as store, embed_client(settings) as client:
         run(settings, client, store)
-    after = make_settings(tmp_path, new_embedder.url, QDRANT_ENGINE="local", EMBED_BATCH_SIZE=4,
+    after = make_settings(tmp_path, new_embedder.url, EMBED_BATCH_SIZE=4,
                           MCP_PORT=free_port(), MCP_TOKEN="")  # fmt: skip
     stop = threading.Event()
     with (
@@ -174,7 +174,7 @@ def test_the_switch_uses_a_servers_alias_calls_and_the_status_tool_and_dashboard
         embed_client(after) as client,
         pytest.raises(IngestError, match="interrupted"),
     ):
-        run(after, client, store, progress=StopAfter(stop), stop=stop)
+        run(after, client, store, IngestOptions(progress=StopAfter(stop), stop=stop))
     with serve_in_process(after) as served:
         status = call_tool(served.url, "status").structured_content
         assert isinstance(status, dict) and status["switch"]["of"] == 30
@@ -183,10 +183,9 @@ def test_the_switch_uses_a_servers_alias_calls_and_the_status_tool_and_dashboard
         assert "rebuilding for" in panel and f"of {30} notes" in panel
     with open_store(after) as store, embed_client(after) as client:
         run(after, client, store)
-        aliases = {a.alias_name: a.collection_name for a in store.client.get_aliases().aliases}
-        assert aliases == {"notes": switch.build_name("notes", str(tiny_qwen3_path),
-                                                      client.dimensions)}  # fmt: skip
-        assert "notes" not in store.collections()
+        built = switch.build_name("notes", str(tiny_qwen3_path), client.dimensions)
+        assert store.target() == built and store.collection_names() == [built]
+        assert "notes" not in store.collection_names()
         assert no_orphans(store, notes) == collection.require(store).points
         assert asdict(kb_status.status(after, store))["switch"] is None
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, make_settings, tree_state, write
 
+from kb.app.ingest import run
 from kb.core.settings import Settings
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
-from kb.ingest.run import run
 from kb.store.points import Store
 
 SECRET_WORD = "zanzibarite"  # appears only in private notes
@@ -85,7 +86,7 @@ def test_a_stored_inbox_note_re_dropped_as_private_is_removed_from_the_index(
     assert "1 taken out of the index (private)" in format_summary(summary)
     # the private version replaced the earlier one, so no later --rebuild can index that one
     assert (inbox / "ingested" / "diary.md").read_text(encoding="utf-8") == DIARY
-    rebuilt = run(settings, client, store, rebuild=True)
+    rebuilt = run(settings, client, store, IngestOptions(rebuild=True))
     assert rebuilt.private == ["diary.md"] and store.payloads("diary.md") == []
 
 
@@ -99,7 +100,7 @@ def test_a_note_made_private_in_ingested_is_removed_by_a_rebuild(
     moved.write_text(HEALTH, encoding="utf-8")  # the user tags it `health` where it lies
     assert run(settings, client, store).unindexed == []  # only a rebuild reads ingested/
     before = tree_state(settings.NOTES_DIR)
-    summary = run(settings, client, store, rebuild=True)
+    summary = run(settings, client, store, IngestOptions(rebuild=True))
     assert summary.unindexed == ["health.md"] and summary.private == ["health.md"]
     assert store.payloads("health.md") == [] and SECRET_WORD not in stored_text(store)
     assert tree_state(settings.NOTES_DIR) == before

@@ -248,11 +248,11 @@ def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_
 ):
     with open_store(settings) as store:
         # the layout the previous version created: one dense vector, no keyword vector
-        store.client.create_collection(
-            "notes",
-            vectors_config={
+        store.create_collection(
+            dense={
                 DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)
             },
+            sparse={},
             metadata={"embed_model": client.model, "embed_dimensions": client.dimensions},
         )
         [vector] = client.embed_documents(["Sourdough needs a lively starter."])

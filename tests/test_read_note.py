@@ -13,10 +13,10 @@ from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env
 from mcp_fixtures import call_tool, error_text, results, serve_in_process
 
-from kb.app.backend import embed_client, open_store
+from kb.app.backend import embed_client, open_store, read_config
+from kb.app.ingest import run
 from kb.core.errors import NoteNotFound
 from kb.ingest import lifecycle
-from kb.ingest.run import run
 from kb.search.read import MAX_BYTES, read_item
 
 LONG = "".join(f"line {n} of the long note\n" for n in range(1, 501))
@@ -45,7 +45,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, embedder_url: str):
 
 def read(settings, source: str, start: int = 1, lines: int = 200):
     with open_store(settings) as store:
-        return read_item(settings, [store, store.beside("code")], source, start, lines)
+        return read_item(read_config(settings), [store, store.beside("code")], source, start, lines)
 
 
 def test_lines_are_read_by_range_with_their_numbers(indexed):
@@ -92,7 +92,7 @@ def test_a_soft_deleted_note_is_not_readable_until_restored(indexed):
 def test_one_call_stops_at_its_byte_limit_on_a_line_boundary(indexed):
     assert MAX_BYTES == 500_000
     with open_store(indexed) as store:
-        passage = read_item(indexed, [store], "long.md", 1, 2000, max_bytes=1000)
+        passage = read_item(read_config(indexed), [store], "long.md", 1, 2000, max_bytes=1000)
     assert passage.truncated and len(passage.text.encode()) <= 1000
     assert passage.text.endswith(f"{passage.end_line}\tline {passage.end_line} of the long note")
     assert 30 < passage.end_line < 50 and passage.total_lines == 500

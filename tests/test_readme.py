@@ -1,5 +1,6 @@
-"""What README and docs/tools.md show matches what the code does: the tools' arguments and
-results (docs/tools.md is generated from the tools' snapshot), README's tool list and filter table
+"""What README and docs/guide/tools.md show matches what the code does: the tools' arguments and
+results (docs/guide/tools.md is generated from the tools' snapshot), README's tool list and filter
+table
 (built from kb.search.filters), the sample output of query.py, and figures quoted in more than one
 place."""
 
@@ -35,7 +36,7 @@ def readme() -> str:
 
 
 def tools_md_section(name: str) -> str:
-    """docs/tools.md's section of one tool."""
+    """docs/guide/tools.md's section of one tool."""
     text = TOOLS_MD.read_text(encoding="utf-8")
     start = text.index(f"\n## {name}\n")
     end = text.find("\n## ", start + 1)
@@ -97,8 +98,8 @@ def test_the_tools_reference_is_generated_from_the_tools_snapshot() -> None:
     expected = render_tools(json.loads(ALL_TOOLS.read_text()))
     write_if_asked(TOOLS_MD, expected, UPDATE)
     assert TOOLS_MD.read_text(encoding="utf-8") == expected, (
-        "docs/tools.md is not what the tools' snapshot says; after a deliberate change rewrite "
-        "it with UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py"
+        "docs/guide/tools.md is not what the tools' snapshot says; after a deliberate change "
+        "rewrite it with UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py"
     )
 
 
@@ -107,7 +108,7 @@ def test_readme_lists_every_tool_in_one_line_and_links_the_reference() -> None:
     rows = table_after("| Tool | What it does |")
     listed = {name for row in rows for name in re.findall(r"`(\w+)`", row[0])}
     assert listed == names, "README's tool table vs tools/list"
-    assert "(docs/tools.md)" in readme()
+    assert "(docs/guide/tools.md)" in readme()
 
 
 def test_readme_filter_table_is_built_from_the_filters_table() -> None:
@@ -143,7 +144,7 @@ def test_readme_sample_query_output_is_what_query_py_prints_for_that_note(tmp_pa
 
 def test_readme_quotes_one_int8_cosine_figure_and_so_does_the_setting() -> None:
     description = embedder_settings_class().model_fields["EMBED_DTYPE"].description
-    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").glob("*.md"))]
+    docs = [readme(), *(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "docs").rglob("*.md"))]
     figures = [
         f
         for text in docs

@@ -10,11 +10,11 @@ import pytest
 from ingest_fixtures import KIMCHI, make_settings, tree_state, write
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.content.redact import redact_text
 from kb.core.invisible import strip_invisible
 from kb.core.settings import Settings
 from kb.ingest.progress import format_summary
-from kb.ingest.run import run
 from kb.search.query import search
 from kb.store.points import Store
 

@@ -14,7 +14,7 @@ from kb.embedding.client import EmbedClient
 from kb.search import SearchRequest
 from kb.search.filters import FILTERS, Filters
 from kb.search.query import search
-from kb.store.points import Store, source_filter
+from kb.store.points import Store
 
 
 def garden_log(days: int) -> str:
@@ -51,13 +51,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
     settings = ingest_notes(tmp_path_factory.mktemp("search"), embedder_url, NOTES)
     with open_store(settings) as store:
         assert count_points(store, "garden/tomatoes.md") == 6
-        for source, stamp in INGESTED.items():
-            store.client.set_payload(
-                store.collection,
-                {"date_ingested": stamp},
-                points=source_filter([source]),
-                wait=True,
-            )
+        store.set_fields({source: {"date_ingested": stamp} for source, stamp in INGESTED.items()})
     return settings
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, tree_state, write
 
+from kb.app.ingest import run
 from kb.core.errors import IngestBusy
 from kb.core.settings import REPO_ROOT, Settings
 from kb.core.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME, State
 from kb.embedding.cache import EmbedCache, content_key
-from kb.ingest.run import run
 
 
 class _Fixed:

@@ -15,10 +15,10 @@ from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
 from mcp_fixtures import NOTES, IngestedNotes, ServerFactory, call_tool
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.app.status import WATCHER_FILE, status, watcher
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
-from kb.ingest.run import run
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 import dataclasses
+import inspect
 import random
 import subprocess
 import sys
@@ -9,17 +10,18 @@ from pathlib import Path
 
 import pytest
 from helpers import free_port
-from ingest_fixtures import count_points, make_settings
+from ingest_fixtures import count_points, in_process_qdrant, make_settings
 from pydantic import ValidationError
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from kb.app.backend import open_store
 from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch, StoreUnavailable
 from kb.core.schema import DELETED_MARK, DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
 from kb.core.settings import Settings
 from kb.embedding.keywords import document_vector, query_vector
+from kb.ingest import switch
 from kb.store import collection
-from kb.store.edge import EdgeClient
+from kb.store.edge import EdgeEngine
 from kb.store.points import Point, Store
 from kb.store.query import (
     KEYWORD_HALF,
@@ -27,6 +29,7 @@ from kb.store.query import (
     DateRange,
     payload_filter,
 )
+from kb.store.server import ServerEngine
 
 DIMS = 4
 
@@ -46,11 +49,31 @@ def points_for(source: str, n: int, tags: list[str] | None = None) -> list[Point
     ]
 
 
-# every store test runs on Qdrant's engine in-process (kb.store.edge) and on qdrant-client's local
-# mode
-@pytest.fixture(params=["edge", "local"])
-def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    return make_settings(tmp_path, QDRANT_ENGINE=request.param)
+# every store test runs on both engines: embedded storage (Qdrant's engine in-process,
+# kb.store.edge) and a server's (kb.store.server), here answered by qdrant-client's in-process
+# implementation of the server's API
+@pytest.fixture(params=["embedded", "server"])
+def settings(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    if request.param == "embedded":
+        return make_settings(tmp_path)
+    url = in_process_qdrant(monkeypatch, tmp_path / "server")
+    return make_settings(tmp_path, QDRANT_PATH="", QDRANT_URL=url)
+
+
+def recording(monkeypatch: pytest.MonkeyPatch, method: str) -> list[dict[str, object]]:
+    """The arguments each call of engine method `method` gets (on either engine)."""
+    calls: list[dict[str, object]] = []
+    for engine in (EdgeEngine, ServerEngine):
+        real = getattr(engine, method)
+
+        def record(*args, _real=real, **kwargs):
+            calls.append(dict(inspect.signature(_real).bind(*args, **kwargs).arguments))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(engine, method, record)
+    return calls
 
 
 @pytest.fixture
@@ -81,7 +104,22 @@ def test_another_model_or_dimension_is_refused_with_a_rebuild_hint(store: Store,
         collection.check_model(store, model, dims)
     message = str(caught.value)
     assert "model-a (4-d)" in message and f"{model} ({dims}-d)" in message
-    assert "--rebuild" in message
+    assert "`uv run ingest.py` rebuilds it" in message and "EMBED_PREVIOUS_MODEL" in message
+
+
+def test_a_rebuilt_collection_takes_the_name_by_alias_and_the_old_one_is_deleted(store: Store):
+    store.replace(points_for("a.md", 2), ["a.md"])
+    for model in ("model-b", "model-c"):  # a collection's name first, then an alias's
+        build = store.beside(f"notes--{model}")
+        collection.create(build, model, DIMS, rebuilding=True, metadata={"switch_of": "notes"})
+        build.replace(points_for("b.md", 3), ["b.md"])
+        assert switch.finish(store, build)
+        assert store.target() == build.collection
+        assert store.collection_names() == [build.collection]
+        info = collection.require(store)
+        assert (info.model, info.points, info.switch_of) == (model, 3, None)
+        assert not info.rebuild_incomplete
+    assert collection.drop(store) and store.collection_names() == []
 
 
 def test_point_ids_are_deterministic_so_rewriting_a_note_never_duplicates(store: Store):
@@ -151,17 +189,11 @@ def test_tag_counts_count_notes_not_chunks(store: Store):
 
 
 def test_payload_indexes_are_created_for_every_filtered_field(settings: Settings, monkeypatch):
-    # embedded Qdrant ignores payload indexes but a server needs them: record what is asked for
-    requested: dict[str, object] = {}
+    # a server needs payload indexes to filter and facet: record what is asked for
     with open_store(settings, "indexed") as store:
-        real = store.client.create_payload_index
-
-        def recording(collection_name, field_name, field_schema=None, **kwargs):
-            requested[field_name] = field_schema
-            return real(collection_name, field_name, field_schema=field_schema, **kwargs)
-
-        monkeypatch.setattr(store.client, "create_payload_index", recording)
+        calls = recording(monkeypatch, "create_index")
         collection.create(store, "model-a", DIMS)
+    requested = {call["field"]: call["kind"] for call in calls}
     assert requested == PAYLOAD_INDEXES
     assert {"source", "folders", "tags", "document_date", "date_ingested"} <= set(requested)
     assert PAYLOAD_INDEXES["tags"] == "keyword" and PAYLOAD_INDEXES["document_date"] == "datetime"
@@ -174,35 +206,48 @@ def test_a_new_collection_asks_for_the_shards_and_replicas_the_settings_give(
     clustered = settings.model_copy(
         update={"QDRANT_SHARDS": 3, "QDRANT_REPLICATION": 2, "QDRANT_WRITE_CONSISTENCY": 2}
     )
-    asked: dict[str, object] = {}
     with open_store(clustered, "clustered") as store:
-        real = store.client.create_collection
-
-        def recording(collection_name, **kwargs):
-            asked.update(kwargs)
-            return real(collection_name, **kwargs)
-
-        monkeypatch.setattr(store.client, "create_collection", recording)
+        asked = recording(monkeypatch, "create")
+        sent = recorded_client_calls(monkeypatch, "create_collection")
         collection.create(store, "model-a", DIMS)
         assert collection.info(store).model == "model-a"
-    assert (asked["shard_number"], asked["replication_factor"]) == (3, 2)
-    assert asked["write_consistency_factor"] == 2
+    [layout] = [call["cluster"] for call in asked]
+    assert (layout.shards, layout.replicas) == (3, 2)
+    assert layout.write_consistency == 2
+    # the server's engine sends them on as Qdrant's own parameters
+    assert len(sent) == (0 if store.embedded else 1)
+    for kwargs in sent:
+        assert (kwargs["shard_number"], kwargs["replication_factor"]) == (3, 2)
+        assert kwargs["write_consistency_factor"] == 2
+
+
+def recorded_client_calls(monkeypatch: pytest.MonkeyPatch, method: str) -> list[dict[str, object]]:
+    """The keyword arguments each call of qdrant-client's `method` gets."""
+    calls: list[dict[str, object]] = []
+    real = getattr(QdrantClient, method)
+
+    def record(self, *args, **kwargs):
+        calls.append(kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(QdrantClient, method, record)
+    return calls
 
 
 def test_collection_holds_a_named_dense_vector_and_an_idf_weighted_keyword_vector(store: Store):
-    params = store.client.get_collection(store.collection).config.params
-    assert set(params.vectors) == {DENSE}
-    assert params.vectors[DENSE].size == DIMS
-    assert set(params.sparse_vectors) == {KEYWORD}
-    assert params.sparse_vectors[KEYWORD].modifier == models.Modifier.IDF
+    params = store.describe()
+    assert set(params.dense) == {DENSE}
+    assert params.dense[DENSE].size == DIMS
+    assert set(params.sparse) == {KEYWORD}
+    assert params.sparse[KEYWORD].modifier == models.Modifier.IDF
     assert collection.info(store).keyword
 
 
 def test_a_point_stores_its_keyword_vector_beside_the_dense_one(store: Store):
     keyword = document_vector("call kb.store.points.upsert_points")
     store.replace([Point(point_id("a.md", 0), vec(1), {"source": "a.md"}, keyword)], ["a.md"])
-    [record] = store.client.retrieve(store.collection, [point_id("a.md", 0)], with_vectors=True)
-    stored = record.vector[KEYWORD]
+    [(_, vectors)] = store.records([point_id("a.md", 0)], vectors=True).values()
+    stored = vectors[KEYWORD]
     assert (stored.indices, stored.values) == (keyword.indices, pytest.approx(keyword.values))
     [match] = store.query(5, keyword=query_vector("upsert_points"))
     assert match.source == "a.md" and match.score > 0
@@ -213,9 +258,9 @@ def test_a_collection_made_without_keyword_vectors_refuses_keyword_search_with_a
 ):
     with open_store(settings, "old") as store:
         # what the previous version created: the dense vector only
-        store.client.create_collection(
-            "old",
-            vectors_config={DENSE: models.VectorParams(size=DIMS, distance=models.Distance.COSINE)},
+        store.create_collection(
+            dense={DENSE: models.VectorParams(size=DIMS, distance=models.Distance.COSINE)},
+            sparse={},
             metadata={"embed_model": "model-a", "embed_dimensions": DIMS, "schema_version": 1},
         )
         store.replace([Point(point_id("a.md", 0), vec(1), {"source": "a.md"})], ["a.md"])
@@ -264,15 +309,10 @@ def test_filters_hold_inside_each_prefetch_of_a_hybrid_query(store: Store):
     assert {m.source for m in found} == {"a.md", "c.md"}
 
 
-@pytest.mark.parametrize("grouping", ["query_points_groups", "collapse"])
 def test_per_note_keeps_the_best_chunks_of_each_note_and_fills_the_limit_with_other_notes(
-    store: Store, grouping: str
+    store: Store,
 ):
     # a server groups with query_points_groups; embedded storage collapses one ranked query
-    client = getattr(store.client, "_client", store.client)  # under kb.store.points's one-at-a-time
-    if grouping == "query_points_groups" and isinstance(client, EdgeClient):
-        pytest.skip("qdrant-edge has no grouped query (compared with one below)")
-    store.embedded = grouping == "collapse"
     # a.md has five chunks all closer to the query than any chunk of b.md, c.md, d.md
     points = [
         Point(point_id("a.md", i), vec(1, 0.01 * i), {"source": "a.md", "chunk_index": i})
@@ -371,7 +411,8 @@ def test_a_missing_collection_says_to_ingest_first(settings: Settings):
             collection.check_model(store, "model-a", DIMS)
 
 
-def test_embedded_storage_held_by_another_process_gives_a_clear_error(settings: Settings):
+def test_embedded_storage_held_by_another_process_gives_a_clear_error(tmp_path: Path):
+    settings = make_settings(tmp_path)
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -380,9 +421,7 @@ def test_embedded_storage_held_by_another_process_gives_a_clear_error(settings: 
                 f"""
                 import sys
                 from kb.store.points import Store
-                store = Store.open(
-                    "notes", path={settings.QDRANT_PATH!r}, engine={settings.QDRANT_ENGINE!r}
-                )
+                store = Store.open("notes", path={settings.QDRANT_PATH!r})
                 print("holding", flush=True)
                 sys.stdin.read()
                 store.close()
@@ -417,11 +456,11 @@ def test_setting_both_a_server_url_and_an_embedded_path_is_refused(tmp_path: Pat
         make_settings(tmp_path, QDRANT_URL="http://localhost:6333")
 
 
-def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Store, tmp_path: Path):
-    # Qdrant's grouped query (qdrant-client's local mode has one, as a server does) is the
-    # reference the collapsed results of the store under test must match
-    (tmp_path / "ref").mkdir()
-    reference = open_store(make_settings(tmp_path / "ref", QDRANT_ENGINE="local"))
+def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Store):
+    # Qdrant's grouped query (a server's, here qdrant-client's in-process implementation of it)
+    # is the reference the grouped results of the store under test (embedded storage collapses
+    # one ranked query) must match
+    reference = Store(ServerEngine(QdrantClient(location=":memory:"), "reference"), "notes")
     collection.create(reference, "model-a", DIMS)
     rng = random.Random(5)
     words = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "zeta"]
@@ -435,7 +474,6 @@ def test_grouping_and_collapsing_give_the_same_results_for_every_mode(store: Sto
             points.append(Point(point_id(source, i), dense, payload, document_vector(text)))
     store.replace(points, [f"n{n}.md" for n in range(25)])
     reference.replace(points, [f"n{n}.md" for n in range(25)])
-    reference.embedded, store.embedded = False, True
     for trial in range(6):
         dense = [rng.uniform(-1, 1) for _ in range(DIMS)]
         keyword = query_vector(" ".join(rng.sample(words, 2)))

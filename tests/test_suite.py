@@ -1,5 +1,6 @@
-"""The suite itself: a user's `.env` or shell settings cannot change its results, and loading
-the script folders (embedder/, mcp/, bench/) in-process leaves no module names behind."""
+"""The suite itself: a user's `.env` or shell settings cannot change its results, loading the
+script folders (embedder/, mcp/, bench/) in-process leaves no module names behind, and a test
+that starts processes is never marked `unit`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from conftest import setting_names
 from helpers import REPO_ROOT
+from markers import calls_processes
 
 from kb.core.settings import ENV_FILE_VARIABLE
 
@@ -121,3 +124,39 @@ def test_no_script_folder_is_left_on_sys_path_or_under_a_module_name() -> None:
         for script in (REPO_ROOT / folder).glob("*.py"):
             module = sys.modules.get(script.stem)
             assert module is None or getattr(module, "__file__", None) != str(script), script
+
+
+FAKE_TESTS = """
+import subprocess
+
+def spawn():
+    return subprocess.run(["true"], check=True)
+
+def test_direct():
+    subprocess.run(["true"], check=True)
+
+def test_through_a_helper():
+    spawn()
+
+def test_in_a_lambda():
+    run = lambda: spawn()
+    run()
+
+def test_pure():
+    assert sorted([2, 1]) == [1, 2]
+"""
+
+
+def test_a_test_is_marked_process_when_it_or_a_helper_of_its_module_starts_one() -> None:
+    module = types.ModuleType("fake_tests")
+    exec(FAKE_TESTS, module.__dict__)
+    marked = {
+        name: calls_processes(getattr(module, name), module)
+        for name in ("test_direct", "test_through_a_helper", "test_in_a_lambda", "test_pure")
+    }
+    assert marked == {
+        "test_direct": True,
+        "test_through_a_helper": True,
+        "test_in_a_lambda": True,
+        "test_pure": False,
+    }

@@ -10,15 +10,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import PYTEST, call_tool, error_text, results, serve_in_process, text_of
 
 from kb.app.backend import embed_client, open_store, searcher
+from kb.app.ingest import run
 from kb.core.settings import Settings
 from kb.ingest import lifecycle
-from kb.ingest.run import run
 from kb.search import SearchRequest, search
 
 KIMCHI = """---
@@ -178,6 +179,34 @@ def test_query_py_explains_and_packs_through_the_server_holding_the_store(
     assert body["no_good_match"] is False
     bad = run_script("query.py", "x", "--max-chars", "5", env=env, cwd=corpus.NOTES_DIR.parent)
     assert bad.returncode == 2 and "--max-chars must be between 200" in bad.stderr
+
+
+def test_query_py_why_asks_the_server_holding_the_store_and_tells_the_notes_story(
+    server: str, corpus: Settings
+) -> None:
+    env = script_env(corpus, MCP_URL=server)
+    told = run_script("query.py", "--why", "cooking/kimchi.md", "fermenting cabbage", "--json",
+                      env=env, cwd=corpus.NOTES_DIR.parent)  # fmt: skip
+    assert told.returncode == 0, told.stderr
+    story = json.loads(told.stdout)
+    assert story["state"] == "indexed" and story["chunks"] >= 1
+    assert {r["mode"] for r in story["ranks"]} == {"hybrid", "semantic", "keyword"}
+    deleted = run_script("query.py", "--why", "gone/old.md", env=env, cwd=corpus.NOTES_DIR.parent)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.startswith("gone/old.md: deleted")
+
+
+def test_the_dashboards_explain_box_shows_each_results_place_in_every_ranking(
+    server: str,
+) -> None:
+    base = server.removesuffix("/mcp")
+    plain = httpx.get(f"{base}/search", params={"q": "kimchi fermentation"})
+    assert plain.status_code == 200 and 'class="explain"' not in plain.text
+    page = httpx.get(f"{base}/search", params={"q": "kimchi fermentation", "explain": "on"})
+    assert page.status_code == 200
+    assert 'class="explain"' in page.text and "<dt>semantic</dt>" in page.text
+    assert "<dt>first stage</dt><dd>#1 " in page.text and "<dt>indexed</dt>" in page.text
+    assert 'name="explain" type="checkbox" value="on" checked' in page.text
 
 
 def test_a_result_is_stale_once_its_file_changes_and_not_when_it_is_only_touched(

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from youtube_fixtures import DATA, KEY, RECORDED, VIDEO_INFO, Clock, Replay, filler
 
+from kb.app.backend import read_config
+from kb.app.ingest import ingest_config, playlists
 from kb.content.chunking import chunk_note, embedding_text
 from kb.core.schema import TRANSCRIPT, Hit, at_moment
 from kb.core.settings import Settings
@@ -35,7 +37,7 @@ from kb.sources.youtube.captions import (
     pick,
     windows,
 )
-from kb.sources.youtube.playlist import CAPTIONS_DIR, close, configured
+from kb.sources.youtube.playlist import CAPTIONS_DIR, close
 from kb.sources.youtube.quota import Ledger
 from kb.sources.youtube.video_note import video_note
 from kb.store.points import Store
@@ -60,12 +62,12 @@ def sync(
                                            **values})  # fmt: skip
     state = State(settings.STATE_DIR)
     ledger = Ledger(state.youtube_dir() / "quota.json", 9000, clock_ or Clock("2026-11-30T12:00Z"))
-    sources = configured(settings, state, ledger=ledger, backoff_s=0.0,
-                         video_info=video_info or replay.video_info)  # fmt: skip
+    sources = playlists(settings, state, ledger=ledger, backoff_s=0.0,
+                        video_info=video_info or replay.video_info)  # fmt: skip
     summary = Summary()
     try:
         for source in sources:
-            summary.add(ingest(source, client, store, state))
+            summary.add(ingest(source, client, store, state, ingest_config(settings)))
         return summary
     finally:
         close(sources)
@@ -178,7 +180,7 @@ def test_a_captioned_video_is_found_by_a_phrase_only_its_captions_hold_at_its_mo
     assert Hit.from_payload(0.5, zero).url == "https://www.youtube.com/watch?v=chessLong01"
 
     # read_note reads a video from what the index stored (it has no file), moment by moment
-    shown = read_item(settings, [store], best.source, 1, 2000).text
+    shown = read_item(read_config(settings), [store], best.source, 1, 2000).text
     [moment] = [line for line in shown.splitlines() if "\t[12:34] " in line]
     assert PHRASE in moment and "https://www.youtube.com/watch?v=chessLong01" in shown
 

@@ -14,8 +14,8 @@ from mcp_fixtures import call_tool, error_text, results, serve_in_process
 from youtube_fixtures import KEY, replaying
 
 from kb.app.backend import embed_client, open_store
+from kb.app.ingest import run
 from kb.core.settings import Settings
-from kb.ingest.run import run
 from kb.search.browse import browse
 from kb.search.filters import Filters
 from kb.search.query import search

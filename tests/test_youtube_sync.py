@@ -6,17 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ingest_fixtures import make_settings, run_script, script_env, write
 from youtube_fixtures import KEY, RECORDED, WATCH_LATER_FLAT, Clock, Replay, filler
 
+from kb.app import ingest as app_ingest
+from kb.app.ingest import ingest_config, run
+from kb.core.errors import IngestError
 from kb.core.schema import PLAYLIST_REMOVED
 from kb.core.settings import Settings
 from kb.core.state import State
 from kb.embedding.client import EmbedClient
 from kb.ingest import lifecycle
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Summary
-from kb.ingest.run import ingest, run
-from kb.sources.youtube.playlist import UNAVAILABLE, UNLISTED, WAITING, PlaylistSource, configured
+from kb.ingest.run import ingest
+from kb.sources.youtube.playlist import UNAVAILABLE, UNLISTED, WAITING, PlaylistSource
 from kb.sources.youtube.quota import Ledger
 from kb.store.points import Store
 
@@ -32,12 +37,12 @@ def playlists(
     )
     state = State(settings.STATE_DIR)
     ledger = Ledger(state.youtube_dir() / "quota.json", budget, clock or Clock("2026-11-30T12:00Z"))
-    return configured(settings, state, ledger=ledger, backoff_s=0.0)
+    return app_ingest.playlists(settings, state, ledger=ledger, backoff_s=0.0)
 
 
 def sync(settings: Settings, client: EmbedClient, store: Store, source: PlaylistSource) -> Summary:
     try:
-        return ingest(source, client, store, State(settings.STATE_DIR))
+        return ingest(source, client, store, State(settings.STATE_DIR), ingest_config(settings))
     finally:
         assert source.api is not None
         source.api.close()
@@ -99,6 +104,28 @@ def test_a_removed_video_is_soft_deleted_and_restored_unembedded_when_added_back
     assert not back.added and not back.replaced  # nothing written, so nothing embedded
     assert youtube_api.calls("videos") == 0
     assert "youtube/PLmix/raftConsens" in live(store)
+
+
+def test_a_playlist_losing_most_of_its_videos_stops_in_its_own_words_until_confirmed(
+    settings: Settings, client: EmbedClient, store: Store, youtube_api: Replay
+):
+    youtube_api.playlists["PLmix"] = list(RECORDED_IDS)
+    settings = settings.model_copy(update={"YOUTUBE_PLAYLISTS": "PLmix", "YOUTUBE_API_KEY": KEY,
+                                           "YOUTUBE_API_URL": youtube_api.url})  # fmt: skip
+    assert len(run(settings, client, store).added) == 6
+    youtube_api.playlists["PLmix"] = RECORDED_IDS[:1]
+    with pytest.raises(IngestError) as stopped:
+        run(settings, client, store)
+    message = str(stopped.value)
+    assert message.startswith("YOUTUBE_PLAYLISTS PLmix: 5 of its 6 videos are gone from the")
+    assert "more than NOTE_FOLDERS_MAX_DELETE=0.5; nothing was changed" in message
+    assert "`uv run ingest.py --allow-deletes`" in message
+    assert "unmounted" not in message and "drive" not in message  # no folder's wording
+    assert len(live(store)) == 6
+
+    confirmed = run(settings, client, store, IngestOptions(allow_deletes=True))
+    assert sorted(confirmed.deleted) == sorted(f"youtube/PLmix/{v}" for v in RECORDED_IDS[1:])
+    assert {n.cause for n in lifecycle.list_deleted(store)} == {PLAYLIST_REMOVED}
 
 
 def test_the_daily_budget_stops_a_sync_midway_and_the_next_pacific_day_resumes_it(

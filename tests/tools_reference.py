@@ -1,4 +1,5 @@
-"""The tables the docs are built from: docs/tools.md from the tools' snapshot (what `tools/list`
+"""The tables the docs are built from: docs/guide/tools.md from the tools' snapshot (what
+`tools/list`
 answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py), README's filter table
 from kb.search.filters. tests/test_readme.py compares them with the files;
 `UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py` rewrites them."""
@@ -14,7 +15,7 @@ from helpers import REPO_ROOT
 from kb.search.filters import FILTERS
 from kb.search.hits import RESULT_FIELDS
 
-TOOLS_MD = REPO_ROOT / "docs" / "tools.md"
+TOOLS_MD = REPO_ROOT / "docs" / "guide" / "tools.md"
 FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/test_readme.py) -->"
 FILTERS_END = "<!-- /filters -->"
 METAVARS = {"tags": " a,b", "date": " DATE", "duration": " 10m", "kind": " video"}
@@ -90,7 +91,7 @@ def _returns(tool: dict[str, Any]) -> list[str]:
 
 
 def render_tools(tools: list[dict[str, Any]]) -> str:
-    """docs/tools.md for the tools as tools/list gives them (search_notes first)."""
+    """docs/guide/tools.md for the tools as tools/list gives them (search_notes first)."""
     ordered = sorted(tools, key=lambda t: (t["name"] != "search_notes", t["name"]))
     lines = [TOOLS_HEADER]
     for tool in ordered:

@@ -74,7 +74,7 @@ class EmbedderSettings(BaseSettings):
         "",
         description="The model the index was built with, served beside EMBED_MODEL while "
         "ingest.py rebuilds the index for EMBED_MODEL, so searches keep working until the new "
-        "index takes over (docs/model-switch.md); empty once it has.",
+        "index takes over (docs/guide/model-switch.md); empty once it has.",
     )
     EMBED_HOST: str = Field("127.0.0.1", description="Interface the embedder binds.")
     EMBED_PORT: int = Field(8080, ge=1, le=65535, description="Port the embedder listens on.")
@@ -82,7 +82,8 @@ class EmbedderSettings(BaseSettings):
         "",
         description="Comma-separated Host values accepted besides the defaults localhost, "
         "127.0.0.1, [::1] and embedder (the compose service name) on any port; other "
-        "Host headers get 421, an Origin of another host 403 (DNS rebinding, docs/security.md).",
+        "Host headers get 421, an Origin of another host 403 (DNS rebinding, "
+        "docs/guide/security.md).",
     )
     EMBED_MAX_TOKENS: int = Field(
         2048,
@@ -129,8 +130,8 @@ class EmbedderSettings(BaseSettings):
     )
     EMBED_BACKEND: Literal["auto", "torch", "onnx"] = Field(
         "auto",
-        description="Engine: auto = by CPU class (docs/embedder.md): torch bf16 with AMX; onnx "
-        "(ONNX Runtime) fp32 with AVX512-BF16 but no AMX, when the model was exported (the "
+        description="Engine: auto = by CPU class (docs/guide/embedder.md): torch bf16 with AMX; "
+        "onnx (ONNX Runtime) fp32 with AVX512-BF16 but no AMX, when the model was exported (the "
         "image does it at build time with ONNX_EXPORT=true), else torch fp32; torch fp32 on "
         "AVX2-only CPUs (faster there than ONNX Runtime fp32), ARM and others; torch = PyTorch "
         "(fp32, bf16, int8); onnx = ONNX Runtime (fp32, or int8: faster, but cosine to fp32 "
@@ -162,7 +163,8 @@ class EmbedderSettings(BaseSettings):
         description="Cross-encoder served at POST /v1/rerank: a local folder, or a hub id already "
         "in the Hugging Face cache (the Docker image bakes it in at build time, like EMBED_MODEL). "
         "The default is the one that adds under 1 s for 30 passages on a busy 2-core CPU; "
-        "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost (docs/reranking.md). "
+        "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost "
+        "(docs/design/reranking.md). "
         "Empty: no reranker; search then ranks by the first stage alone.",
     )
     RERANK_MAX_TOKENS: int = Field(

@@ -55,10 +55,10 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
     return "bf16" if cpu_has_native_bf16() else "fp32"
 
 
-# What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound
-# (cosine >= 0.995 to fp32 per vector on MiniLM, nDCG@10 within 0.005); bench/embed_throughput.py,
-# docs/embedder.md. amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16 ran
-# 0.65x, slower than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: every engine measured as on
+# What `auto` runs per CPU class: the fastest setting measured that keeps the accuracy bound (cosine
+# >= 0.995 to fp32 per vector on MiniLM, nDCG@10 within 0.005); bench/embed_throughput.py,
+# docs/guide/embedder.md. amx: bf16 ran 4.7x the naive fp32 baseline. avx512-bf16 without AMX: bf16
+# ran 0.65x, slower than fp32; ONNX Runtime fp32 1.2-1.65x, exact. avx2: every engine measured as on
 # an AVX2-only CPU (--emulate-avx2, CPUID without AVX-512/VNNI; two runs and four interleaved
 # rounds): torch fp32 1.27-1.42x, ONNX Runtime fp32 1.12-1.24x; the int8 paths that are faster
 # (torch 2.1-2.2x, ONNX Runtime 1.6-1.9x) miss the bound (cosine 0.96 / 0.98 on one-word inputs),
@@ -138,8 +138,8 @@ def resolve_engine(
 
 
 # What RERANK_DTYPE=auto runs per CPU class (bench/rerank.py, bench/rerank_fidelity.py,
-# docs/reranking.md). avx512-bf16 without AMX: fp32; bf16 ran 0.6x its speed, and torch dynamic
-# int8 ran 1.5x but moved the scores (Spearman 0.92 to fp32 over 30 passages), so int8 is
+# docs/design/reranking.md). avx512-bf16 without AMX: fp32; bf16 ran 0.6x its speed, and torch
+# dynamic int8 ran 1.5x but moved the scores (Spearman 0.92 to fp32 over 30 passages), so int8 is
 # opt-in. avx2, ARM and others: fp32 (int8 likewise opt-in). amx: bf16, computed natively there
 # (as the embedder; not measured for the reranker here).
 RERANK_AUTO_DTYPE = {

@@ -1,6 +1,7 @@
 """The one place that builds the embedder client and the store from the settings, what a
-search reads (kb.search.Searcher, the rerank settings as plain values), and the lazy pair of
-client and store that long-running servers (the MCP server and its dashboard) share.
+search reads (kb.search.Searcher, the rerank settings as plain values), the plain config of
+reading (kb.search.read), and the lazy pair of client and store that long-running servers (the MCP
+server and its dashboard) share.
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from kb.content.notes import normalise_tags
 from kb.core.errors import ConfigError, EmbedError, StoreError
 from kb.core.schema import INBOX
 from kb.core.settings import Settings, from_root
 from kb.embedding.client import EmbedClient
 from kb.search import RerankOptions, Searcher
+from kb.search.read import ReadConfig
 from kb.sources.folder import parse
 from kb.sources.inbox import INGESTED
 from kb.store import collection
+from kb.store.engine import ClusterLayout
 from kb.store.points import Store
 
 
@@ -34,21 +38,40 @@ def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
 
 
 def open_store(settings: Settings, collection_name: str | None = None) -> Store:
-    """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers."""
+    """QDRANT_PATH (embedded) if set, else QDRANT_URL; StoreUnavailable when neither answers.
+
+    A collection an older version left in embedded storage's old layout is carried over here,
+    once (Store.carry_over): opening a store by itself never changes what is stored."""
     store = Store.open(
         collection_name or settings.COLLECTION,
         url=settings.QDRANT_URL,
         path=settings.QDRANT_PATH,
         api_key=settings.QDRANT_API_KEY,
-        engine=settings.QDRANT_ENGINE,
+        # how a new collection is spread over a cluster (kb.store.collection.create)
+        cluster=ClusterLayout(
+            shards=settings.QDRANT_SHARDS,
+            replicas=settings.QDRANT_REPLICATION,
+            write_consistency=settings.QDRANT_WRITE_CONSISTENCY,
+        ),
     )
-    # how a new collection is spread over a cluster (kb.store.collection.create)
-    store.cluster = {
-        "shard_number": settings.QDRANT_SHARDS,
-        "replication_factor": settings.QDRANT_REPLICATION,
-        "write_consistency_factor": settings.QDRANT_WRITE_CONSISTENCY,
-    }
+    try:
+        store.carry_over()
+    except BaseException:
+        store.close()
+        raise
     return store
+
+
+def read_config(settings: Settings) -> ReadConfig:
+    """Where read_note and query.py --show find an indexed item's file, and how to read it."""
+    return ReadConfig(
+        notes_dir=settings.NOTES_DIR,
+        note_folders=settings.NOTE_FOLDERS,
+        folders_git=settings.NOTE_FOLDERS_GIT,
+        suffixes=settings.index_extensions,
+        max_bytes=settings.NOTE_MAX_BYTES,
+        private_tags=frozenset(normalise_tags(settings.PRIVATE_TAGS)),
+    )
 
 
 def rerank_options(settings: Settings) -> RerankOptions:
@@ -99,6 +122,7 @@ class Backend:
         self.code_client = embed_client(settings, code=True)
         self._store: Store | None = None
         self._code_store: Store | None = None
+        self._code_beside: Store | None = None  # the store the code store shares an engine with
         self._lock = threading.Lock()
 
     def store(self) -> Store:
@@ -111,8 +135,9 @@ class Backend:
         """The code collection (CODE_COLLECTION), on the notes store's client."""
         store = self.store()
         with self._lock:
-            if self._code_store is None or self._code_store.client is not store.client:
+            if self._code_store is None or self._code_beside is not store:
                 self._code_store = store.beside(self.settings.CODE_COLLECTION)
+                self._code_beside = store
             return self._code_store
 
     def searcher(self) -> Searcher:
@@ -129,7 +154,7 @@ class Backend:
         with self._lock:
             if self._store is not None:
                 self._store.close()
-                self._store = self._code_store = None
+                self._store = self._code_store = self._code_beside = None
         self.client.close()
         self.code_client.close()
 

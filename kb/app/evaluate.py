@@ -34,13 +34,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kb.app import ingest
 from kb.app.backend import embed_client, open_store, searcher
 from kb.app.cli import fail, script, setup_logging
 from kb.content.chunking import CHUNKER_VERSION
 from kb.content.notes import NoteError, split_frontmatter
 from kb.core.settings import Settings, get_settings
 from kb.core.state import PRIVATE_FILE, private_folder
-from kb.ingest import run as ingest
 from kb.search import Searcher, SearchRequest, fresh, search
 from kb.search import answer as llm
 from kb.store import collection
@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.copytree(args.notes, Path(tmp) / "notes", ignore=shutil.ignore_patterns(".*"))
         apart = settings.model_copy(update={
             "NOTES_DIR": Path(tmp) / "notes", "QDRANT_PATH": str(Path(tmp) / "qdrant"),
-            "QDRANT_URL": "", "QDRANT_ENGINE": "edge", "NOTE_FOLDERS": "",
+            "QDRANT_URL": "", "NOTE_FOLDERS": "",
             "STATE_DIR": Path(tmp) / "state", "YOUTUBE_PLAYLISTS": "",
         })  # fmt: skip
         with (

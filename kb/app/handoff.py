@@ -4,8 +4,9 @@ Embedded storage (QDRANT_PATH) opens in one process at a time. An MCP server ove
 uses it announces itself in `STATE_DIR/server.json` (its address, pid and the pid's start time,
 storage folder and a random key, readable only by the user), and withdraws it when it stops
 (Ctrl-C or SIGTERM); `ingest.py`, finding the folder in use, asks that server to run the ingest
-in its own process (POST /ingest with the key) and prints the summary it returns. The key keeps
-the route to whoever can read STATE_DIR; MCP_TOKEN, when set, is sent too.
+in its own process (POST /ingest with the key and the run's options, IngestOptions.to_json: every
+option crosses, `--rebuild code` and `--youtube-only` included) and prints the summary it
+returns. The key keeps the route to whoever can read STATE_DIR; MCP_TOKEN, when set, is sent too.
 
 A file left by a server that was killed names a process that is gone, or a pid the system has
 since given to another process: neither is trusted (the pid must be alive, not a zombie, and
@@ -24,6 +25,7 @@ from typing import Any
 
 from kb.core.errors import IngestError
 from kb.core.settings import Settings
+from kb.ingest.options import IngestOptions
 
 SERVER_FILE = "server.json"
 INGEST_PATH = "/ingest"
@@ -121,11 +123,35 @@ def running(settings: Settings) -> Announced | None:
     return found
 
 
-def ingest_via_server(
-    settings: Settings, server: Announced, *, rebuild: bool, allow_deletes: bool
-) -> dict[str, Any]:
-    """Ask `server` to run the ingest; its answer {"summary": text, "failed": n} or
-    {"error": message}. IngestError when it cannot be asked."""
+@dataclass(frozen=True)
+class Answer:
+    """What the server's run did, as ingest.py prints it: format_summary's text, how many notes
+    were not ingested, and the error that stopped the run (None when it finished)."""
+
+    summary: str
+    failed: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {"summary": self.summary, "failed": self.failed, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: object) -> Answer | None:
+        """The answer to_json wrote; None for anything else."""
+        if not isinstance(data, dict):
+            return None
+        summary, failed, error = data.get("summary"), data.get("failed", 0), data.get("error")
+        if not isinstance(summary, str) or not isinstance(failed, int):
+            return None
+        if error is not None and not isinstance(error, str):
+            return None
+        return cls(summary, failed, error)
+
+
+def ingest_via_server(settings: Settings, server: Announced, options: IngestOptions) -> Answer:
+    """Ask `server` to run the ingest `options` describe (all but `stop` and `progress`, which
+    stay here) and wait for its Answer (HTTP 200 when the run finished, 409 when it stopped).
+    IngestError when it cannot be asked, or refuses (a wrong key, options it does not know)."""
     import httpx
 
     headers = {KEY_HEADER: server.key}
@@ -134,7 +160,7 @@ def ingest_via_server(
     try:
         response = httpx.post(
             server.url + INGEST_PATH,
-            json={"rebuild": rebuild, "allow_deletes": allow_deletes},
+            json=options.to_json(),
             headers=headers,
             timeout=None,  # an ingest takes as long as its notes take to embed
         )
@@ -150,11 +176,12 @@ def ingest_via_server(
             f"answer at {server.url} ({exc}); stop it and run ingest.py again"
         ) from None
     try:
-        answer = response.json()
+        body: object = response.json()
     except ValueError:
-        answer = {}
-    if response.status_code != 200 or not isinstance(answer, dict):
-        detail = answer.get("error") if isinstance(answer, dict) else None
+        body = None
+    answer = Answer.from_json(body) if response.status_code in (200, 409) else None
+    if answer is None:
+        detail = body.get("error") if isinstance(body, dict) else None
         raise IngestError(
             f"the MCP server at {server.url} refused the ingest "
             f"(HTTP {response.status_code}: {detail or response.text[:200]})"

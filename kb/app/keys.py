@@ -7,7 +7,7 @@ for QDRANT_API_KEY (read-write: Qdrant's service.api_key, used by the host scrip
 QDRANT_READ_ONLY_API_KEY (Qdrant's service.read_only_api_key) when they are missing or empty,
 and keeps existing ones. MCP_QDRANT_API_KEY, the key compose gives the MCP server, is derived
 on every run: the read-only key, or the read-write one when MCP_WRITE_TOOLS is on. It never
-prints a key; the file is made readable by its owner only. docs/security.md explains the keys.
+prints a key; the file is made readable by its owner only. docs/guide/security.md explains the keys.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Search through a running MCP server: its `search_notes` tool, over streamable HTTP.
 
 Embedded Qdrant (QDRANT_PATH) opens in one process at a time. While the MCP server holds the
-folder, query.py asks the server instead, with the real MCP SDK client: the same
-kb.search.SearchRequest as the tool's arguments, the same hits back as kb.core.schema.Hit.
+folder, query.py asks the server instead (`search_notes`; `why_not_found` for --why), with the
+real MCP SDK client: the same kb.search.SearchRequest as the tool's arguments, the same hits
+back as kb.core.schema.Hit.
 """
 
 from __future__ import annotations
@@ -68,20 +69,20 @@ def hit_of(item: dict[str, object]) -> Hit:
     return Hit(**values)  # type: ignore[arg-type]
 
 
-def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:
-    """Run `request` as a `search_notes` call at the MCP endpoint `url`, sending
-    `Authorization: Bearer <token>` when a token is set. RemoteError says why not."""
+def call(url: str, token: str, tool: str, sent: dict[str, object]) -> dict[str, object]:
+    """Call `tool` with `sent` at the MCP endpoint `url`, sending `Authorization: Bearer
+    <token>` when a token is set: its structured result. RemoteError says why not."""
 
-    async def call() -> CallToolResult:
+    async def ask() -> CallToolResult:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         async with (
             httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
-            return await client.call_tool("search_notes", arguments(request))
+            return await client.call_tool(tool, sent)
 
     try:
-        result = anyio.run(call)
+        result = anyio.run(ask)
     except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
         failure = first_failure(exc)
         if isinstance(failure, httpx2.TransportError):
@@ -94,10 +95,18 @@ def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:
     if result.is_error:
         text = " ".join(getattr(part, "text", "") for part in result.content)
         raise RemoteError(text, reachable=True)
-    content = result.structured_content
-    if not isinstance(content, dict) or not isinstance(content.get("results"), list):
+    if not isinstance(result.structured_content, dict):
+        raise RemoteError(f"{tool} returned no structured result", reachable=True)
+    return result.structured_content
+
+
+def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:
+    """Run `request` as a `search_notes` call at the MCP endpoint `url`."""
+    content = call(url, token, "search_notes", arguments(request))
+    found = content.get("results")
+    if not isinstance(found, list):
         raise RemoteError("search_notes returned no results list", reachable=True)
-    hits = [hit_of(item) for item in content["results"]]
+    hits = [hit_of(item) for item in found]
     note, no_match = content.get("note"), content.get("no_good_match")
     return Reranked(hits, reranked=any(h.rerank_score is not None for h in hits),
                     note=note if isinstance(note, str) else None,

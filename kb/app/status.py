@@ -220,7 +220,8 @@ def last_runs(state_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _merged(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One source's last line per collection as one record: the latest start, every failure."""
-    merged = dict(max(records, key=lambda r: str(r.get("started") or "")))
+    latest: dict[str, Any] = max(records, key=lambda r: str(r.get("started") or ""))
+    merged = dict(latest)
     merged["failed"] = [f for r in records for f in r.get("failed") or [] if isinstance(f, dict)]
     return merged
 

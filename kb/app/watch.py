@@ -2,7 +2,7 @@
 
 `watchfiles` reports changed paths in debounced batches (a burst such as a `git checkout` or an
 editor's temp-file dance arrives as one set; a rename as delete + add). Each path only marks
-its source dirty; a batch then runs the ordinary convergent sync (kb.ingest.run.run) of the dirty
+its source dirty; a batch then runs the ordinary convergent sync (kb.app.ingest.run) of the dirty
 sources under the ingest lock, so what the files are *now* decides, whatever the order of the
 events. Changes made while a batch runs are buffered by the watcher and make the next batch.
 
@@ -29,13 +29,13 @@ from pathlib import Path
 import watchfiles
 
 from kb.app.backend import Backend
+from kb.app.ingest import folders, run
 from kb.core.errors import ConfigError, KbError
 from kb.core.schema import INBOX
 from kb.core.state import State
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
-from kb.ingest.run import run
 from kb.sources.files import is_editor_file
-from kb.sources.folder import configured
 from kb.sources.inbox import INGESTED
 
 log = logging.getLogger(__name__)
@@ -73,9 +73,8 @@ class Watcher:
         self.retry_s = retry_s
         if not self.settings.NOTES_DIR.is_dir():
             raise ConfigError(f"NOTES_DIR {self.settings.NOTES_DIR} is not a folder")
-        folders = configured(self.settings)
         self.roots: dict[str, Path] = {INBOX: self.settings.NOTES_DIR.resolve()}
-        self.roots |= {f.name: f.root.resolve() for f in folders}
+        self.roots |= {f.name: f.root.resolve() for f in folders(self.settings)}
         self.ingested = self.roots[INBOX] / INGESTED
         self.state = State(self.settings.STATE_DIR)
         self.batches = 0  # batches synced (the first, full one included)
@@ -146,14 +145,9 @@ class Watcher:
     def sync(self, origins: set[str]) -> bool:
         """One batch: the convergent sync of `origins`; False (logged) when it must be retried."""
         try:
+            options = IngestOptions(only=frozenset(origins), progress=self.progress)
             with self.state.lock():
-                summary = run(
-                    self.settings,
-                    self.backend.client,
-                    self.backend.store(),
-                    progress=self.progress,
-                    only=origins,
-                )
+                summary = run(self.settings, self.backend.client, self.backend.store(), options)
         except KbError as exc:
             self.failures += 1
             log.warning("watch: syncing %s failed: %s", ", ".join(sorted(origins)), exc)

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from kb.app.backend import roots
+from kb.app.ingest import folders as configured
 from kb.app.status import last_runs
 from kb.content.chunking import chunk_note
 from kb.content.notes import NoteError, normalise_tags, read_note
@@ -31,14 +32,13 @@ from kb.search import Searcher, fresh
 from kb.search import query as kb_query
 from kb.search.filters import FILTERS, Filters
 from kb.sources.files import GONE, git_files, listed_now
-from kb.sources.folder import configured
 from kb.sources.inbox import INGESTED
 from kb.store import collection
 
 State = Literal[
     "indexed", "stale", "deleted", "waiting", "failed", "skipped", "private", "never_seen"
 ]
-MODES = ("hybrid", "semantic", "keyword")
+MODES: tuple[kb_query.Mode, ...] = ("hybrid", "semantic", "keyword")
 
 
 @dataclass(frozen=True)

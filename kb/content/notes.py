@@ -21,7 +21,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -85,6 +85,12 @@ class Note:
     @property
     def body(self) -> str:
         return self.text[self.body_start :]
+
+
+def is_private(note: Note, private_tags: Collection[str]) -> bool:
+    """`private: true`, or a tag listed in `private_tags` (PRIVATE_TAGS, both normalised): never
+    indexed (kb.ingest.prepare) and never read back (kb.search.read)."""
+    return note.private or any(tag in private_tags for tag in note.tags)
 
 
 def normalise_tag(tag: str) -> str:

@@ -7,7 +7,7 @@ keyword rules for configuration values (`password: ...`, `api_key = ...`, `secre
 detect-secrets reports a secret's value for a line of code; notes need the span to replace, whole
 private-key blocks and tokens that do not stop at a lazy regex's end, so this module runs the
 plugins' own regexes and works out the spans. Its high-entropy plugins are left out: in prose they
-flag every word and every commit hash. docs/security.md says what is and is not caught.
+flag every word and every commit hash. docs/guide/security.md says what is and is not caught.
 
 A secret becomes `[redacted <kind>]`; the count per note is distinct secrets, never their text.
 """

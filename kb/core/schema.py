@@ -2,11 +2,11 @@
 
 Every point is one chunk of one note: a dense vector (`DENSE`), a keyword vector (`KEYWORD`) and
 a payload whose keys are exactly the fields of `ChunkRecord`. Its id is derived from (source,
-chunk index), so writing a note again overwrites its points instead of adding copies. The indexes
-a Qdrant server needs for filters and facets are declared here too (embedded Qdrant ignores
-them, a server refuses to filter without them). `Hit` is a search result: the fields of a record
-a user sees, plus its score. Bump SCHEMA_VERSION when the payload layout changes: collections made
-by another version are re-created by the next `ingest.py --rebuild`.
+chunk index), so writing a note again overwrites its points instead of adding copies. The payload
+indexes filters and facets need are declared here too, as plain kinds (kb.store creates them).
+`KeywordVector` is the sparse vector beside the dense one. `Hit` is a search result: the fields
+of a record a user sees, plus its score. Bump SCHEMA_VERSION when the payload layout changes:
+collections made by another version are re-created by the next `ingest.py --rebuild`.
 """
 
 from __future__ import annotations
@@ -15,18 +15,27 @@ import hashlib
 import json
 import re
 import uuid
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kb.core.invisible import strip_invisible
-from kb.store.models import models
 
 # payload layout, recorded in the collection metadata (2: keyword, folders; 3: origin, deleted_*)
 SCHEMA_VERSION = 3
 
 DENSE = "dense"  # name of the dense vector
 KEYWORD = "keyword"  # name of the sparse keyword (BM25) vector beside it
+
+
+@dataclass(frozen=True)
+class KeywordVector:
+    """A sparse vector (the `KEYWORD` vector of a point, or a query's): term ids, ascending,
+    and their weights (kb.embedding.keywords makes them, kb.store stores and queries them)."""
+
+    indices: list[int]
+    values: list[float]
+
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
 NOTE = "note"  # the kind of an item read from a file
@@ -89,7 +98,7 @@ class ChunkRecord:
     domain: str = "prose"  # prose (notes, documents, tables, config) or code (kb.content.formats)
     # the file as it was read (os.stat): a result is stale when the file differs now
     # (kb.search.fresh); never part of a fingerprint, so touching a file re-embeds nothing
-    file_mtime: float | None = None
+    file_mtime_ns: int | None = None  # nanoseconds: an integer stores exactly
     file_size: int | None = None
     file_sha256: str | None = None
 
@@ -109,7 +118,7 @@ ORIGIN = "origin"
 DELETED_AT = "deleted_at"
 DELETED_CAUSE = "deleted_cause"
 RESTORED_AT = "restored_at"
-FILE_MTIME = "file_mtime"
+FILE_MTIME = "file_mtime_ns"
 FILE_SIZE = "file_size"
 FILE_SHA256 = "file_sha256"
 FILE_FIELDS = (FILE_MTIME, FILE_SIZE, FILE_SHA256)
@@ -126,25 +135,27 @@ LIFECYCLE = (DELETED_AT, DELETED_CAUSE, RESTORED_AT)
 assert {SOURCE, FOLDERS, TAGS, CHUNK_INDEX, DOCUMENT_DATE, DATE_INGESTED, NOTE_HASH, ORIGIN,
         *LIFECYCLE} <= PAYLOAD_FIELDS  # fmt: skip
 
-# Every field a filter or facet uses. A server needs these; embedded mode ignores them.
-PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
-    SOURCE: models.PayloadSchemaType.KEYWORD,
-    FOLDERS: models.PayloadSchemaType.KEYWORD,
-    TAGS: models.PayloadSchemaType.KEYWORD,
-    CHUNK_INDEX: models.PayloadSchemaType.INTEGER,
-    DOCUMENT_DATE: models.PayloadSchemaType.DATETIME,
-    DATE_INGESTED: models.PayloadSchemaType.DATETIME,
-    ORIGIN: models.PayloadSchemaType.KEYWORD,
-    DELETED_AT: models.PayloadSchemaType.DATETIME,
-    DELETED_CAUSE: models.PayloadSchemaType.KEYWORD,
+# Every field a filter or facet uses, and the kind of index it gets. A server needs these (it
+# refuses to filter or facet without them); kb.store.collection creates them.
+IndexKind = Literal["keyword", "integer", "datetime"]
+PAYLOAD_INDEXES: dict[str, IndexKind] = {
+    SOURCE: "keyword",
+    FOLDERS: "keyword",
+    TAGS: "keyword",
+    CHUNK_INDEX: "integer",
+    DOCUMENT_DATE: "datetime",
+    DATE_INGESTED: "datetime",
+    ORIGIN: "keyword",
+    DELETED_AT: "datetime",
+    DELETED_CAUSE: "keyword",
     # video filters (search_notes) and browse_notes' order_by (range indexes: integer, datetime)
-    KIND: models.PayloadSchemaType.KEYWORD,
-    CHANNEL: models.PayloadSchemaType.KEYWORD,
-    DURATION_S: models.PayloadSchemaType.INTEGER,
-    VIEW_COUNT: models.PayloadSchemaType.INTEGER,
-    UPLOADED: models.PayloadSchemaType.DATETIME,
-    CATEGORIES: models.PayloadSchemaType.KEYWORD,
-    LANGUAGE: models.PayloadSchemaType.KEYWORD,
+    KIND: "keyword",
+    CHANNEL: "keyword",
+    DURATION_S: "integer",
+    VIEW_COUNT: "integer",
+    UPLOADED: "datetime",
+    CATEGORIES: "keyword",
+    LANGUAGE: "keyword",
 }
 
 
@@ -152,8 +163,8 @@ PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
                     LANGUAGE, "thumbnail", "locator", "domain"})  # fmt: skip
-_DEFAULTS = {
-    f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+_DEFAULTS: dict[str, object] = {
+    f.name: f.default_factory() if callable(f.default_factory) else f.default
     for f in fields(ChunkRecord)
     if f.name in _LATER
 }
@@ -164,7 +175,7 @@ class FileStat:
     """A note's file as it was indexed (payload FILE_FIELDS): kb.search.fresh compares it with the
     file now, the size and time first, the content only when the time alone changed."""
 
-    mtime: float
+    mtime_ns: int
     size: int
     sha256: str
 
@@ -179,18 +190,14 @@ class FileStat:
                     digest.update(block)
         except (OSError, ValueError):
             return None
-        return cls(found.st_mtime, found.st_size, digest.hexdigest())
+        return cls(found.st_mtime_ns, found.st_size, digest.hexdigest())
 
     @classmethod
     def stored(cls, payload: dict[str, Any]) -> FileStat | None:
         mtime, size, sha = (payload.get(key) for key in FILE_FIELDS)
-        if (
-            not isinstance(mtime, float | int)
-            or not isinstance(size, int)
-            or not isinstance(sha, str)
-        ):
+        if not isinstance(mtime, int) or not isinstance(size, int) or not isinstance(sha, str):
             return None
-        return cls(float(mtime), size, sha)
+        return cls(mtime, size, sha)
 
 
 def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | None:

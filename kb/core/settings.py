@@ -3,7 +3,7 @@
 Field names are the environment variable names. Values come from the environment, then from
 `.env` at the repository root, then the defaults below. Relative paths (NOTES_DIR, QDRANT_PATH,
 STATE_DIR, the folders of NOTE_FOLDERS) are resolved against the repository root, where `.env`
-is read, whatever the current folder. docs/configuration.md and `.env.example` list
+is read, whatever the current folder. docs/guide/configuration.md and `.env.example` list
 exactly these names (a test keeps the three in sync).
 
 `SETTINGS_ENV_FILE` is not a setting: it names another file to read instead of the repository's
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     EMBED_RETRIES: int = Field(
         5, ge=0, description="Retries on connection errors, 429 and 503 (bounded backoff)."
     )
-    # --- second stage: the embedder's cross-encoder (docs/reranking.md) ----------------
+    # --- second stage: the embedder's cross-encoder (docs/design/reranking.md) ----------------
     RERANK_CANDIDATES: int = Field(
         30,
         ge=1,
@@ -87,7 +87,7 @@ class Settings(BaseSettings):
         le=1.0,
         description="Blend of the reranker's rank with the first stage's (weighted reciprocal "
         "rank): 1 = the reranker's order alone, 0 = the first stage's; 0.5 guards against a "
-        "reranker weaker than the embedder (docs/reranking.md). bench/retrieval.py --rerank "
+        "reranker weaker than the embedder (docs/design/reranking.md). bench/retrieval.py --rerank "
         "measures it.",
     )
     RERANK_TIMEOUT: float = Field(
@@ -116,11 +116,6 @@ class Settings(BaseSettings):
     QDRANT_PATH: str = Field(
         "", description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both."
     )
-    QDRANT_ENGINE: Literal["edge", "local"] = Field(
-        "edge",
-        description="Engine of embedded storage (QDRANT_PATH): edge (Qdrant's own, in-process) "
-        "or local (qdrant-client's Python one, slow past a few thousand chunks).",
-    )
     QDRANT_SHARDS: int = Field(
         1, ge=1, description="Shards of a new collection on a Qdrant cluster (shard_number)."
     )
@@ -135,7 +130,7 @@ class Settings(BaseSettings):
     QDRANT_API_KEY: str = Field(
         "",
         description="Qdrant's API key: the stack's read-write key, which `make keys` creates in "
-        ".env (docs/security.md); empty: none.",
+        ".env (docs/guide/security.md); empty: none.",
     )
     COLLECTION: str = Field("notes", min_length=1, description="Qdrant collection name.")
     CODE_COLLECTION: str = Field(
@@ -162,7 +157,7 @@ class Settings(BaseSettings):
 
     INDEX_EXTENSIONS: str = Field(
         kinds.DEFAULT_EXTENSIONS,
-        description="Comma-separated file suffixes that are indexed (docs/formats.md lists "
+        description="Comma-separated file suffixes that are indexed (docs/design/formats.md lists "
         "each kind and its locator); secrets (.env, *.pem, *.key ...) never are.",
     )
 
@@ -209,7 +204,7 @@ class Settings(BaseSettings):
         "unchanged text is never embedded twice.",
     )
 
-    # --- YouTube playlists (docs/youtube.md) --------------------------------------------
+    # --- YouTube playlists (docs/guide/youtube.md) --------------------------------------------
     YOUTUBE_PLAYLISTS: str = Field(
         "",
         description="Comma-separated YouTube playlist ids synced as sources (each video one "

@@ -4,10 +4,9 @@ watcher's status file.
 
 It holds note text (the cache's keys are hashes, but its vectors are of the notes; the YouTube
 state keeps video details), so it is the user's alone whatever the umask: STATE_DIR (and
-QDRANT_PATH, kb.store.points) is made or set 0700 when opened, the files made here are 0600, and
-every
-process (kb.app.cli.script, the MCP server) first calls `owner_only`, so what libraries write on
-their own (SQLite's journal, qdrant-edge's segments) is 0600 too.
+QDRANT_PATH, kb.store.edge) is made or set 0700 when opened, the files made here are 0600, and
+every process (kb.app.cli.script, the MCP server) first calls `owner_only`, so what libraries
+write on their own (SQLite's journal, qdrant-edge's segments) is 0600 too.
 
 Deleting STATE_DIR is always safe: the next ingest embeds again what it needs. Versions before
 STATE_DIR kept the cache and the lock in the notes folder; `embed_cache_path` carries an old

@@ -18,10 +18,11 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
 
 import snowballstemmer
+
+from kb.core.schema import KeywordVector
 
 # BM25 document-side parameters. AVG_LEN stands in for the corpus mean chunk length (in tokens):
 # a fixed value keeps vectors independent of the rest of the corpus. Chunks are <= 1500 chars,
@@ -97,12 +98,6 @@ def tokenize(text: str) -> list[str]:
 def term_id(term: str) -> int:
     """Stable 32-bit id of a term (Qdrant sparse indices are u32); same in every process."""
     return int.from_bytes(hashlib.blake2b(term.encode(), digest_size=4).digest(), "little")
-
-
-@dataclass(frozen=True)
-class KeywordVector:
-    indices: list[int]
-    values: list[float]
 
 
 def _to_vector(weights: dict[int, float]) -> KeywordVector:

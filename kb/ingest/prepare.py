@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
-from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError
+from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
 from kb.content.redact import redact_note
 from kb.core.errors import IngestError
 from kb.core.schema import INBOX, ChunkRecord, FileStat, fingerprint, folders_of, point_id
@@ -74,7 +74,7 @@ class Prepared:
                 origin=self.origin,
                 locator=c.locator,
                 domain=note.domain,
-                file_mtime=self.stat.mtime if self.stat else None,
+                file_mtime_ns=self.stat.mtime_ns if self.stat else None,
                 file_size=self.stat.size if self.stat else None,
                 file_sha256=self.stat.sha256 if self.stat else None,
                 **(note.record or {}),
@@ -103,11 +103,6 @@ class Read:
     unindexed: list[str] = field(default_factory=list)  # names whose stored points must go
 
 
-def is_private(note: Note, private_tags: Collection[str]) -> bool:
-    """`private: true`, or a tag listed in PRIVATE_TAGS (both normalised)."""
-    return note.private or any(tag in private_tags for tag in note.tags)
-
-
 def prepare(
     source: Source,
     full: bool,
@@ -116,8 +111,9 @@ def prepare(
     progress: Progress,
     private_tags: Collection[str] = (),
 ) -> Read:
-    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops an
-    inbox run (IngestError) and fails that note alone elsewhere."""
+    """Read and chunk every listed note, setting private ones apart; bad frontmatter stops the
+    run of a source that `halts_on_bad_frontmatter` (the inbox: IngestError) and fails that
+    note alone elsewhere."""
     listing = source.listing(everything=full)
     summary.ignored.extend(listing.ignored)
     for reason, count in listing.skipped.items():
@@ -138,7 +134,7 @@ def prepare(
             if not chunks:
                 raise NoteError(item.path, "no text to index")
         except FrontmatterError as exc:
-            if source.origin == INBOX:
+            if source.halts_on_bad_frontmatter:
                 bad_yaml.append(f"{item.shown}: {exc.reason}")
             else:
                 failed.append(Failure(item.shown, exc.reason))

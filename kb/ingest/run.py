@@ -2,24 +2,25 @@
 
 A run (1) takes the ingest lock, (2) reads and chunks every listed note first, so bad
 frontmatter in the inbox stops the run before anything is written (a folder's note fails alone,
-kb.ingest.prepare) and progress knows the total, (3) plans with kb.ingest.plan which notes changed,
-(4)
-embeds those in groups (vectors by content hash from kb.embedding.cache) and writes each group's
-points with wait=True, deleting the notes' stale chunks, and (5) only then calls the source's
-`after_store` for the group (the inbox moves the files into ingested/). A run killed at any
+kb.ingest.prepare) and progress knows the total, (3) plans with kb.ingest.plan which notes
+changed, (4) embeds those in groups (vectors by content hash from kb.embedding.cache) and writes
+each group's points with wait=True, deleting the notes' stale chunks, and (5) only then calls the
+source's `after_store` for the group (the inbox moves the files into ingested/). A run killed at any
 point leaves every note either still to do (re-ingested next run, overwriting its points: ids
 are deterministic) or stored and done.
 
-A NOTE_FOLDERS folder is synced in full each run (its listing is complete): only its own
-stored notes (payload `origin`) are compared with it; a note whose file is gone is soft-deleted
-(hidden, kept), one whose file comes back unchanged is restored without embedding. A sync that
-would soft-delete more than NOTE_FOLDERS_MAX_DELETE of a folder's notes stops first (`run`
-checks every folder before any source changes anything) unless deletes are allowed. An inbox
-note whose file was deleted from ingested/ is soft-deleted the same way by a full build
-(--rebuild), the only run that lists ingested/.
+A complete source (a NOTE_FOLDERS folder, a playlist) is synced in full each run: only its own
+stored notes (payload `origin`) are compared with its listing; a note whose item is gone is
+soft-deleted (hidden, kept, with the source's `deletion_cause`), one whose item comes back
+unchanged is restored without embedding. A sync that would soft-delete more than
+NOTE_FOLDERS_MAX_DELETE of a source's notes stops first (kb.ingest.guard: `run` checks every
+folder before any source changes anything) unless deletes are allowed. An inbox note
+whose file was deleted from ingested/ is soft-deleted the same way by a full build (--rebuild),
+the only run that lists ingested/.
 
-Over ~300 lines on purpose: the run, the deletion pre-check and each source's sync share one
-run's state (lock, store, cache, summary); split, they would only pass it around.
+No kind of source is known here: what differs between them is asked of the source
+(kb.sources.base.Source: its collections, deletion cause, refreshed fields, guard wording).
+kb.app.ingest builds the sources, the clients and the config from the settings.
 
 A private note (kb.ingest.prepare) is never embedded or stored: what the collection holds of it (a
 note made private since, or whose `private` field is unclear) is deleted outright, not
@@ -27,40 +28,30 @@ soft-deleted, before anything is written; then the source's after-store hook run
 inbox moves it into ingested/, unindexed, so its earlier version there is replaced and no later
 --rebuild can index that one again).
 
-`stop` (an Event, set by ingest.py on Ctrl-C) ends the run after the current group.
+`options.stop` (an Event, set by ingest.py on Ctrl-C) ends the run after the current group.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import partial
 
-from kb.app.backend import embed_client
-from kb.content.formats import CODE, PROSE
-from kb.content.notes import normalise_tags
-from kb.core.errors import EmbedError, IngestError, ModelMismatch, StoreError
-from kb.core.schema import FILE_DELETED, INBOX, PLAYLIST_REMOVED, VIEW_COUNT
-from kb.core.settings import Settings
+from kb.content.formats import CODE
+from kb.core.errors import EmbedError, IngestError, StoreError
 from kb.core.state import State
 from kb.embedding.cache import EmbedCache
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
 from kb.ingest import plan as sync
-from kb.ingest import switch
+from kb.ingest.guard import check_deletes, check_sources
+from kb.ingest.options import DEFAULTS, IngestConfig, IngestOptions
 from kb.ingest.prepare import Prepared, Read, prepare
 from kb.ingest.progress import Progress, Summary
 from kb.sources.base import Failure, Source
 from kb.sources.domain import DomainSource, Listed
-from kb.sources.folder import FolderSource, configured
-from kb.sources.inbox import InboxSource
-from kb.sources.youtube.playlist import PlaylistSource
-from kb.sources.youtube.playlist import close as close_youtube
-from kb.sources.youtube.playlist import configured as youtube_playlists
 from kb.store import collection
 from kb.store.points import Point, Store
 
@@ -164,42 +155,57 @@ def _embedder_model(client: EmbedClient, wait_s: float) -> tuple[str, int]:
     return client.model, client.dimensions
 
 
+@dataclass(frozen=True)
+class Target:
+    """One collection a run writes: its store, and the embedder client of its model."""
+
+    store: Store
+    client: EmbedClient
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One source's sync into one collection: what `_run` reads."""
+
+    source: Source
+    client: EmbedClient
+    store: Store
+    state: State
+    config: IngestConfig
+    options: IngestOptions
+    summary: Summary
+    progress: Progress
+    date_ingested: str  # one UTC timestamp for the whole run
+
+
 def ingest(
     source: Source,
     client: EmbedClient,
     store: Store,
     state: State,
-    *,
-    rebuild: bool = False,
-    max_bytes: int = 5_000_000,
-    group_chunks: int = 16,
-    cache: bool = True,
-    progress: Progress | None = None,
-    stop: threading.Event | None = None,
-    max_delete: float = 0.5,
-    allow_deletes: bool = False,
-    private_tags: Collection[str] = (),
+    config: IngestConfig,
+    options: IngestOptions = DEFAULTS,
 ) -> Summary:
-    """Ingest what `source` holds (everything it ever held, with rebuild).
+    """Ingest what `source` holds into `store`'s collection (everything it ever held, when
+    `options` rebuild that collection).
 
-    A complete source (a folder) is synced: notes whose files are gone are soft-deleted, unless
-    that is more than `max_delete` of its notes and not `allow_deletes` (IngestError first).
+    A complete source (a folder) is synced: notes whose items are gone are soft-deleted, unless
+    that is more than `config.max_delete` of its notes and not `options.allow_deletes`
+    (IngestError first).
 
     Returns the Summary; items that could not be ingested are in `summary.failed` and were left
     untouched. Raises IngestError (its `.summary` says what was finished) when the run stops:
-    bad frontmatter in the inbox, another ingest running, `stop` set, the embedder or Qdrant
-    failing.
+    bad frontmatter in the inbox, another ingest running, `options.stop` set, the embedder or
+    Qdrant failing.
     """
-    progress = progress or Progress()
-    summary = Summary(rebuilt=rebuild)
+    progress = options.progress or Progress()
+    summary = Summary(rebuilt=options.rebuilds(store.collection))
     started = time.monotonic()
     date_ingested = datetime.now(UTC).isoformat(timespec="seconds")
+    job = _Job(source, client, store, state, config, options, summary, progress, date_ingested)
     with state.lock():
         try:
-            _run(source, client, store, state, summary, progress, rebuild=rebuild,
-                 max_bytes=max_bytes, group_chunks=group_chunks, cache=cache, stop=stop,
-                 date_ingested=date_ingested, max_delete=max_delete,
-                 allow_deletes=allow_deletes, private_tags=private_tags)  # fmt: skip
+            _run(job)
         except IngestError as exc:
             exc.summary = summary
             raise
@@ -216,27 +222,12 @@ def ingest(
     return summary
 
 
-def _run(
-    source: Source,
-    client: EmbedClient,
-    store: Store,
-    state: State,
-    summary: Summary,
-    progress: Progress,
-    *,
-    rebuild: bool,
-    max_bytes: int,
-    group_chunks: int,
-    cache: bool,
-    stop: threading.Event | None,
-    date_ingested: str,
-    max_delete: float,
-    allow_deletes: bool,
-    private_tags: Collection[str],
-) -> None:
-    build = collection.start_build(store, rebuild=rebuild)
+def _run(job: _Job) -> None:
+    source, client, store = job.source, job.client, job.store
+    summary, progress, config = job.summary, job.progress, job.config
+    build = collection.start_build(store, rebuild=summary.rebuilt)
     full = build.full or source.complete  # the listing names everything the source holds
-    read = prepare(source, full, max_bytes, summary, progress, private_tags)
+    read = prepare(source, full, config.max_bytes, summary, progress, config.private_tags)
     prepared = read.notes
     if read.unindexed and build.existing is not None:
         unindex(source, store, read, summary, progress)
@@ -254,41 +245,47 @@ def _run(
         stored = store.fingerprints(origin=source.origin) if full else store.fingerprints(wanted)
     plan = sync.plan(wanted, stored, full=full, holds=source.holds)
     if plan.gone:  # a folder's, or (a full build) the inbox's files deleted from ingested/
-        if source.complete and not allow_deletes:
-            check_deletes(source, len(plan.gone), stored, max_delete)
+        if source.complete and not job.options.allow_deletes:
+            check_deletes(source, len(plan.gone), stored, config.max_delete)
         log.info("%s: soft-deleting %d notes whose items are gone", source.origin, len(plan.gone))
-        cause = PLAYLIST_REMOVED if isinstance(source, PlaylistSource) else FILE_DELETED
-        store.soft_delete(plan.gone, cause, date_ingested)
+        store.soft_delete(plan.gone, source.deletion_cause, job.date_ingested)
         summary.deleted = plan.gone
-    if isinstance(source, PlaylistSource) and source.refreshed:  # view counts read again
-        store.set_fields({name: {VIEW_COUNT: n} for name, n in source.refreshed.items()
-                          if name in stored and name not in plan.write})  # fmt: skip
+    refreshed = {name: fields for name, fields in source.refreshed_fields().items()
+                 if name in stored and name not in plan.write}  # fmt: skip
+    if refreshed:  # read again by the listing (a video's view count): nothing re-embedded
+        store.set_fields(refreshed)
     settled = [name for name in plan.settle if name not in plan.write]
     if settled:  # restored by hand and their files are back: a later file deletion counts
         store.restore(settled)
     by_name = {p.note.source: p for p in prepared}
     writing = [by_name[name] for name in plan.write]
     progress.start(len(prepared), sum(len(p.chunks) for p in prepared))
-    # an older version kept the cache inside the inbox; nothing is ever looked for in a folder
-    old_cache_in = source.root if source.origin == INBOX else None
-    with EmbedCache(state.embed_cache_path(old_cache_in) if cache else None) as vectors:
+    cache_path = job.state.embed_cache_path(config.old_cache_dir) if config.cache else None
+    with EmbedCache(cache_path) as vectors:
         writer = _Writer(source, client, vectors, store, model, dimensions, wanted, stored,
-                         date_ingested, summary, progress)  # fmt: skip
+                         job.date_ingested, summary, progress)  # fmt: skip
         try:
             writer.hand_over([by_name[name] for name in plan.unchanged], written=False)
             if plan.restore:
                 store.restore(plan.restore)  # its points are the note as it is: made visible
                 writer.hand_over([by_name[n] for n in plan.restore], written=False, restored=True)
-            done = 0
-            for group in _groups(writing, group_chunks):
-                if stop is not None and stop.is_set():
-                    left = len(writing) - done
-                    raise IngestError(f"interrupted; {left} notes are left for the next run")
-                writer.write(group)
-                done += len(group)
+            _write(writer, writing, config.group_chunks, job.options)
         finally:
             summary.embedded_cached = vectors.hits
     collection.finish_build(store, build)
+
+
+def _write(
+    writer: _Writer, writing: list[Prepared], group_chunks: int, options: IngestOptions
+) -> None:
+    """Embed and store `writing` group by group; `options.stop` ends it between groups."""
+    done = 0
+    for group in _groups(writing, group_chunks):
+        if options.stop is not None and options.stop.is_set():
+            left = len(writing) - done
+            raise IngestError(f"interrupted; {left} notes are left for the next run")
+        writer.write(group)
+        done += len(group)
 
 
 def unindex(source: Source, store: Store, read: Read, summary: Summary, progress: Progress) -> None:
@@ -314,28 +311,6 @@ def hand_over_private(source: Source, read: Read, summary: Summary, progress: Pr
             failure = Failure(item.shown, f"private (not indexed), but not moved: {error}")
             summary.failed.append(failure)
             progress.failed(failure)
-
-
-def check_deletes(
-    source: Source, gone: int, stored: dict[str, dict[str, str]], share: float
-) -> None:
-    """IngestError when soft-deleting `gone` notes of a folder whose `stored` notes (some maybe
-    soft-deleted already) is more than `share` of them (and more than one): an unmounted drive,
-    a wrong branch checked out. Nothing has changed yet."""
-    live = sum(1 for points in stored.values() if not sync.deleted(points))
-    if gone > max(1.0, share * live):
-        where = (
-            f"YOUTUBE_PLAYLISTS {source.origin}: {gone} of its {live} videos are gone from the "
-            "playlist"
-            if isinstance(source, PlaylistSource)
-            else f"NOTE_FOLDERS {source.origin} ({source.root}): {gone} of its {live} notes are "
-            "gone from the folder"
-        )
-        raise IngestError(
-            f"{where}, more than NOTE_FOLDERS_MAX_DELETE={share:g}; nothing was changed. "
-            "If the folder is right (not an unmounted drive), confirm with "
-            "`uv run ingest.py --allow-deletes`"
-        )
 
 
 def _run_record(
@@ -365,113 +340,35 @@ def _run_record(
 
 
 def run(
-    settings: Settings,
-    client: EmbedClient,
-    store: Store,
-    *,
-    rebuild: bool | str = False,
-    progress: Progress | None = None,
-    stop: threading.Event | None = None,
-    allow_deletes: bool = False,
-    youtube_only: bool = False,
-    only: Collection[str] | None = None,
+    sources: Sequence[Source],
+    prose: Target,
+    code: Target,
+    state: State,
+    config: IngestConfig,
+    options: IngestOptions = DEFAULTS,
 ) -> Summary:
-    """Ingest the inbox NOTES_DIR (and, with rebuild, everything in ingested/), then sync every
-    NOTE_FOLDERS folder, then every YOUTUBE_PLAYLISTS playlist (only those with `youtube_only`),
-    as the settings say: what ingest.py runs. Prose goes to `store` (COLLECTION), code and
-    notebooks to CODE_COLLECTION beside it, embedded with CODE_EMBED_MODEL (kb.sources.domain);
-    `rebuild` True rebuilds both, a collection's name that one only. ConfigError for a bad
-    NOTE_FOLDERS or YOUTUBE_PLAYLISTS and IngestError for a folder losing too many notes, before
-    anything changes. `only`: the origins to sync ("inbox", folder names; no playlist), all when
-    None (kb.app.watch)."""
-    if not settings.NOTES_DIR.is_dir():
-        raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
-    folders = configured(settings)
-    inbox = InboxSource(
-        settings.NOTES_DIR, reserved=[f.name for f in folders], suffixes=settings.index_extensions
-    )
-    files: list[Source] = [] if youtube_only else [inbox, *folders]
-    if only is not None:
-        files = [s for s in files if s.origin in only]
-    chosen = [f for f in folders if f in files]
-    if not allow_deletes:
-        _check_folders(chosen, store, settings.NOTE_FOLDERS_MAX_DELETE)
-    # a watcher's batch (`only`) never spends YouTube quota
-    playlists = youtube_playlists(settings, State(settings.STATE_DIR)) if only is None else []
-    total = Summary(rebuilt=bool(rebuild))
-    step = partial(_ingest_into, total, settings, progress=progress, stop=stop,
-                   allow_deletes=allow_deletes)  # fmt: skip
-    live = store
-    try:
-        code_live = store.beside(settings.CODE_COLLECTION)
-        with embed_client(settings, code=True) as code_client:
-            # a new model or chunker: written beside the searched collection (kb.ingest.switch)
-            store, code_store = switch.begin(live, client), switch.begin(code_live, code_client)
-            for source in files:
-                listed = Listed(source)
-                for view, target, embedder in (
-                    (DomainSource(listed, PROSE), store, client),
-                    (DomainSource(listed, CODE), code_store, code_client),
-                ):
-                    if view.domain == CODE and not _has_code(view, code_store, bool(rebuild)):
-                        continue  # no code anywhere: no code collection, no code model needed
-                    step(
-                        view,
-                        embedder,
-                        target,
-                        rebuild=_rebuilds(rebuild, code_live if target is code_store else live),
-                    )
-            for playlist in playlists:  # videos are prose: the notes collection
-                step(playlist, client, store, rebuild=_rebuilds(rebuild, live))
-            if only is None and not youtube_only:  # every source synced: the rebuild is whole
-                switch.finish(live, store)
-                switch.finish(code_live, code_store)
-    finally:
-        close_youtube(playlists)
-    return total
-
-
-def _rebuilds(rebuild: bool | str, store: Store) -> bool:
-    """--rebuild (True) rebuilds every collection; --rebuild NAME that one only."""
-    return rebuild is True or rebuild == store.collection
-
-
-def _ingest_into(
-    total: Summary,
-    settings: Settings,
-    source: Source,
-    client: EmbedClient,
-    store: Store,
-    *,
-    rebuild: bool,
-    progress: Progress | None,
-    stop: threading.Event | None,
-    allow_deletes: bool,
-) -> None:
-    """One source (or one domain's view of it) into one collection, counted in `total`."""
-    try:
-        total.add(
-            ingest(
-                source,
-                client,
-                store,
-                State(settings.STATE_DIR),
-                rebuild=rebuild,
-                max_bytes=settings.NOTE_MAX_BYTES,
-                group_chunks=settings.EMBED_BATCH_SIZE,
-                cache=settings.EMBED_CACHE,
-                progress=progress,
-                stop=stop,
-                max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
-                allow_deletes=allow_deletes,
-                private_tags=normalise_tags(settings.PRIVATE_TAGS),
-            )
-        )
-    except IngestError as exc:
-        if exc.summary is not None:
-            total.add(exc.summary)
-        exc.summary = total
-        raise
+    """Ingest every source, in order, into the collections of its `domains`: prose into
+    `prose`, code and notebooks into `code` (kb.sources.domain), once the mass-deletion guard
+    (kb.ingest.guard) found no folder losing too many notes (unless `options.allow_deletes`).
+    `options.rebuild` True rebuilds both collections, a collection's name that one only.
+    The Summary counts every source; an IngestError's `.summary` what was done before it."""
+    listed = [Listed(source) for source in sources]  # one listing per source, shared
+    if not options.allow_deletes:
+        check_sources(listed, prose.store, config.max_delete)
+    total = Summary(rebuilt=bool(options.rebuild))
+    for each in listed:
+        for domain in each.source.domains:
+            view = DomainSource(each, domain)
+            target = code if domain == CODE else prose
+            if domain == CODE and not _has_code(view, code.store, bool(options.rebuild)):
+                continue  # no code anywhere: no code collection, no code model needed
+            try:
+                total.add(ingest(view, target.client, target.store, state, config, options))
+            except IngestError as exc:
+                if exc.summary is not None:
+                    total.add(exc.summary)
+                exc.summary = total
+                raise
     return total
 
 
@@ -480,23 +377,3 @@ def _has_code(view: DomainSource, code_store: Store, rebuild: bool) -> bool:
     may hold this source's code from before (then its sync must see the files gone)."""
     listed = view.has_items(everything=view.complete or rebuild)
     return listed or collection.info(code_store) is not None
-
-
-def _check_folders(folders: Sequence[FolderSource], store: Store, share: float) -> None:
-    """The mass-deletion guard for every folder, before any source changes anything (each
-    folder's own sync checks again against what it read)."""
-    try:
-        if not folders or collection.info(store) is None:
-            return
-    except ModelMismatch:
-        return  # not our collection: the run says so (or --rebuild re-creates it)
-    for folder in folders:
-        listed = {item.source for item in folder.listing(everything=True).items}
-        stored = store.fingerprints(origin=folder.origin)
-        gone = [
-            name for name, points in stored.items()
-            if name not in listed and not sync.deleted(points) and not sync.kept(points)
-            and not folder.holds(name)
-        ]  # fmt: skip
-        if gone:
-            check_deletes(folder, len(gone), stored, share)

@@ -54,7 +54,7 @@ def builds(store: Store) -> list[str]:
     """The collections being built to take over `store`'s name."""
     prefix = store.collection + SEPARATOR
     found = []
-    for name in store.collections():
+    for name in store.collection_names():
         if name.startswith(prefix) and name != store.target():
             made = collection.info(store.beside(name))
             if made is not None and made.switch_of == store.collection:
@@ -131,6 +131,7 @@ def finish(live: Store, build: Store) -> bool:
     live.checked_model, live.has_keyword = None, False
     if before is not None and before != build.collection:
         collection.delete(live, before)
+    now = collection.info(live)
     log.info("%s now searches %s (%s)", live.collection, build.collection,
-             collection.info(live).model if collection.info(live) else "?")  # fmt: skip
+             now.model if now else "?")  # fmt: skip
     return True

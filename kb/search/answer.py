@@ -1,5 +1,5 @@
 """A cited answer from retrieved passages: the prompt, the citations, and an OpenAI-compatible
-chat endpoint (`LLM_URL`) to write it when the MCP client cannot (docs/reranking.md).
+chat endpoint (`LLM_URL`) to write it when the MCP client cannot (docs/design/reranking.md).
 
 Citations are made by construction, never taken from the model: the prompt numbers the
 retrieved passages and asks for `[n]` after each claim; `cite` turns each valid number into

@@ -11,10 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from qdrant_client import models
-
 from kb.core.schema import (
-    CHUNK_INDEX,
     DATE_INGESTED,
     DURATION_S,
     TITLE,
@@ -25,6 +22,7 @@ from kb.core.schema import (
 from kb.search.filters import Filters
 from kb.store import collection
 from kb.store.points import Store
+from kb.store.query import listing_filter
 
 OrderBy = Literal["uploaded", "ingested", "views", "duration", "title"]
 ORDER_BY: dict[str, str] = {
@@ -70,14 +68,8 @@ def browse(
         raise ValueError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     collection.require(store)
     key = ORDER_BY[order_by]
-    must: list[models.Condition] = [
-        # one row per note: every note has exactly one chunk 0
-        models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0)),
-    ]
-    if key != TITLE:  # the count matches what order_by can list: points with a value
-        must.append(models.IsEmptyCondition(is_empty=models.PayloadField(key=key)))
-    where = (filters or Filters()).where()
-    flt = models.Filter(must=must[:1] + ([where] if where else []), must_not=must[1:])
+    # one row per note, with a value to order by: the count matches what order_by can list
+    flt = listing_filter((filters or Filters()).where(), key)
     total = store.count(flt)
     if count_only:
         return Browsed(total, [])

@@ -46,7 +46,7 @@ def changed(path: Path, indexed: FileStat) -> bool | None:
         return None  # a link or another kind of file: ingest would not read it either
     if now.st_size != indexed.size:
         return True
-    if now.st_mtime == indexed.mtime:
+    if now.st_mtime_ns == indexed.mtime_ns:
         return False
     current = FileStat.of(path)
     return None if current is None else current.sha256 != indexed.sha256

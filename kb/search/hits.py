@@ -1,7 +1,8 @@
 """What a search result says, field by field: one line per field of kb.core.schema.Hit.
 
 The MCP tools' result schema is built from this table (notes_server.surface), query.py --json
-prints the same fields, and docs/tools.md (generated from the tools' snapshot) shows these lines;
+prints the same fields, and docs/guide/tools.md (generated from the tools' snapshot) shows these
+lines;
 a field of Hit without a line here fails at import.
 """
 

@@ -25,13 +25,11 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kb.content.notes import NoteError, normalise_tags, read_note
+from kb.content.notes import NoteError, is_private, read_note
 from kb.content.redact import redact_text
 from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
 from kb.core.schema import INBOX, TRANSCRIPT
-from kb.core.settings import Settings
-from kb.ingest.prepare import is_private
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.store import collection
@@ -39,6 +37,19 @@ from kb.store.points import Store
 
 MAX_BYTES = 500_000  # per call: what an assistant's context can take in one go
 MAX_LINES = 2000
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """The settings reading reads, as plain values (kb.app.backend.read_config builds it): where
+    the indexed files are and how ingest reads them."""
+
+    notes_dir: Path  # NOTES_DIR: the inbox, whose stored notes are in ingested/
+    note_folders: str  # NOTE_FOLDERS as written (checked when a folder's note is read)
+    folders_git: bool  # NOTE_FOLDERS_GIT
+    suffixes: tuple[str, ...]  # INDEX_EXTENSIONS
+    max_bytes: int  # NOTE_MAX_BYTES
+    private_tags: frozenset[str]  # PRIVATE_TAGS, normalised
 
 
 @dataclass(frozen=True)
@@ -79,17 +90,20 @@ def video_text(payloads: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def locate(settings: Settings, source: str, origin: str) -> Path:
+def locate(config: ReadConfig, source: str, origin: str) -> Path:
     """The file of an indexed item, if its source's listing would hold it now."""
     parts = PurePosixPath(source).parts
     if not parts or source.startswith("/") or ".." in parts or "\\" in source:
         raise NoteNotFound(f"{source!r} is not a note's name")
     if origin == INBOX:
         listing: InboxSource | FolderSource = InboxSource(
-            settings.NOTES_DIR, suffixes=settings.index_extensions
+            config.notes_dir, suffixes=config.suffixes
         )
     else:
-        folders = {f.name: f for f in configured(settings)}
+        found = configured(
+            config.notes_dir, config.note_folders, git=config.folders_git, suffixes=config.suffixes
+        )
+        folders = {f.name: f for f in found}
         if origin not in folders or parts[0] != origin:
             raise NoteNotFound(f"{source}: its folder {origin!r} is no longer in NOTE_FOLDERS")
         listing = folders[origin]
@@ -99,17 +113,17 @@ def locate(settings: Settings, source: str, origin: str) -> Path:
         raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
 
 
-def file_text(settings: Settings, source: str, origin: str) -> str:
+def file_text(config: ReadConfig, source: str, origin: str) -> str:
     """The readable text of an indexed item's file, as ingest would read it now; NoteNotFound
     when ingest would not index it (unreadable, private now)."""
-    path = locate(settings, source, origin)
+    path = locate(config, source, origin)
     try:
-        note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
+        note = read_note(path, source, max_bytes=config.max_bytes)
     except NoteError as exc:
         raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
     except OSError as exc:
         raise NoteNotFound(f"{source}: not read: cannot read it ({exc.strerror})") from None
-    if is_private(note, normalise_tags(settings.PRIVATE_TAGS)):
+    if is_private(note, config.private_tags):
         raise NoteNotFound(
             f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
         )
@@ -133,7 +147,7 @@ def shown_lines(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 
 def read_item(
-    settings: Settings,
+    config: ReadConfig,
     stores: Sequence[Store],
     source: str,
     start_line: int = 1,
@@ -149,7 +163,7 @@ def read_item(
     if payloads[0].get("kind") == "video":
         text = video_text(payloads)
     else:
-        text = file_text(settings, source, str(payloads[0].get("origin") or INBOX))
+        text = file_text(config, source, str(payloads[0].get("origin") or INBOX))
     all_lines, hidden_per_line = shown_lines(text)
     shown: list[str] = []
     size = hidden = 0

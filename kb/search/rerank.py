@@ -1,5 +1,5 @@
 """The second stage of search: the embedder's cross-encoder reads the query with each of the
-first stage's best passages and reorders them (docs/reranking.md).
+first stage's best passages and reorders them (docs/design/reranking.md).
 
 `rerank` takes a list of Hits and returns a list of Hits, whatever produced them (the notes'
 fused ranking today; several collections merged by rank later): each keeps its first-stage

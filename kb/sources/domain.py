@@ -1,10 +1,11 @@
 """One source seen by one collection: its prose items (notes, documents, tables, config) for
 COLLECTION, its code items (code, notebooks) for CODE_COLLECTION (kb.content.formats.domain_of).
 
-kb.ingest.run runs each source twice, once per collection, through this view, so each collection is
-synced, soft-deleted and rebuilt on its own with everything kb.ingest.run already does. The two
-views share one listing per run (a folder is walked once); files that are not items (ignored,
-skipped) are counted by the prose view only.
+kb.ingest.run runs each source once per collection of its `domains`, through this view, so each
+collection is synced, soft-deleted and rebuilt on its own with everything kb.ingest.run already
+does. The views share one listing per run (a folder is walked once, for the mass-deletion guard
+and both collections); files that are not items (ignored, skipped) are counted by the prose view
+only. Everything else is the source's own (the view forwards every hook of the protocol).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from kb.content.formats import PROSE, domain_of
 from kb.content.notes import Note
+from kb.core.kinds import Domain
 from kb.sources.base import Item, Listing, Source
 
 
@@ -36,7 +38,7 @@ class DomainSource:
     """The items of `listed` whose domain is `domain` (a kb.sources.base.Source itself)."""
 
     listed: Listed
-    domain: str
+    domain: Domain
 
     @property
     def inner(self) -> Source:
@@ -80,3 +82,25 @@ class DomainSource:
 
     def finish(self) -> None:
         self.inner.finish()
+
+    @property
+    def domains(self) -> tuple[Domain, ...]:
+        return (self.domain,)
+
+    @property
+    def deletion_cause(self) -> str:
+        return self.inner.deletion_cause
+
+    @property
+    def halts_on_bad_frontmatter(self) -> bool:
+        return self.inner.halts_on_bad_frontmatter
+
+    @property
+    def local_listing(self) -> bool:
+        return self.inner.local_listing
+
+    def refreshed_fields(self) -> dict[str, dict[str, object]]:
+        return self.inner.refreshed_fields()
+
+    def too_many_gone(self, gone: int, live: int) -> str:
+        return self.inner.too_many_gone(gone, live)

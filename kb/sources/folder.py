@@ -19,8 +19,8 @@ from pathlib import Path
 from kb.content.notes import Note, NoteError, read_note
 from kb.core.errors import ConfigError
 from kb.core.schema import INBOX
-from kb.core.settings import Settings, from_root
-from kb.sources.base import Failure, Item, Listing
+from kb.core.settings import from_root
+from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files, listed_now
 from kb.sources.inbox import INGESTED
 
@@ -29,7 +29,7 @@ RESERVED = frozenset({INBOX, INGESTED})
 
 
 @dataclass
-class FolderSource:
+class FolderSource(SourceDefaults):
     """One NOTE_FOLDERS folder (see the module docstring)."""
 
     name: str
@@ -82,6 +82,12 @@ class FolderSource:
     def finish(self) -> None:
         pass
 
+    def too_many_gone(self, gone: int, live: int) -> str:
+        return (
+            f"NOTE_FOLDERS {self.name} ({self.root}): {gone} of its {live} notes are gone from "
+            "the folder (an unmounted drive? another branch checked out?)"
+        )
+
 
 def parse(value: str) -> list[tuple[str, str]]:
     """NOTE_FOLDERS as (name, path) pairs, in order; a pair without `name=` is named by its
@@ -101,13 +107,21 @@ def parse(value: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def configured(settings: Settings) -> list[FolderSource]:
-    """The NOTE_FOLDERS folders, checked: each exists and is readable, names are unique and can
-    collide with no other source's notes. ConfigError naming the folder or name otherwise."""
-    taken = _inbox_names(settings.NOTES_DIR)
-    inbox = settings.NOTES_DIR.resolve()
+def configured(
+    notes_dir: Path,
+    note_folders: str,
+    *,
+    git: bool = True,
+    suffixes: tuple[str, ...] = DEFAULT_SUFFIXES,
+) -> list[FolderSource]:
+    """The folders `note_folders` (NOTE_FOLDERS) names, checked: each exists and is readable,
+    names are unique and can collide with no other source's notes (the inbox `notes_dir`'s).
+    `git` (NOTE_FOLDERS_GIT) and `suffixes` (INDEX_EXTENSIONS) go to each FolderSource.
+    ConfigError naming the folder or name otherwise."""
+    taken = _inbox_names(notes_dir)
+    inbox = notes_dir.resolve()
     folders: list[FolderSource] = []
-    for name, text in parse(settings.NOTE_FOLDERS):
+    for name, text in parse(note_folders):
         where = f"NOTE_FOLDERS: {name}={text}"
         if "/" in name or "\\" in name or name.startswith(".") or name in RESERVED:
             raise ConfigError(
@@ -116,7 +130,7 @@ def configured(settings: Settings) -> list[FolderSource]:
             )
         if name in taken:
             raise ConfigError(
-                f"{where}: {settings.NOTES_DIR / name} exists in NOTES_DIR; the notes of both "
+                f"{where}: {notes_dir / name} exists in NOTES_DIR; the notes of both "
                 "would share names: choose another name"
             )
         if any(f.name == name for f in folders):
@@ -128,11 +142,7 @@ def configured(settings: Settings) -> list[FolderSource]:
             raise ConfigError(f"{where}: {path} is not readable")
         if path.is_relative_to(inbox) or inbox.is_relative_to(path):
             raise ConfigError(f"{where}: {path} overlaps NOTES_DIR {inbox}; keep them apart")
-        folders.append(
-            FolderSource(
-                name, path, git=settings.NOTE_FOLDERS_GIT, suffixes=settings.index_extensions
-            )
-        )
+        folders.append(FolderSource(name, path, git=git, suffixes=suffixes))
     return folders
 
 

@@ -18,18 +18,19 @@ from pathlib import Path
 
 from kb.content.notes import Note, NoteError, read_note
 from kb.core.schema import INBOX
-from kb.sources.base import Failure, Item, Listing
+from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.files import DEFAULT_SUFFIXES, discover, listed_now
 
 INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
 
 
-class InboxSource:
+class InboxSource(SourceDefaults):
     """NOTES_DIR as an inbox (see the module docstring)."""
 
     origin = INBOX
     complete = False  # a run lists only what waits in the inbox (everything: a full build)
+    halts_on_bad_frontmatter = True  # its notes would move into ingested/ unread otherwise
 
     def __init__(
         self,
@@ -94,6 +95,9 @@ class InboxSource:
 
     def holds(self, source: str) -> bool:
         return os.path.lexists(self.ingested / source) or os.path.lexists(self.root / source)
+
+    def too_many_gone(self, gone: int, live: int) -> str:
+        return f"NOTES_DIR {self.root}: {gone} of its {live} notes are gone from {INGESTED}/"
 
     def after_store(self, items: Sequence[Item]) -> list[OSError | None]:
         moving = [i for i in items if i.pending]

@@ -5,13 +5,13 @@ The collection's metadata records the embedding model and dimension that made it
 layout (kb.core.schema.SCHEMA_VERSION) and whether a full build is under way, so a different
 embedder
 is refused instead of silently mixing vector spaces, and an interrupted full build is finished
-by the next run. kb.store.points reads and writes the points.
+by the next run. The Store (kb.store.points) carries these operations to its engine and reads
+and writes the points.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass
 
 from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
@@ -47,27 +47,24 @@ class CollectionInfo:
 def info(store: Store) -> CollectionInfo | None:
     """Which model and layout built the collection; None when it does not exist. ModelMismatch
     for a collection without our dense vector (made by another tool)."""
-    with store.calls():
-        if not store.client.collection_exists(store.collection):
-            return None
-        found = store.client.get_collection(store.collection)
-    vectors = found.config.params.vectors
-    if not isinstance(vectors, dict) or DENSE not in vectors:
+    if not store.exists():
+        return None
+    found = store.describe()
+    if DENSE not in found.dense:
         raise ModelMismatch(
             f"collection '{store.collection}' in {store.location} has no '{DENSE}' vector "
             f"(made by another tool or version); re-create it with {REBUILD_HINT}"
         )
-    meta = found.config.metadata or {}
+    meta = found.metadata
     model = meta.get("embed_model")
-    sparse = found.config.params.sparse_vectors
     schema = meta.get("schema_version")
     chunker, switch_of = meta.get("chunker_version"), meta.get("switch_of")
     return CollectionInfo(
         model=model if isinstance(model, str) else None,
-        dimensions=vectors[DENSE].size,
-        points=found.points_count or 0,
+        dimensions=found.dense[DENSE].size,
+        points=found.points,
         rebuild_incomplete=meta.get("rebuild_incomplete") is True,
-        keyword=isinstance(sparse, dict) and KEYWORD in sparse,
+        keyword=KEYWORD in found.sparse,
         schema_version=schema if isinstance(schema, int) else None,
         chunker_version=chunker if isinstance(chunker, int) else None,
         switch_of=switch_of if isinstance(switch_of, str) and switch_of else None,
@@ -131,25 +128,18 @@ def create(
     finished by the next ingest. `metadata`: more of it (kb.ingest.switch: the chunker's
     version, the name it is built to take over).
     """
-    with store.calls():
-        store.client.create_collection(
-            store.collection,
-            vectors_config={
-                DENSE: models.VectorParams(size=dimensions, distance=models.Distance.COSINE)
-            },
-            # IDF from live statistics: document frequencies stay right as notes come and go
-            sparse_vectors_config={
-                KEYWORD: models.SparseVectorParams(modifier=models.Modifier.IDF)
-            },
-            metadata={
-                "embed_model": model,
-                "embed_dimensions": dimensions,
-                "schema_version": SCHEMA_VERSION,
-                "rebuild_incomplete": rebuilding,
-                **(metadata or {}),
-            },
-            **store.cluster,  # shards and replicas on a cluster (settings QDRANT_SHARDS ...)
-        )
+    store.create_collection(
+        dense={DENSE: models.VectorParams(size=dimensions, distance=models.Distance.COSINE)},
+        # IDF from live statistics: document frequencies stay right as notes come and go
+        sparse={KEYWORD: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        metadata={
+            "embed_model": model,
+            "embed_dimensions": dimensions,
+            "schema_version": SCHEMA_VERSION,
+            "rebuild_incomplete": rebuilding,
+            **(metadata or {}),
+        },
+    )
     create_indexes(store)
     store.checked_model = (model, dimensions)
     store.has_keyword = True
@@ -157,13 +147,8 @@ def create(
 
 def create_indexes(store: Store) -> None:
     """Create the payload indexes filters and facets need (idempotent)."""
-    with store.calls(), warnings.catch_warnings():
-        # embedded mode warns that it ignores payload indexes; a server needs them
-        warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-        for field, schema in PAYLOAD_INDEXES.items():
-            store.client.create_payload_index(
-                store.collection, field, field_schema=schema, wait=True
-            )
+    for field, kind in PAYLOAD_INDEXES.items():
+        store.create_index(field, kind)
 
 
 def mark_complete(store: Store, complete: bool = True) -> None:
@@ -173,8 +158,7 @@ def mark_complete(store: Store, complete: bool = True) -> None:
 
 def update(store: Store, metadata: dict[str, object]) -> None:
     """Set these metadata keys of the collection (the others stay)."""
-    with store.calls():
-        store.client.update_collection(store.collection, metadata=metadata)
+    store.update_metadata(metadata)
 
 
 def drop(store: Store) -> bool:
@@ -183,18 +167,15 @@ def drop(store: Store) -> bool:
     store.checked_model = None
     store.has_keyword = False
     target = store.target()
-    if target != store.collection:
-        store.drop_alias()
-    with store.calls():
-        if not store.client.collection_exists(target):
-            return False
-        return store.client.delete_collection(target)
+    if target == store.collection:
+        return store.drop_collection()
+    store.drop_alias()
+    return store.beside(target).drop_collection()
 
 
 def delete(store: Store, name: str) -> bool:
     """Delete the collection `name` of `store`'s Qdrant by its own name (never an alias's)."""
-    with store.calls():
-        return bool(store.client.delete_collection(name))
+    return store.beside(name).drop_collection()
 
 
 # --- what an ingest run does with the collection -------------------------------------------

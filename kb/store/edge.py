@@ -1,18 +1,17 @@
-"""Embedded storage on Qdrant's own engine in-process (qdrant-edge), behind the part of
-qdrant-client's API that kb.store.points and kb.store.collection use, so both speak to a server, to
-qdrant-client's local mode or to this alike.
+"""Embedded storage on Qdrant's own engine in-process (qdrant-edge) as an Engine
+(kb.store.engine): what a server answers, answered in this process.
 
 Layout under QDRANT_PATH: `edge/<collection>/shard/` (one qdrant-edge shard per collection),
 `edge/<collection>/collection.json` (its vectors and our metadata: a shard keeps none) and
 `edge/<collection>.lock` (one process per collection: a shard refuses a second open anyway,
 the lock makes that a clear message). `edge/aliases.json` names collections by alias as a
 server's aliases do (kb.ingest.switch points the searched name at a rebuilt index): every call
-taking a collection's name resolves an alias first, except create and delete (real collections
+taking a collection's name resolves an alias first, except create and drop (real collections
 only, as on a server); an alias may take the name of a collection that still exists (an index
 made before aliases), which makes the switch from it atomic here too. Requests arrive as
-qdrant-client `models` objects and are translated here; results come back shaped as
-qdrant-client's. A shard has no grouped query: kb.store.points groups by note itself for
-embedded storage (`Store._collapsed`).
+qdrant-client models and are translated by kb.store.translate. A shard has no grouped query:
+`query_groups` ranks one query as deep as a server's grouped query would and keeps the best
+points of each group itself.
 
 `optimize()` (building HNSW and merging segments) blocks, interpreter lock held, for up to
 minutes: kb.store.optimize runs it after ingest.py's writes and before make local's server starts,
@@ -26,60 +25,63 @@ import json
 import os
 import shutil
 import threading
-import uuid
-from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import qdrant_edge as qe
 
-from kb.core.errors import StoreError
+from kb.core.errors import StoreError, StoreUnavailable
 from kb.core.state import PRIVATE_FILE, private_folder
+from kb.store import translate
+from kb.store.engine import (
+    ClusterLayout,
+    Fields,
+    Record,
+    Scored,
+    StoredCollection,
+    best_per_group,
+    wanted_payload,
+)
 from kb.store.models import models
+from kb.store.query import PREFETCH_FACTOR
 
-EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode uses `collection/`
+if TYPE_CHECKING:
+    from kb.store.points import Store
+
+EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode used `collection/`
 META_FILE = "collection.json"
 ALIASES_FILE = "aliases.json"  # {alias: collection}, replaced whole (atomic) at each change
 SHARD_DIR = "shard"
-_SCHEMAS = {
-    "keyword": qe.PayloadSchemaType.Keyword,
-    "integer": qe.PayloadSchemaType.Integer,
-    "float": qe.PayloadSchemaType.Float,
-    "bool": qe.PayloadSchemaType.Bool,
-    "datetime": qe.PayloadSchemaType.Datetime,
-    "uuid": qe.PayloadSchemaType.Uuid,
-    "text": qe.PayloadSchemaType.Text,
-}
 
 
 class CollectionBusy(StoreError):
     """Another process holds this collection's shard."""
 
 
-def edge_root(path: str | Path) -> Path:
-    return Path(path) / EDGE_DIR
-
-
-def has_collection(path: str | Path, name: str) -> bool:
-    return (edge_root(path) / name / META_FILE).is_file()
-
-
-class EdgeClient:
+class EdgeEngine:
     """A QDRANT_PATH folder of qdrant-edge shards, one per collection, opened on first use and
-    locked for this process until `close`."""
+    locked for this process until `close`. One shard object serves every thread of a server:
+    each call holds the engine's lock.
 
-    def __init__(self, path: str | Path, *, tuning: dict[str, Any] | None = None) -> None:
-        self.root = edge_root(path)
-        # more qe.EdgeConfig arguments for a new collection (optimizers, quantization_config)
-        self.tuning = tuning or {}
-        private_folder(Path(path))  # note text inside: the user's alone (kb.core.state)
-        private_folder(self.root)
+    `optimizers`, `quantization`: more qdrant-edge settings for a collection this engine
+    creates (no setting selects them: `tuned_store`, for benchmarks and tests)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        optimizers: qe.EdgeOptimizersConfig | None = None,
+        quantization: qe.ScalarQuantizationConfig | None = None,
+    ) -> None:
+        self.folder = private_folder(Path(path))  # note text inside: the user's alone
+        self.location = f"embedded Qdrant in {self.folder} (QDRANT_PATH)"
+        self.root = private_folder(self.folder / EDGE_DIR)
+        self._tuning = (optimizers, quantization)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._locks: dict[str, int] = {}
         self._meta: dict[str, dict[str, Any]] = {}
-        self._mutex = threading.RLock()  # one shard object serves every thread of a server
+        self._mutex = threading.RLock()
         self._written: set[str] = set()  # collections this process changed: flushed on close
         self._aliases: dict[str, str] = self._load_aliases()
         self.shadowing_aliases = True  # an alias may take the name of an existing collection
@@ -96,37 +98,57 @@ class EdgeClient:
     def _resolve(self, name: str) -> str:
         return self._aliases.get(name, name)
 
-    def get_aliases(self) -> Any:
+    def aliases(self) -> dict[str, str]:
         with self._mutex:
-            pairs = sorted(self._aliases.items())
-        return SimpleNamespace(
-            aliases=[SimpleNamespace(alias_name=a, collection_name=c) for a, c in pairs]
-        )
+            return dict(self._aliases)
 
-    def update_collection_aliases(self, change_aliases_operations: Sequence[Any], **_: Any) -> bool:
-        """Qdrant's alias operations (create, delete), all applied at once or none."""
+    def point_alias(self, alias: str, target: str) -> str | None:
+        """One replace of the aliases file: an alias may shadow a collection of its name."""
         with self._mutex:
-            aliases = dict(self._aliases)
-            for op in change_aliases_operations:
-                if isinstance(op, models.CreateAliasOperation):
-                    target = op.create_alias.collection_name
-                    if not (self.root / target / META_FILE).is_file():
-                        raise StoreError(f"collection '{target}' does not exist")
-                    aliases[op.create_alias.alias_name] = target
-                elif isinstance(op, models.DeleteAliasOperation):
-                    aliases.pop(op.delete_alias.alias_name, None)
-                else:
-                    raise StoreError(f"embedded Qdrant (qdrant-edge): unsupported {op!r}")
-            target = self.root / ALIASES_FILE
-            tmp = target.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(json.dumps(aliases, indent=1))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, target)  # atomic: every later call sees the old or the new names
-            self._aliases = aliases
-        return True
+            if not (self.root / target / META_FILE).is_file():
+                raise StoreError(f"collection '{target}' does not exist in {self.location}")
+            before = self._aliases.get(alias)
+            if before is None and (self.root / alias / META_FILE).is_file():
+                before = alias
+            self._write_aliases({**self._aliases, alias: target})
+            return before
+
+    def drop_alias(self, alias: str) -> None:
+        with self._mutex:
+            self._write_aliases({a: c for a, c in self._aliases.items() if a != alias})
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        target = self.root / ALIASES_FILE
+        tmp = target.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(aliases, indent=1))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)  # atomic: every later call sees the old or the new names
+        self._aliases = aliases
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        collection: str,
+        *,
+        optimizers: qe.EdgeOptimizersConfig | None = None,
+        quantization: qe.ScalarQuantizationConfig | None = None,
+    ) -> EdgeEngine:
+        """The folder, with `collection` held for this process; StoreUnavailable when another
+        process holds it."""
+        engine = cls(path, optimizers=optimizers, quantization=quantization)
+        try:
+            engine.lock(collection)
+        except CollectionBusy:
+            engine.close()
+            raise StoreUnavailable(
+                f"{engine.location} is in use by another process (the MCP server or another "
+                "ingest?); stop it first, or run Qdrant as a server and set QDRANT_URL"
+            ) from None
+        return engine
 
     # --- locking and opening ------------------------------------------------------------
 
@@ -155,18 +177,20 @@ class EdgeClient:
             name = self._resolve(name)
             shard = self._shards.get(name)
             if shard is None:
-                if not self.collection_exists(name):
-                    raise StoreError(f"collection '{name}' does not exist")
+                if not self.exists(name):
+                    raise StoreError(f"collection '{name}' does not exist in {self.location}")
                 self.lock(name)
                 shard = qe.EdgeShard.load(str(self._dir(name) / SHARD_DIR))
                 self._shards[name] = shard
             return shard
 
     def _read_meta(self, name: str) -> dict[str, Any]:
-        name = self._resolve(name)
-        if name not in self._meta:
-            self._meta[name] = json.loads((self._dir(name) / META_FILE).read_text("utf-8"))
-        return self._meta[name]
+        with self._mutex:
+            name = self._resolve(name)
+            if name not in self._meta:
+                text = (self._dir(name) / META_FILE).read_text("utf-8")
+                self._meta[name] = json.loads(text)
+            return self._meta[name]
 
     def _write_meta(self, name: str, meta: dict[str, Any]) -> None:
         name = self._resolve(name)
@@ -192,34 +216,52 @@ class EdgeClient:
 
     # --- collections --------------------------------------------------------------------
 
-    def get_collections(self) -> Any:
-        names = sorted(p.parent.name for p in self.root.glob(f"*/{META_FILE}"))
-        return SimpleNamespace(collections=[SimpleNamespace(name=n) for n in names])
+    def collection_names(self) -> list[str]:
+        return sorted(p.parent.name for p in self.root.glob(f"*/{META_FILE}"))
 
-    def collection_exists(self, name: str) -> bool:
+    def exists(self, name: str) -> bool:
         return (self._dir(name) / META_FILE).is_file()
 
-    def create_collection(
+    def describe(self, name: str) -> StoredCollection:
+        meta = self._read_meta(name)
+        with self._mutex:
+            info = self._shard(name).info()
+        return StoredCollection(
+            dense={
+                k: models.VectorParams(size=v["size"], distance=models.Distance(v["distance"]))
+                for k, v in meta["vectors"].items()
+            },
+            sparse={
+                k: models.SparseVectorParams(modifier=models.Modifier.IDF if v["idf"] else None)
+                for k, v in meta["sparse_vectors"].items()
+            },
+            metadata=dict(meta["metadata"]),
+            points=info.points_count,
+            segments=info.segments_count,
+            indexed_vectors=info.indexed_vectors_count,
+        )
+
+    def create(
         self,
         name: str,
         *,
-        vectors_config: dict[str, models.VectorParams],
-        sparse_vectors_config: dict[str, models.SparseVectorParams] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **_: Any,
-    ) -> bool:
+        dense: Mapping[str, models.VectorParams],
+        sparse: Mapping[str, models.SparseVectorParams],
+        metadata: Mapping[str, Any],
+        cluster: ClusterLayout,  # one shard in one process: nothing to spread
+    ) -> None:
         with self._mutex:
             if name in self._aliases:
                 raise StoreError(f"'{name}' is an alias of collection '{self._aliases[name]}'")
             self._hold(name)
             folder = self.root / name
             if folder.exists():
-                raise StoreError(f"collection '{name}' already exists in {self.root}")
-            sparse = sparse_vectors_config or {}
+                raise StoreError(f"collection '{name}' already exists in {self.location}")
+            optimizers, quantization = self._tuning
             config = qe.EdgeConfig(
                 vectors={
-                    k: qe.EdgeVectorParams(size=v.size, distance=_distance(v.distance))
-                    for k, v in vectors_config.items()
+                    k: qe.EdgeVectorParams(size=v.size, distance=translate.DISTANCES[v.distance])
+                    for k, v in dense.items()
                 },
                 sparse_vectors={
                     k: qe.EdgeSparseVectorParams(
@@ -227,7 +269,8 @@ class EdgeClient:
                     )
                     for k, v in sparse.items()
                 },
-                **self.tuning,
+                optimizers=optimizers,
+                quantization_config=quantization,
             )
             self._shards[name] = qe.EdgeShard.create(str(folder / SHARD_DIR), config)
             self._written.add(name)
@@ -236,42 +279,22 @@ class EdgeClient:
                 {
                     "vectors": {
                         k: {"size": v.size, "distance": str(v.distance.value)}
-                        for k, v in vectors_config.items()
+                        for k, v in dense.items()
                     },
                     "sparse_vectors": {
                         k: {"idf": v.modifier == models.Modifier.IDF} for k, v in sparse.items()
                     },
-                    "metadata": metadata or {},
+                    "metadata": dict(metadata),
                 },
             )
-            return True
 
-    def get_collection(self, name: str) -> Any:
-        meta = self._read_meta(name)
-        vectors = {
-            k: models.VectorParams(size=v["size"], distance=models.Distance(v["distance"]))
-            for k, v in meta["vectors"].items()
-        }
-        sparse = {
-            k: models.SparseVectorParams(modifier=models.Modifier.IDF if v["idf"] else None)
-            for k, v in meta["sparse_vectors"].items()
-        }
-        with self._mutex:
-            points = self._shard(name).info().points_count
-        params = SimpleNamespace(vectors=vectors, sparse_vectors=sparse)
-        return SimpleNamespace(
-            config=SimpleNamespace(params=params, metadata=dict(meta["metadata"])),
-            points_count=points,
-        )
-
-    def update_collection(self, name: str, *, metadata: dict[str, Any], **_: Any) -> bool:
+    def update_metadata(self, name: str, metadata: Mapping[str, Any]) -> None:
         with self._mutex:
             meta = dict(self._read_meta(name))
             meta["metadata"] = {**meta["metadata"], **metadata}
             self._write_meta(name, meta)
-        return True
 
-    def delete_collection(self, name: str) -> bool:
+    def drop(self, name: str) -> bool:
         """Delete the collection `name` itself (never through an alias, as on a server)."""
         with self._mutex:
             folder = self.root / name
@@ -286,23 +309,13 @@ class EdgeClient:
             # the metadata first: a crash midway leaves no half collection that looks whole
             (folder / META_FILE).unlink()
             shutil.rmtree(folder)
-            pointing = [a for a, c in self._aliases.items() if c == name]
-            if pointing:  # as a server does: its aliases go with it
-                self.update_collection_aliases([
-                    models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=a))
-                    for a in pointing
-                ])  # fmt: skip
+            if name in self._aliases.values():  # as a server does: its aliases go with it
+                self._write_aliases({a: c for a, c in self._aliases.items() if c != name})
             return True
 
-    def create_payload_index(self, name: str, field_name: str, field_schema: Any, **_: Any) -> None:
-        kind = field_schema.value if hasattr(field_schema, "value") else str(field_schema)
-        self._update(name, qe.UpdateOperation.create_field_index(field_name, _SCHEMAS[kind]))
-
-    def segments(self, name: str) -> tuple[int, int]:
-        """(segments, indexed vectors) of a collection's shard: what `optimize` changes."""
-        with self._mutex:
-            info = self._shard(name).info()
-        return info.segments_count, info.indexed_vectors_count
+    def create_index(self, name: str, field: str, kind: models.PayloadSchemaType) -> None:
+        schema = translate.SCHEMAS[models.PayloadSchemaType(kind)]
+        self._update(name, qe.UpdateOperation.create_field_index(field, schema))
 
     def optimize(self, name: str) -> bool:
         """Merge segments and build the vector indexes (blocking: up to minutes)."""
@@ -319,277 +332,129 @@ class EdgeClient:
             self._shard(name).update(operation)
             self._written.add(self._resolve(name))
 
-    def upsert(self, name: str, points: Sequence[models.PointStruct], **_: Any) -> None:
-        batch = [qe.Point(_id(p.id), _vector(p.vector), p.payload or {}) for p in points]
+    def upsert(self, name: str, points: Sequence[models.PointStruct]) -> None:
+        batch = [translate.point(p) for p in points]
         self._update(name, qe.UpdateOperation.upsert_points(batch))
 
-    def delete(self, name: str, points_selector: Any, **_: Any) -> None:
-        flt, ids = _selector(points_selector)
-        if flt is not None:
-            self._update(name, qe.UpdateOperation.delete_points_by_filter(flt))
-        else:
-            self._update(name, qe.UpdateOperation.delete_points(ids))
+    def delete(self, name: str, where: models.Filter) -> None:
+        self._update(name, qe.UpdateOperation.delete_points_by_filter(translate.must(where)))
 
-    def set_payload(self, name: str, payload: dict[str, Any], points: Any, **_: Any) -> None:
-        flt, ids = _selector(points)
-        if flt is not None:
-            self._update(name, qe.UpdateOperation.set_payload_by_filter(flt, payload))
-        else:
-            self._update(name, qe.UpdateOperation.set_payload(ids, payload))
+    def set_payload(self, name: str, payload: Mapping[str, Any], where: models.Filter) -> None:
+        operation = qe.UpdateOperation.set_payload_by_filter(translate.must(where), dict(payload))
+        self._update(name, operation)
 
-    def delete_payload(self, name: str, keys: list[str], points: Any, **_: Any) -> None:
-        flt, ids = _selector(points)
-        if flt is not None:
-            self._update(name, qe.UpdateOperation.delete_payload_by_filter(flt, keys))
-        else:
-            self._update(name, qe.UpdateOperation.delete_payload(ids, keys))
+    def delete_payload(self, name: str, keys: Sequence[str], where: models.Filter) -> None:
+        operation = qe.UpdateOperation.delete_payload_by_filter(translate.must(where), list(keys))
+        self._update(name, operation)
 
     def retrieve(
-        self, name: str, ids: Sequence[Any], with_payload: Any = True, with_vectors: Any = False
-    ) -> list[Any]:
+        self, name: str, ids: Sequence[str], *, payload: Fields = True, vectors: Fields = False
+    ) -> list[Record]:
         with self._mutex:
             found = self._shard(name).retrieve(
-                [_id(i) for i in ids], with_payload=with_payload, with_vector=with_vectors
+                translate.ids(ids),
+                with_payload=translate.fields(payload),
+                with_vector=translate.fields(vectors),
             )
-        return [_record(r) for r in found]
+        return [translate.record(r) for r in found]
 
     def scroll(
         self,
         name: str,
-        scroll_filter: models.Filter | None = None,
-        limit: int = 10,
-        offset: Any = None,
-        with_payload: Any = True,
-        with_vectors: Any = False,
+        where: models.Filter | None,
+        *,
+        limit: int,
+        offset: str | None = None,
+        payload: Fields = True,
+        vectors: Fields = False,
         order_by: models.OrderBy | None = None,
-        **_: Any,
-    ) -> tuple[list[Any], Any]:
+    ) -> tuple[list[Record], str | None]:
         request = qe.ScrollRequest(
-            offset=_id(offset) if offset is not None else None,
+            offset=translate.point_id(offset) if offset is not None else None,
             limit=limit,
-            filter=_filter(scroll_filter),
-            with_payload=with_payload,
-            with_vector=with_vectors,
-            order_by=_order_by(order_by),
+            filter=translate.where(where),
+            with_payload=translate.fields(payload),
+            with_vector=translate.fields(vectors),
+            order_by=translate.order_by(order_by),
         )
         with self._mutex:
-            records, next_offset = self._shard(name).scroll(request)
-        return [_record(r) for r in records], next_offset
+            records, after = self._shard(name).scroll(request)
+        return [translate.record(r) for r in records], None if after is None else str(after)
 
-    def count(
-        self, name: str, count_filter: models.Filter | None = None, exact: bool = True, **_: Any
-    ) -> Any:
+    def count(self, name: str, where: models.Filter | None) -> int:
+        request = qe.CountRequest(exact=True, filter=translate.where(where))
         with self._mutex:
-            n = self._shard(name).count(qe.CountRequest(exact=exact, filter=_filter(count_filter)))
-        return SimpleNamespace(count=n)
+            return self._shard(name).count(request)
 
     def facet(
-        self,
-        name: str,
-        key: str,
-        facet_filter: models.Filter | None = None,
-        limit: int = 10,
-        exact: bool = False,
-        **_: Any,
-    ) -> Any:
-        request = qe.FacetRequest(key, limit=limit, exact=exact, filter=_filter(facet_filter))
+        self, name: str, key: str, where: models.Filter | None, limit: int
+    ) -> list[tuple[str, int]]:
+        request = qe.FacetRequest(key, limit=limit, exact=True, filter=translate.where(where))
         with self._mutex:
             hits = self._shard(name).facet(request).hits
-        return SimpleNamespace(hits=[SimpleNamespace(value=h.value, count=h.count) for h in hits])
+        return [(str(h.value), h.count) for h in hits]
 
-    def query_points(
+    def query(self, name: str, request: models.QueryRequest) -> list[Scored]:
+        return self._ranked(
+            name, request, request.limit or 10, wanted_payload(request.with_payload)
+        )
+
+    def _ranked(
         self,
         name: str,
-        query: Any = None,
-        using: str | None = None,
-        prefetch: Sequence[models.Prefetch] | None = None,
-        query_filter: models.Filter | None = None,
-        limit: int = 10,
-        with_payload: Any = True,
-        **_: Any,
-    ) -> Any:
-        request = qe.QueryRequest(
-            limit=limit,
-            query=_query(query, using),
-            prefetches=[_prefetch(p) for p in prefetch or []] or None,
-            filter=_filter(query_filter),
-            with_payload=with_payload,
-            with_vector=False,
-        )
+        request: models.QueryRequest | models.QueryGroupsRequest,
+        limit: int,
+        payload: models.WithPayloadInterface | None,
+    ) -> list[Scored]:
+        edge_request = translate.request(request, limit, translate.fields(payload))
         with self._mutex:
-            found = self._shard(name).query(request)
-        points = [
-            SimpleNamespace(id=str(p.id), score=p.score, payload=p.payload or {}) for p in found
-        ]
-        return SimpleNamespace(points=points)
+            found = self._shard(name).query(edge_request)
+        return [Scored(str(p.id), p.score, p.payload or {}) for p in found]
 
-    def query_points_groups(self, *_: Any, **__: Any) -> Any:
-        # kb.store.points groups by note itself for embedded storage (Store._collapsed)
-        raise NotImplementedError("qdrant-edge has no grouped query; see Store._collapsed")
+    def query_groups(self, name: str, request: models.QueryGroupsRequest) -> list[Scored]:
+        """What a server's grouped query returns, from one ranked query deep enough to hold
+        it (prefetches as deep as a server makes them, deeper while a few groups hold most of
+        the best points). The ranking reads only each point's group field; the payloads of the
+        points kept are read after (bench/scale.py: the ranked query is most of the time, and
+        its cost grows with how many points it returns)."""
+        limit, size, key = request.limit or 10, request.group_size or 3, request.group_by
+        fetch = PREFETCH_FACTOR * limit * size
+        while True:
+            deeper = request.model_copy(
+                update={"prefetch": translate.deepened(request.prefetch, limit, fetch)}
+            )
+            ranked = self._ranked(name, deeper, fetch, [key])
+            kept = best_per_group(ranked, key, size, limit)
+            if len(kept) == limit or len(ranked) < fetch:
+                # enough points, or the whole (filtered) collection was ranked
+                return self._with_payloads(name, kept, wanted_payload(request.with_payload))
+            fetch *= 4
 
-
-# --- translation of qdrant-client models ----------------------------------------------------
-
-RRF_K = 2  # a Qdrant server's reciprocal rank fusion constant, so both engines rank alike
-
-
-def _distance(distance: models.Distance) -> qe.Distance:
-    return {
-        models.Distance.COSINE: qe.Distance.Cosine,
-        models.Distance.DOT: qe.Distance.Dot,
-        models.Distance.EUCLID: qe.Distance.Euclid,
-        models.Distance.MANHATTAN: qe.Distance.Manhattan,
-    }[distance]
-
-
-def _id(point_id: Any) -> Any:
-    return uuid.UUID(point_id) if isinstance(point_id, str) else point_id
-
-
-def _record(record: Any) -> Any:
-    vector = record.vector
-    if isinstance(vector, dict):
-        vector = {
-            k: models.SparseVector(indices=list(v.indices), values=[float(x) for x in v.values])
-            if isinstance(v, qe.SparseVector)
-            else v
-            for k, v in vector.items()
-        }
-    return SimpleNamespace(id=str(record.id), payload=record.payload or {}, vector=vector)
+    def _with_payloads(
+        self,
+        name: str,
+        scored: Sequence[Scored],
+        payload: models.WithPayloadInterface | None,
+    ) -> list[Scored]:
+        if not scored:
+            return []
+        found = self.retrieve(name, [p.id for p in scored], payload=translate.fields(payload))
+        payloads = {r.id: r.payload for r in found}
+        # a point deleted since it was ranked has no payload left: it is no hit any more
+        return [Scored(p.id, p.score, payloads[p.id]) for p in scored if p.id in payloads]
 
 
-def _vector(vector: Any) -> Any:
-    if isinstance(vector, dict):
-        return {k: _vector(v) for k, v in vector.items()}
-    if isinstance(vector, models.SparseVector):
-        return qe.SparseVector(list(vector.indices), [float(x) for x in vector.values])
-    return list(vector)
+def tuned_store(
+    path: str | Path,
+    collection: str,
+    *,
+    optimizers: qe.EdgeOptimizersConfig | None = None,
+    quantization: qe.ScalarQuantizationConfig | None = None,
+) -> Store:
+    """A Store on embedded storage whose new collections get these qdrant-edge settings: an
+    indexing threshold that indexes a small corpus as a big one is (tests, bench/retrieval.py),
+    int8 quantization (bench/scale.py, bench/retrieval.py). No setting selects them."""
+    from kb.store.points import Store
 
-
-def _selector(selector: Any) -> tuple[qe.Filter | None, list[Any]]:
-    """(a filter, or None and a list of point ids) from a points selector."""
-    if isinstance(selector, models.FilterSelector):
-        return _filter(selector.filter), []
-    if isinstance(selector, models.Filter):
-        return _filter(selector), []
-    if isinstance(selector, models.PointIdsList):
-        selector = selector.points
-    return None, [_id(i) for i in selector]
-
-
-def _order_by(order: models.OrderBy | None) -> qe.OrderBy | None:
-    """Scroll ordered by a payload field with a range index (kb.search.browse)."""
-    if order is None:
-        return None
-    descending = order.direction == models.Direction.DESC
-    return qe.OrderBy(order.key, direction=qe.Direction.Desc if descending else qe.Direction.Asc)
-
-
-def _filter(flt: models.Filter | None) -> qe.Filter | None:
-    if flt is None:
-        return None
-    return qe.Filter(
-        must=_conditions(flt.must),
-        should=_conditions(flt.should),
-        must_not=_conditions(flt.must_not),
-    )
-
-
-def _conditions(conditions: Any) -> list[Any] | None:
-    if conditions is None:
-        return None
-    if not isinstance(conditions, list):
-        conditions = [conditions]
-    return [_condition(c) for c in conditions]
-
-
-def _condition(cond: Any) -> Any:
-    if isinstance(cond, models.Filter):
-        return _filter(cond)
-    if isinstance(cond, models.IsEmptyCondition):
-        return qe.IsEmptyCondition(cond.is_empty.key)
-    if isinstance(cond, models.IsNullCondition):
-        return qe.IsNullCondition(cond.is_null.key)
-    if isinstance(cond, models.HasIdCondition):
-        return qe.HasIdCondition({_id(i) for i in cond.has_id})
-    if isinstance(cond, models.FieldCondition):
-        if cond.match is not None:
-            return qe.FieldCondition(cond.key, match=_match(cond.match))
-        if isinstance(cond.range, models.DatetimeRange):
-            bounds = {k: _iso(v) for k, v in cond.range.model_dump().items() if v is not None}
-            return qe.FieldCondition(cond.key, range=qe.RangeDateTime(**bounds))
-        if isinstance(cond.range, models.Range):
-            bounds = {k: v for k, v in cond.range.model_dump().items() if v is not None}
-            return qe.FieldCondition(cond.key, range=qe.RangeFloat(**bounds))
-    raise StoreError(f"embedded Qdrant (qdrant-edge): unsupported filter condition {cond!r}")
-
-
-def _match(match: Any) -> Any:
-    if isinstance(match, models.MatchValue):
-        return qe.MatchValue(match.value)
-    if isinstance(match, models.MatchAny):
-        return qe.MatchAny(list(match.any))
-    if isinstance(match, models.MatchExcept):
-        return qe.MatchExcept(list(match.except_))
-    raise StoreError(f"embedded Qdrant (qdrant-edge): unsupported match {match!r}")
-
-
-def _iso(value: Any) -> str:
-    """RFC 3339 as Qdrant reads it; a naive datetime is UTC, as a server reads it."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.isoformat()
-    if isinstance(value, date):
-        return f"{value.isoformat()}T00:00:00+00:00"
-    return str(value)
-
-
-def _query(query: Any, using: str | None) -> Any:
-    if query is None:
-        return None
-    if isinstance(query, models.FormulaQuery):
-        return qe.Formula(_expression(query.formula))
-    if isinstance(
-        query, models.FusionQuery
-    ):  # alternates: phrasings merged by rank (kb.search.query)
-        if query.fusion == models.Fusion.RRF:
-            return qe.Fusion.Rrf(k=RRF_K)
-        return qe.Fusion.Dbsf()
-    if isinstance(query, models.RrfQuery):  # RRF with its constant (and weights) given
-        rrf = query.rrf
-        return qe.Fusion.Rrf(k=RRF_K if rrf.k is None else rrf.k, weights=rrf.weights)
-    if isinstance(query, models.SparseVector):
-        return qe.Query.Nearest(_vector(query), using=using)
-    if isinstance(query, models.NearestQuery):
-        return _query(query.nearest, using)
-    return qe.Query.Nearest(list(query), using=using)
-
-
-def _prefetch(prefetch: models.Prefetch) -> qe.Prefetch:
-    nested = prefetch.prefetch
-    inner = nested if isinstance(nested, list) else [nested] if nested is not None else []
-    return qe.Prefetch(
-        limit=prefetch.limit or 10,
-        query=_query(prefetch.query, prefetch.using),
-        prefetches=[_prefetch(p) for p in inner] or None,
-        filter=_filter(prefetch.filter),
-    )
-
-
-def _expression(expr: Any) -> Any:
-    if isinstance(expr, str):
-        return qe.Expression.Variable(expr)
-    if isinstance(expr, (int, float)):
-        return qe.Expression.Constant(float(expr))
-    if isinstance(expr, models.SumExpression):
-        return qe.Expression.Sum([_expression(e) for e in expr.sum])
-    if isinstance(expr, models.MultExpression):
-        return qe.Expression.Mult([_expression(e) for e in expr.mult])
-    if isinstance(expr, models.DivExpression):
-        return qe.Expression.Div(
-            _expression(expr.div.left),
-            _expression(expr.div.right),
-            by_zero_default=expr.div.by_zero_default,
-        )
-    raise StoreError(f"embedded Qdrant (qdrant-edge): unsupported formula part {expr!r}")
+    engine = EdgeEngine.open(path, collection, optimizers=optimizers, quantization=quantization)
+    return Store(engine, collection)

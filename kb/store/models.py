@@ -14,6 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 # in load order: each only imports the ones before it (and pydantic, numpy, httpx)
 _LEAVES = (
@@ -50,10 +51,14 @@ def _load_leaves() -> tuple[ModuleType, ModuleType]:
     return sys.modules[_LEAVES[2][0]], sys.modules[_LEAVES[3][0]]
 
 
-try:
-    models, exceptions = _load_leaves()
-except (ImportError, OSError):  # pragma: no cover - another qdrant-client layout
-    from qdrant_client import models
+if TYPE_CHECKING:  # the type checker reads the same classes from their modules
     from qdrant_client.http import exceptions
+    from qdrant_client.http.models import models
+else:
+    try:
+        models, exceptions = _load_leaves()
+    except (ImportError, OSError):  # pragma: no cover - another qdrant-client layout
+        from qdrant_client import models
+        from qdrant_client.http import exceptions
 
 __all__ = ["exceptions", "models"]

@@ -36,15 +36,14 @@ def after_ingest(
     say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, float]:
     """Optimize collections `names` (the store's and those beside it) of embedded storage on
-    Qdrant's engine; {name: seconds} of those the engine changed. A server or local mode: {}."""
+    Qdrant's engine; {name: seconds} of those the engine changed. A server: {}."""
     if not store.embedded:
         return {}
     done: dict[str, float] = {}
     for name in dict.fromkeys(names):
         target = store if name == store.collection else store.beside(name)
-        with target.calls():
-            if not target.client.collection_exists(name):
-                continue  # never created (no code notes, say)
+        if not target.exists():
+            continue  # never created (no code notes, say)
         if written >= ANNOUNCE_CHUNKS:
             say(f"building the search index of {name} ({written} chunks written; blocking)")
         started = time.monotonic()

@@ -1,5 +1,6 @@
 """How a search is put to Qdrant: payload filters, and the dense and keyword prefetches of one
-Query API request with the fusion that merges them. kb.store.points sends it.
+Query API request with the fusion that merges them. kb.store.points sends it to its engine.
+Every qdrant-client model kb.store builds is built here or there: callers pass plain values.
 
 Fusions (`Fusion`): hybrid search uses `bonus` (HYBRID_FUSION, see `fusion`); `rrf` (plain
 reciprocal rank fusion, 1 / (60 + rank)) and `dbsf` (Qdrant's distribution-based score fusion)
@@ -10,12 +11,13 @@ server and the embedded engine rank alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from kb.core.schema import (
+    CHUNK_INDEX,
     DELETED_AT,
     DELETED_CAUSE,
     DENSE,
@@ -27,8 +29,9 @@ from kb.core.schema import (
     ORIGIN,
     SOURCE,
     TAGS,
+    TITLE,
+    KeywordVector,
 )
-from kb.embedding.keywords import KeywordVector
 from kb.store.models import models
 
 # Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
@@ -37,7 +40,7 @@ KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..
 KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half KEYWORD_WEIGHT
 Fusion = Literal["bonus", "rrf", "dbsf"]
 FUSIONS: tuple[str, ...] = get_args(Fusion)
-HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/search.md says why
+HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/design/search.md says why
 # Qdrant's RRF scores w / (rank + w * (k - 1)) (rank from 1): k=61 is the textbook
 # 1 / (60 + rank). Its exact ties (first in one ranking only vs first in the other only) come
 # out in a different order in each process; a keyword weight a hair below 1 orders them dense
@@ -98,7 +101,7 @@ def payload_filter(
         if bounds:
             must.append(models.FieldCondition(key=when.field, range=models.DatetimeRange(**bounds)))
     if path:
-        either = [
+        either: list[models.Condition] = [
             models.FieldCondition(key=FOLDERS, match=models.MatchValue(value=path)),
             models.FieldCondition(key=SOURCE, match=models.MatchValue(value=path)),
         ]
@@ -132,7 +135,8 @@ def deleted_filter(cause: str | None = None, since: str | None = None) -> models
     if cause is not None:
         must.append(models.FieldCondition(key=DELETED_CAUSE, match=models.MatchValue(value=cause)))
     if since is not None:
-        must.append(models.FieldCondition(key=DELETED_AT, range=models.DatetimeRange(gte=since)))
+        after = models.DatetimeRange.model_validate({"gte": since})  # ISO text, parsed
+        must.append(models.FieldCondition(key=DELETED_AT, range=after))
     return models.Filter(
         must=must, must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))]
     )
@@ -146,6 +150,32 @@ def origin_filter(origin: str) -> models.Filter:
         return models.Filter(must=[match])
     legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=ORIGIN))
     return models.Filter(should=[match, legacy])
+
+
+def source_filter(sources: Iterable[str]) -> models.Filter:
+    """Every point of these notes (by `source`)."""
+    return models.Filter(
+        must=[models.FieldCondition(key=SOURCE, match=models.MatchAny(any=list(sources)))]
+    )
+
+
+# the first chunk of a note: every note has exactly one, so filtering on it lists (and counts)
+# notes, not chunks
+FIRST_CHUNK = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+
+
+def first_chunks(where: models.Filter | None = None) -> models.Filter:
+    """The first chunk of every note matching `where`."""
+    return models.Filter(must=[FIRST_CHUNK] if where is None else [FIRST_CHUNK, where])
+
+
+def listing_filter(where: models.Filter | None, order_by: str) -> models.Filter:
+    """One row per note matching `where` that a listing ordered by payload field `order_by`
+    can place (kb.search.browse): notes without a value are left out, except by title (every
+    note has one, and older points may lack the field)."""
+    valueless = models.IsEmptyCondition(is_empty=models.PayloadField(key=order_by))
+    must: list[models.Condition] = [FIRST_CHUNK] if where is None else [FIRST_CHUNK, where]
+    return models.Filter(must=must, must_not=[] if order_by == TITLE else [valueless])
 
 
 def sparse_vector(vector: KeywordVector) -> models.SparseVector:
@@ -186,40 +216,52 @@ def request(
     dense: Sequence[float] | None,
     keyword: KeywordVector | None,
     where: models.Filter | None,
-    per_note: int | None,
+    per_note: int | None = None,
     alternates: Sequence[Phrasing] = (),
-    depth: int | None = None,
     fusion: Fusion = HYBRID_FUSION,
-) -> dict[str, Any]:
-    """Keyword arguments of `query_points` / `query_points_groups` for a dense query, a
-    keyword query, or both (hybrid: filtered prefetches merged by `fusion`, see `fused`).
+) -> models.QueryRequest | models.QueryGroupsRequest:
+    """One Query API request for a dense query, a keyword query, or both (hybrid: filtered
+    prefetches merged by `fusion`, see `fused`); with `per_note`, grouped by note (`source`):
+    at most that many points of each.
 
     `alternates`: more phrasings of the same search (kb.search.query). Each becomes a prefetch of
-    its
-    own and reciprocal rank fusion merges their rankings: their scores live on different scales
-    (a keyword-only phrasing scores BM25, a hybrid one cosine plus a bonus), their ranks do not.
-    `depth`: each prefetch's limit, instead of `_depth`'s.
+    its own and reciprocal rank fusion merges their rankings: their scores live on different
+    scales (a keyword-only phrasing scores BM25, a hybrid one cosine plus a bonus), their ranks
+    do not.
     """
+    prefetch: list[models.Prefetch] | None = None
+    query: models.QueryInterface
+    using: str | None = None
+    flt: models.Filter | None = None
     phrasings = [p for p in ((dense, keyword), *alternates) if _searchable(p)]
-    if len(phrasings) > 1:
-        depth = depth or _depth(limit, per_note)
-        prefetch = [phrasing_prefetch(p, where, depth, fusion) for p in phrasings]
-        return {"prefetch": prefetch, "query": models.FusionQuery(fusion=models.Fusion.RRF)}
     if phrasings:
         dense, keyword = phrasings[0]
-    if dense is not None and keyword is not None and keyword.indices:
-        depth = depth or _depth(limit, per_note)
+    if len(phrasings) > 1:
+        depth = _depth(limit, per_note)
+        prefetch = [phrasing_prefetch(p, where, depth, fusion) for p in phrasings]
+        query = models.FusionQuery(fusion=models.Fusion.RRF)
+    elif dense is not None and keyword is not None and keyword.indices:
+        depth = _depth(limit, per_note)
         prefetch = [
-            models.Prefetch(query=query, using=using, filter=where, limit=depth)
-            for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
+            models.Prefetch(query=vector, using=name, filter=where, limit=depth)
+            for vector, name in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
         ]
-        return {"prefetch": prefetch, "query": fused(fusion, len(keyword.indices))}
-    if dense is not None:
+        query = fused(fusion, len(keyword.indices))
+    elif dense is not None:
         # also hybrid without keyword terms: the fused score would be the cosine alone
-        return {"query": list(dense), "using": DENSE, "query_filter": where}
-    if keyword is None:
+        query, using, flt = list(dense), DENSE, where
+    elif keyword is not None:
+        query, using, flt = sparse_vector(keyword), KEYWORD, where
+    else:
         raise ValueError("a search needs a dense vector, a keyword vector, or both")
-    return {"query": sparse_vector(keyword), "using": KEYWORD, "query_filter": where}
+    if per_note:
+        return models.QueryGroupsRequest(
+            prefetch=prefetch, query=query, using=using, filter=flt, limit=limit,
+            with_payload=True, group_by=SOURCE, group_size=per_note,
+        )  # fmt: skip
+    return models.QueryRequest(
+        prefetch=prefetch, query=query, using=using, filter=flt, limit=limit, with_payload=True
+    )
 
 
 def fused(name: Fusion, terms: int) -> models.FormulaQuery | models.RrfQuery | models.FusionQuery:

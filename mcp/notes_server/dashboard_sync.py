@@ -23,13 +23,13 @@ from typing import Any
 import anyio
 
 from kb.app.backend import Backend
+from kb.app.ingest import folders, run
 from kb.core.errors import ConfigError, IngestBusy, IngestError, KbError
 from kb.core.state import State
 from kb.ingest.lifecycle import now_iso
+from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary, format_summary
-from kb.ingest.run import run
 from kb.sources.base import Failure
-from kb.sources.folder import configured
 
 START_WAIT_S = 10.0  # how long a press waits to learn whether the lock was free
 POLL_S = 0.1  # how often a stream looks for new lines
@@ -139,7 +139,7 @@ class SyncRunner:
                 "folder here (the Docker image does not mount your notes)"
             )
         try:
-            configured(settings)
+            folders(settings)
         except ConfigError as exc:
             return f"this server cannot sync your folders: {exc}"
         return None
@@ -172,8 +172,8 @@ class SyncRunner:
                 out.locked.set()
                 out.add(f"sync started {out.started_at}")
                 log.info("dashboard sync started")
-                summary = run(settings, self.backend.client, self.backend.store(),
-                              progress=LineProgress(out))  # fmt: skip
+                options = IngestOptions(progress=LineProgress(out))
+                summary = run(settings, self.backend.client, self.backend.store(), options)
         except IngestBusy as exc:
             out.busy = f"{exc} (ingest.py or the watcher)"
             out.add(f"error: {out.busy}")

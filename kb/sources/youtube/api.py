@@ -72,8 +72,10 @@ class Video:
         stats = item.get("statistics") or {}
         topics = (item.get("topicDetails") or {}).get("topicCategories") or []
         thumbs = snippet.get("thumbnails") or {}
-        best = next((thumbs[k] for k in ("maxres", "standard", "high", "medium", "default")
-                     if isinstance(thumbs.get(k), dict)), {})  # fmt: skip
+        sizes = ("maxres", "standard", "high", "medium", "default")
+        best: dict[str, Any] = next(
+            (thumbs[k] for k in sizes if isinstance(thumbs.get(k), dict)), {}
+        )
         language = snippet.get("defaultAudioLanguage") or snippet.get("defaultLanguage")
         return cls(
             id=str(item["id"]),

@@ -138,7 +138,8 @@ def windows(
     """Segments packed into passages of about min_chars..max_chars on segment boundaries:
     (start in whole seconds, text), the start being that of the passage's first segment."""
     out: list[tuple[int, str]] = []
-    start, parts, size = 0, [], 0
+    parts: list[str] = []
+    start, size = 0, 0
     for at, text in segments:
         if parts and (size >= min_chars or size + 1 + len(text) > max_chars):
             out.append((start // 1000, " ".join(parts)))

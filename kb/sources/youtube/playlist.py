@@ -37,15 +37,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
 from kb.content.notes import Note
 from kb.core.errors import ConfigError, KbError
-from kb.core.settings import Settings
+from kb.core.kinds import PROSE, Domain
+from kb.core.schema import PLAYLIST_REMOVED, VIEW_COUNT
 from kb.core.state import State
-from kb.sources.base import Failure, Item, Listing
+from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.youtube import captions, watch_later
 from kb.sources.youtube.api import PAGE, Entry, YoutubeApi
 from kb.sources.youtube.captions import CaptionError, Captions
@@ -63,8 +64,23 @@ STALE = "view counts not refreshed (next run)"
 CAPTIONS_DIR = "captions"
 
 
+@dataclass(frozen=True)
+class YoutubeConfig:
+    """The YOUTUBE_* settings a sync reads (docs/guide/youtube.md), as plain values."""
+
+    playlists: str  # YOUTUBE_PLAYLISTS: ids, comma-separated
+    api_url: str
+    api_key: str  # "": no Data API (each playlist fails, naming the setting)
+    daily_units: int
+    cookies_file: str
+    cookies_browser: str
+    captions: bool
+    captions_languages: str  # comma-separated, preferred first
+    refresh_days: int  # 0: view counts are never read again
+
+
 @dataclass
-class PlaylistSource:
+class PlaylistSource(SourceDefaults):
     """One YOUTUBE_PLAYLISTS playlist (see the module docstring). `api` is None when no key is
     set (`problem` says so); `extract` lists Watch Later through yt-dlp."""
 
@@ -77,6 +93,9 @@ class PlaylistSource:
     video_info: Callable[[str], dict[str, Any]] | None = None  # yt-dlp's extraction of a video
     refresh_days: int = 0  # YOUTUBE_REFRESH_DAYS (0: view counts are never read again)
     complete = True
+    domains: ClassVar[tuple[Domain, ...]] = (PROSE,)  # videos are prose: the notes collection
+    deletion_cause: ClassVar[str] = PLAYLIST_REMOVED
+    local_listing: ClassVar[bool] = False  # the API's quota: listed in its own turn only
     # {source: view count} read again by the last listing, for ingest to set on stored points
     refreshed: dict[str, int | None] = field(default_factory=dict, repr=False)
     # ids whose view counts this run read again, shared by the run's playlists: a video in two
@@ -224,6 +243,16 @@ class PlaylistSource:
     def finish(self) -> None:
         pass
 
+    def refreshed_fields(self) -> dict[str, dict[str, object]]:
+        """The view counts the last listing read again (`refreshed`), by video."""
+        return {name: {VIEW_COUNT: count} for name, count in self.refreshed.items()}
+
+    def too_many_gone(self, gone: int, live: int) -> str:
+        return (
+            f"YOUTUBE_PLAYLISTS {self.playlist}: {gone} of its {live} videos are gone from the "
+            "playlist (emptied or replaced on YouTube? cookies of another account?)"
+        )
+
 
 def parse(value: str) -> list[str]:
     """YOUTUBE_PLAYLISTS as playlist ids, in order, without repeats."""
@@ -235,43 +264,38 @@ def parse(value: str) -> list[str]:
 
 
 def configured(
-    settings: Settings,
+    config: YoutubeConfig,
     state: State,
     *,
     ledger: Ledger | None = None,
     video_info: Callable[[str], dict[str, Any]] | None = None,
     **api_options: Any,
 ) -> list[PlaylistSource]:
-    """The YOUTUBE_PLAYLISTS playlists as sources. A missing key or cookies is no ConfigError:
-    that playlist fails, naming the setting, and the notes still sync. `video_info` replaces
-    yt-dlp's extraction of one video (a test replays recorded ones)."""
-    playlists = parse(settings.YOUTUBE_PLAYLISTS)
+    """The playlists of `config` as sources. A missing key or cookies is no ConfigError: that
+    playlist fails, naming the setting, and the notes still sync. `video_info` replaces
+    yt-dlp's extraction of one video (a test replays recorded ones); `api_options` go to
+    YoutubeApi (a test's backoff)."""
+    playlists = parse(config.playlists)
     if not playlists:
         return []
-    names = settings.NOTE_FOLDERS.replace("=", ",").split(",")
-    if PREFIX in (n.strip() for n in names) or (settings.NOTES_DIR / PREFIX).exists():
-        raise ConfigError(
-            f"YOUTUBE_PLAYLISTS: videos are named {PREFIX}/..., and a NOTE_FOLDERS folder or "
-            f"{settings.NOTES_DIR / PREFIX} already uses that name: rename it"
-        )
     root = state.youtube_dir()
-    ledger = ledger or Ledger(root / "quota.json", settings.YOUTUBE_DAILY_UNITS)
+    ledger = ledger or Ledger(root / "quota.json", config.daily_units)
     api = None
     problem = None
-    if settings.YOUTUBE_API_KEY:
-        api = YoutubeApi(settings.YOUTUBE_API_URL, settings.YOUTUBE_API_KEY, ledger, **api_options)
+    if config.api_key:
+        api = YoutubeApi(config.api_url, config.api_key, ledger, **api_options)
     else:
         problem = (
             "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
-            "(see docs/youtube.md)"
+            "(see docs/guide/youtube.md)"
         )
     kept = None
-    if settings.YOUTUBE_CAPTIONS:
-        preferred = [p.strip() for p in settings.YOUTUBE_CAPTIONS_LANGUAGES.split(",")]
+    if config.captions:
+        preferred = [p.strip() for p in config.captions_languages.split(",")]
         http = httpx.Client(timeout=30.0, follow_redirects=True)
         kept = Captions(root / CAPTIONS_DIR, http, preferred)
         if video_info is None:
-            opts = captions.options(settings.YOUTUBE_COOKIES_FILE, settings.YOUTUBE_COOKIES_BROWSER)
+            opts = captions.options(config.cookies_file, config.cookies_browser)
 
             def video_info(video_id: str, opts: dict[str, Any] = opts) -> dict[str, Any]:
                 return captions.video_info(video_id, opts)
@@ -283,9 +307,7 @@ def configured(
         reason = problem
         if playlist == watch_later.WATCH_LATER:
             try:
-                opts = watch_later.options(
-                    settings.YOUTUBE_COOKIES_FILE, settings.YOUTUBE_COOKIES_BROWSER
-                )
+                opts = watch_later.options(config.cookies_file, config.cookies_browser)
             except ConfigError as exc:
                 reason = str(exc)
             else:
@@ -294,7 +316,7 @@ def configured(
                     return watch_later.flat_playlist(url, opts)
 
         sources.append(PlaylistSource(playlist, root, api, reason, extract, kept, video_info,
-                                      settings.YOUTUBE_REFRESH_DAYS, fresh=fresh))  # fmt: skip
+                                      config.refresh_days, fresh=fresh))  # fmt: skip
     return sources
 
 

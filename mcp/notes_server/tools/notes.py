@@ -11,7 +11,7 @@ from mcp.server.mcpserver.tools import Tool
 
 from kb.app import status as kb_status
 from kb.app import why as kb_why
-from kb.app.backend import Backend
+from kb.app.backend import Backend, read_config
 from kb.core.errors import StoreError
 from kb.ingest import lifecycle
 from kb.search import read as reading
@@ -78,7 +78,9 @@ def tools(backend: Backend) -> list[Tool]:
 
         def read() -> reading.Passage:
             stores = [backend.store(), backend.code_store()]
-            return reading.read_item(backend.settings, stores, source, start_line, count)
+            return reading.read_item(
+                read_config(backend.settings), stores, source, start_line, count
+            )
 
         passage = await off_loop(read)
         log.info("read_note lines=%d truncated=%s", passage.end_line, passage.truncated)

@@ -1,0 +1,138 @@
+"""The ingest as the settings say: what `ingest.py`, the dashboard's Sync, the watcher and the
+MCP server's hand-off route run. The sources (the NOTES_DIR inbox, every NOTE_FOLDERS folder,
+every YOUTUBE_PLAYLISTS playlist), the code collection's client and the run's config are built
+here from the settings; kb.ingest.run runs them knowing no setting and no kind of source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kb.app.backend import embed_client
+from kb.content.notes import normalise_tags
+from kb.core.errors import ConfigError, IngestError
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.embedding.client import EmbedClient
+from kb.ingest import run as ingest_run
+from kb.ingest import switch
+from kb.ingest.options import DEFAULTS, IngestConfig, IngestOptions
+from kb.ingest.progress import Summary
+from kb.sources.base import Source
+from kb.sources.folder import FolderSource, configured, parse
+from kb.sources.inbox import InboxSource
+from kb.sources.youtube import playlist as youtube
+from kb.sources.youtube.quota import Ledger
+from kb.store.points import Store
+
+
+def ingest_config(settings: Settings) -> IngestConfig:
+    return IngestConfig(
+        max_bytes=settings.NOTE_MAX_BYTES,
+        group_chunks=settings.EMBED_BATCH_SIZE,
+        cache=settings.EMBED_CACHE,
+        max_delete=settings.NOTE_FOLDERS_MAX_DELETE,
+        private_tags=frozenset(normalise_tags(settings.PRIVATE_TAGS)),
+        old_cache_dir=settings.NOTES_DIR,
+    )
+
+
+def folders(settings: Settings) -> list[FolderSource]:
+    """The NOTE_FOLDERS folders, checked (ConfigError naming the folder otherwise)."""
+    return configured(
+        settings.NOTES_DIR,
+        settings.NOTE_FOLDERS,
+        git=settings.NOTE_FOLDERS_GIT,
+        suffixes=settings.index_extensions,
+    )
+
+
+def inbox(settings: Settings, beside: list[FolderSource]) -> InboxSource:
+    """NOTES_DIR as the inbox; no note of it may start with a folder's name of `beside`."""
+    return InboxSource(
+        settings.NOTES_DIR, reserved=[f.name for f in beside], suffixes=settings.index_extensions
+    )
+
+
+def youtube_config(settings: Settings) -> youtube.YoutubeConfig:
+    return youtube.YoutubeConfig(
+        playlists=settings.YOUTUBE_PLAYLISTS,
+        api_url=settings.YOUTUBE_API_URL,
+        api_key=settings.YOUTUBE_API_KEY,
+        daily_units=settings.YOUTUBE_DAILY_UNITS,
+        cookies_file=settings.YOUTUBE_COOKIES_FILE,
+        cookies_browser=settings.YOUTUBE_COOKIES_BROWSER,
+        captions=settings.YOUTUBE_CAPTIONS,
+        captions_languages=settings.YOUTUBE_CAPTIONS_LANGUAGES,
+        refresh_days=settings.YOUTUBE_REFRESH_DAYS,
+    )
+
+
+def playlists(
+    settings: Settings,
+    state: State,
+    *,
+    ledger: Ledger | None = None,
+    video_info: Callable[[str], dict[str, Any]] | None = None,
+    **api_options: Any,
+) -> list[youtube.PlaylistSource]:
+    """The YOUTUBE_PLAYLISTS playlists (kb.sources.youtube.playlist.configured); ConfigError
+    when a folder or the inbox already names notes `youtube/...`, as the videos are named."""
+    config = youtube_config(settings)
+    if not youtube.parse(config.playlists):
+        return []
+    names = {name for name, _ in parse(settings.NOTE_FOLDERS)}
+    if youtube.PREFIX in names or (settings.NOTES_DIR / youtube.PREFIX).exists():
+        raise ConfigError(
+            f"YOUTUBE_PLAYLISTS: videos are named {youtube.PREFIX}/..., and a NOTE_FOLDERS folder "
+            f"or {settings.NOTES_DIR / youtube.PREFIX} already uses that name: rename it"
+        )
+    return youtube.configured(config, state, ledger=ledger, video_info=video_info, **api_options)
+
+
+def file_sources(settings: Settings, options: IngestOptions) -> list[Source]:
+    """The inbox and the folders, as `options` choose (`youtube_only`: none; `only`: those
+    origins). ConfigError for a bad NOTE_FOLDERS (even with youtube_only: the settings are
+    wrong), IngestError for a NOTES_DIR that is not a folder."""
+    if not settings.NOTES_DIR.is_dir():
+        raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
+    found = folders(settings)
+    files: list[Source] = [] if options.youtube_only else [inbox(settings, found), *found]
+    if options.only is not None:
+        files = [source for source in files if source.origin in options.only]
+    return files
+
+
+def run(
+    settings: Settings, client: EmbedClient, store: Store, options: IngestOptions = DEFAULTS
+) -> Summary:
+    """Ingest the inbox NOTES_DIR (and, with a rebuild, everything in ingested/), then sync
+    every NOTE_FOLDERS folder, then every YOUTUBE_PLAYLISTS playlist (none with `options.only`:
+    a watcher's batch spends no YouTube quota), as `options` choose. Prose goes to `store`
+    (COLLECTION) through `client`; code and notebooks to CODE_COLLECTION beside it, embedded
+    with CODE_EMBED_MODEL. ConfigError for bad settings (a rebuild naming no collection of this
+    index included), IngestError for a folder losing too many notes, before anything changes."""
+    rebuild = options.rebuild
+    if isinstance(rebuild, str) and rebuild not in (settings.COLLECTION, settings.CODE_COLLECTION):
+        raise ConfigError(
+            f"rebuild {rebuild!r}: not a collection of this index (COLLECTION "
+            f"{settings.COLLECTION} or CODE_COLLECTION {settings.CODE_COLLECTION})"
+        )
+    files = file_sources(settings, options)
+    state = State(settings.STATE_DIR)
+    videos = playlists(settings, state) if options.only is None else []
+    try:
+        with embed_client(settings, code=True) as code_client:
+            code_live = store.beside(settings.CODE_COLLECTION)
+            # a new model or chunker: written beside the searched collection (kb.ingest.switch)
+            prose = ingest_run.Target(switch.begin(store, client), client)
+            code = ingest_run.Target(switch.begin(code_live, code_client), code_client)
+            config = ingest_config(settings)
+            summary = ingest_run.run([*files, *videos], prose, code, state, config, options)
+            if options.only is None and not options.youtube_only:  # every source: whole
+                switch.finish(store, prose.store)
+                switch.finish(code_live, code.store)
+            return summary
+    finally:
+        youtube.close(videos)
