@@ -3,6 +3,7 @@ whose loading waits for the test, apps served in a thread."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -11,7 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -22,6 +25,18 @@ from kb.core.settings import Settings
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDER_APP = REPO_ROOT / "embedder" / "app.py"
 UNREACHABLE_EMBEDDER = "http://127.0.0.1:9"  # discard port: nothing listens there
+
+
+@cache
+def script_module(path: str) -> ModuleType:
+    """A root script (query.py, ingest.py, ...) as a module: the scripts are not a package, and
+    the repository root is not on sys.path under `uv run pytest`."""
+    name = path.replace("/", "_").removesuffix(".py") + "_script"
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def build_settings(

@@ -1,11 +1,8 @@
 import dataclasses
-import importlib.util
 import json
-from functools import cache
-from types import ModuleType
 
 import pytest
-from helpers import REPO_ROOT, free_port
+from helpers import free_port, script_module
 from ingest_fixtures import (
     BREAD,
     KIMCHI,
@@ -35,15 +32,6 @@ from kb.store.points import Point
 EXAMPLES = {"tags": "a,b", "date": "2024-03-01", "duration": "10m", "text": "x", "kind": "video"}
 EVERY = {"any_tag": ["a"], "every_tag": ["b"], "since": "2024-01-01", "until": "2024-12-31",
          "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m"}  # fmt: skip
-
-
-@cache
-def query_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("query_script", REPO_ROOT / "query.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 EXTRA = {
@@ -320,7 +308,7 @@ def test_tag_usage_counts_notes_per_tag_most_used_first(corpus):
 
 
 def test_query_py_has_an_option_for_every_filter_and_keeps_from_and_to():
-    script = query_script()
+    script = script_module("query.py")
     for spec in FILTERS:
         for option in spec.options:
             _, request = script.parse_args(["anything", option, EXAMPLES[spec.value]])

@@ -6,16 +6,13 @@ place."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, script_module
 from ingest_fixtures import KIMCHI, write
 from mcp_fixtures import SNAPSHOT
 from stack_files import embedder_settings_class
@@ -41,15 +38,6 @@ def tools_md_section(name: str) -> str:
     start = text.index(f"\n## {name}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end > 0 else len(text)]
-
-
-@cache
-def query_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("query_script", REPO_ROOT / "query.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tool(name: str) -> dict[str, Any]:
@@ -137,7 +125,7 @@ def test_readme_sample_query_output_is_what_query_py_prints_for_that_note(tmp_pa
         line_end=chunk.line_end,
         heading_path=list(chunk.heading_path),
     )
-    printed = query_script().format_hit(1, hit).splitlines()
+    printed = script_module("query.py").format_hit(1, hit).splitlines()
     assert sample[0] == printed[0]
     assert printed[1].startswith(sample[1].rstrip("…"))  # README shortens the passage
 

@@ -2,9 +2,7 @@
 the
 MCP tool and its check declare all stay within it."""
 
-import importlib.util
-
-from helpers import REPO_ROOT
+from helpers import script_module
 
 from kb.core.schema import (
     HIT_FIELDS,
@@ -17,14 +15,6 @@ from kb.core.schema import (
     folders_of,
     point_id,
 )
-
-
-def _script_module(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def record(**changes) -> ChunkRecord:
@@ -51,7 +41,7 @@ def test_the_mcp_result_model_and_the_mcp_check_use_only_fields_of_a_search_hit(
 
     hit = surface.SearchResults.model_json_schema()["$defs"]["Hit"]
     assert set(hit["properties"]) <= HIT_FIELDS
-    check = _script_module("mcp/check.py", "notes_mcp_check")
+    check = script_module("mcp/check.py")
     assert set(check.FIELDS) <= HIT_FIELDS
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import script_module
 from youtube_fixtures import DATA, KEY, RECORDED, VIDEO_INFO, Clock, Replay, filler
 
 from kb.app.backend import read_config
@@ -41,7 +42,6 @@ from kb.sources.youtube.playlist import CAPTIONS_DIR, close
 from kb.sources.youtube.quota import Ledger
 from kb.sources.youtube.video_note import video_note
 from kb.store.points import Store
-from query import format_hit
 
 CAPTIONED = ["chessLong01", "chessShort1", "raftConsens", "shogiJapan1"]
 PHRASE = "the king walks a small triangle and so hands the move back to his opponent"
@@ -171,7 +171,7 @@ def test_a_captioned_video_is_found_by_a_phrase_only_its_captions_hold_at_its_mo
     assert best.title == VIDEO_INFO["chessLong01"]["title"] and best.channel == video_channel(
         "chessLong01"
     )
-    printed = format_hit(1, best)
+    printed = script_module("query.py").format_hit(1, best)
     assert "watch?v=chessLong01&t=754s" in printed and "12:34" in printed
 
     # the description stays chunk 0, its link without a moment
