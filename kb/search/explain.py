@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kb.core.errors import EmbedError
+from kb.core.errors import EmbedError, KeywordIndexMissing
 from kb.core.schema import Explanation, Hit
 from kb.search import query as kb_query
 from kb.search.filters import Filters
@@ -71,15 +71,20 @@ def rankings(
     depth: int = DEPTH,
 ) -> Rankings:
     """The semantic and the keyword ranking of `query` in one collection. An embedder that cannot
-    embed leaves the semantic one missing (keyword search works without it)."""
+    embed leaves the semantic one missing (keyword search works without it); a collection
+    without keyword vectors the keyword one."""
     semantic = Ranking()
     try:
         semantic.hits = kb_query.search(store, client, query, depth, mode="semantic",
                                         filters=filters, per_note=per_note)  # fmt: skip
     except EmbedError:
         semantic.missing = True
-    keyword = Ranking(kb_query.search(store, client, query, depth, mode="keyword",
-                                      filters=filters, per_note=per_note))  # fmt: skip
+    keyword = Ranking()
+    try:
+        keyword.hits = kb_query.search(store, client, query, depth, mode="keyword",
+                                       filters=filters, per_note=per_note)  # fmt: skip
+    except KeywordIndexMissing:  # a collection from before keyword search: semantic still works
+        keyword.missing = True
     return Rankings(semantic, keyword, kb_query.keyword_terms(query))
 
 
