@@ -10,7 +10,7 @@ COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test test-fast screenshots image-test lint keys up down local logs ingest ingest-rebuild watch sync-youtube purge-deleted query smoke check chromium
+.PHONY: help venv test test-fast screenshots image-test lint keys up down local logs ingest ingest-rebuild watch sync-youtube purge-deleted query eval smoke check chromium
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -85,6 +85,9 @@ query: override export q := $(value q)
 query: ## Search your notes: make query q="your question"
 	@if [ -z "$$q" ]; then echo 'usage: make query q="your question"' >&2; exit 2; fi
 	$(UV) run query.py "$$q"
+
+eval: ## Evaluate search on your own notes (R@5, MRR, nDCG@10 per mode; NOTES=DIR: that folder)
+	$(UV) run eval.py $(if $(NOTES),--notes "$(NOTES)")
 
 smoke: ## Check the embedder: health, a document and a query embedded (prints smoke ok)
 	$(UV) run smoke.py

@@ -10,11 +10,15 @@
     uv run query.py "where is the ingest lock taken" --domain code
     uv run query.py --show vault/report.pdf:40           # an indexed note's lines from 40
     uv run query.py --related "vault/Projects/Alpha.md"   # its backlinks, links, nearest notes
+    uv run query.py "kimchi" --explain                   # how each result was found
+    uv run query.py "kimchi" --max-chars 4000            # the best passages within a budget
+    uv run query.py --why vault/kimchi.md "fermenting"   # why a note was not found
 
-Prints score, source file (with line range and heading path) and the start of each chunk;
-`--json` prints one object `{"results": [...]}` with the same fields as the MCP tool
-`search_notes`. Exits non-zero with one `error:` line when the embedder or Qdrant is down
-(keyword mode needs no embedder).
+Prints score, confidence, source file (with line range and heading path) and the start of each
+chunk, `stale` when the file changed since it was indexed and a last line when nothing is a good
+match; `--json` prints one object `{"results": [...], "no_good_match": ...}` with the same
+fields as the MCP tool `search_notes`. Exits non-zero with one `error:` line when the embedder
+or Qdrant is down (keyword mode needs no embedder).
 
 Embedded storage (QDRANT_PATH) opens in one process at a time: while another process holds the
 folder, the search goes through the running MCP server (its `search_notes` tool at MCP_URL,
@@ -43,6 +47,7 @@ from kb.search.query import MAX_K, MODES, Hit
 from kb.search.read import read_item
 from kb.search.related import MAX_K as MAX_RELATED
 from kb.search.related import Related, related
+from kb.search.rerank import Reranked
 
 if TYPE_CHECKING:
     from kb.app import remote
@@ -93,7 +98,36 @@ def format_hit(rank: int, hit: Hit) -> str:
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
     n = hit.hidden_chars_removed
     hidden = f"  !{n} hidden characters removed" if n else ""
-    return f"{rank}. {hit.score:.3f}  {where}{tags}{section}{hidden}\n   {preview}"
+    sure = f"  (confidence {hit.confidence:.2f})" if hit.confidence is not None else ""
+    stale = "  !stale: the file changed since it was indexed" if hit.stale else ""
+    line = f"{rank}. {hit.score:.3f}  {where}{tags}{section}{sure}{hidden}{stale}\n   {preview}"
+    return line + (f"\n   {explained(hit)}" if hit.explain is not None else "")
+
+
+def explained(hit: Hit) -> str:
+    """--explain's line: the result's place in each ranking, the filters and its indexing."""
+    why = hit.explain
+    assert why is not None
+
+    def place(name: str, rank: int | None, score: float | None) -> str:
+        return f"{name} #{rank} {score:.3f}" if rank is not None and score is not None else (
+            f"{name} not in top"
+        )  # fmt: skip
+
+    parts = [
+        place("semantic", why.semantic_rank, why.semantic_score),
+        place("keyword", why.keyword_rank, why.keyword_score),
+        f"first stage #{why.fused_rank} {why.first_score:.3f}",
+    ]
+    if why.rerank_rank is not None and why.rerank_score is not None:
+        parts.append(f"rerank #{why.rerank_rank} {why.rerank_score:.3f} (weight "
+                     f"{why.rerank_weight:g}, blend {why.blended:.5f})")  # fmt: skip
+    if why.found_by:
+        parts.append("found by " + ", ".join(why.found_by))
+    if why.filters:
+        parts.append("filters " + ", ".join(f"{k}={v}" for k, v in why.filters.items()))
+    parts.append(f"{why.collection}, indexed {why.indexed_at or '?'}")
+    return "why: " + " · ".join(parts)
 
 
 def _listed(values: list[str]) -> list[str]:
@@ -178,6 +212,25 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRe
         help="list the notes linking to SOURCE, those it links to and the nearest unlinked ones "
         "(-k of them) instead of searching",
     )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="say how each result was found: its rank and score in a semantic and a keyword "
+        "search, the first stage's and the reranker's place, the filters, when it was indexed",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="instead of -k: the best passages that fit in N characters, a note's adjacent "
+        "chunks merged into one passage",
+    )
+    parser.add_argument(
+        "--why",
+        metavar="NOTE",
+        help="say why NOTE is not found (indexed, deleted, waiting, failed, skipped by a gate, "
+        "never seen); with a query, its rank in each mode and the filters that leave it out",
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
     add_filters(parser)
     args = parser.parse_args(argv)
@@ -189,25 +242,33 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRe
         if args.related is not None and not 0 <= args.k <= MAX_RELATED:
             parser.error(f"-k must be between 0 and {MAX_RELATED} with --related")
         return args, None
+    if args.why is not None:
+        args.filters = filters_of(parser, args)
+        return args, None
     if not args.query.strip():
         parser.error("the query is empty")
     if not 1 <= args.k <= MAX_K:
         parser.error(f"-k must be between 1 and {MAX_K}")
     if args.per_note < 0:
         parser.error("--per-note must be 0 or more")
-    request = SearchRequest(
-        args.query,
-        args.k,
-        mode=args.mode,
-        filters=filters_of(parser, args),
-        per_note=args.per_note or None,
-        domain=args.domain,
-        rerank=False if args.no_rerank else None,
-    )
+    try:
+        request = SearchRequest(
+            args.query,
+            args.k,
+            mode=args.mode,
+            filters=filters_of(parser, args),
+            per_note=args.per_note or None,
+            domain=args.domain,
+            rerank=False if args.no_rerank else None,
+            explain=args.explain,
+            max_chars=args.max_chars,
+        )
+    except ValueError as exc:
+        parser.error(str(exc).replace("max_chars", "--max-chars"))
     return args, request
 
 
-def through_server(settings: Settings, request: SearchRequest) -> list[Hit]:
+def through_server(settings: Settings, request: SearchRequest) -> Reranked:
     """The same search by the MCP server that holds the embedded storage folder."""
     if request.k > TOOL_MAX_K:
         print(f"note: through the MCP server at most {TOOL_MAX_K} results", file=sys.stderr)
@@ -254,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kb.search.answer import NO_MODEL
 
         return fail(f"--answer: {NO_MODEL}", 2)
+    if request is None and args.why is not None:
+        return why(settings, args)
     if request is None:
         if args.related is not None:
             return print_related(settings, args.related, args.k, as_json=args.json)
@@ -264,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             embed_client(settings) as client,
             embed_client(settings, code=True) as code_client,
         ):
-            hits = search(searcher(settings, store, client, code_client), request).hits
+            found = search(searcher(settings, store, client, code_client), request)
     except StoreUnavailable:
         if not settings.QDRANT_PATH:
             raise
@@ -272,18 +335,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kb.app import remote
 
         try:
-            hits = through_server(settings, request)
+            found = through_server(settings, request)
         except remote.RemoteError as failure:
             return fail(held_message(settings, failure))
 
+    hits = found.hits
     if args.answer:
         return print_answer(settings, args, hits)
     if args.json:
-        print(json.dumps({"results": [hit.to_dict() for hit in hits]}, ensure_ascii=False))
-    elif not hits:
+        body = {"results": [hit.to_dict() for hit in hits], "no_good_match": found.no_good_match}
+        print(json.dumps(body, ensure_ascii=False))
+        return 0
+    if not hits:
         print("no results")
     else:
         print("\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1)))
+    if hits and found.no_good_match:
+        print("no good match: none of these looks relevant; your notes may not cover this")
+    return 0
+
+
+def why(settings: Settings, args: argparse.Namespace) -> int:
+    """`--why NOTE [QUERY]`: the note's story (kb.app.why), as the MCP tool why_not_found."""
+    from dataclasses import asdict
+
+    from kb.app.why import why_not_found
+
+    query = args.query.strip() or None
+    try:
+        with (
+            open_store(settings) as store,
+            embed_client(settings) as client,
+            embed_client(settings, code=True) as code_client,
+        ):
+            try:
+                story = asdict(why_not_found(settings, searcher(settings, store, client,
+                                                                code_client),
+                                             args.why, query, args.filters,
+                                             args.per_note or None))  # fmt: skip
+            except ValueError as exc:
+                return fail(f"--why: {exc}", 2)
+    except StoreUnavailable:
+        if not settings.QDRANT_PATH:
+            raise
+        from kb.app import remote  # the folder is held, most likely by the MCP server: ask it
+
+        sent: dict[str, object] = {"source": args.why, "query": query}
+        if args.filters.arguments():
+            sent["filters"] = args.filters.arguments()
+        try:
+            story = remote.call(settings.mcp_url, settings.MCP_TOKEN, "why_not_found", sent)
+        except remote.RemoteError as failure:
+            return fail(held_message(settings, failure))
+    if args.json:
+        print(json.dumps(story, ensure_ascii=False))
+        return 0
+    print(f"{story['source']}: {story['state']}")
+    lines = story.get("story")
+    for line in lines if isinstance(lines, list) else []:
+        print(f"  {line}")
     return 0
 
 

@@ -133,8 +133,9 @@ def _source_of(rel: str, docs_dir: Path, queries_dir: Path) -> str | None:
     return None
 
 
-def load_queries(path: Path, docs_dir: Path) -> list[Query]:
-    """Parse and check the queries file; BenchError names the line and field at fault."""
+def load_queries(path: Path, docs_dir: Path, *, no_match: bool = False) -> list[Query]:
+    """Parse and check the queries file; BenchError names the line and field at fault.
+    `no_match`: queries with no relevant document (`"relevant": {}`, bench/no_match.py)."""
     docs_dir = docs_dir.resolve()
     queries_dir = path.resolve().parent
     try:
@@ -161,7 +162,9 @@ def load_queries(path: Path, docs_dir: Path) -> list[Query]:
             raise BenchError(f"{where}: 'query' must be a non-empty string")
         if kind is not None and (not isinstance(kind, str) or not kind or kind == "all"):
             raise BenchError(f"{where}: 'kind' must be a non-empty string other than 'all'")
-        if not isinstance(relevant, dict) or not relevant:
+        if no_match and relevant != {}:
+            raise BenchError(f"{where}: a no-match query has 'relevant': {{}}")
+        if not isinstance(relevant, dict) or not (relevant or no_match):
             raise BenchError(f"{where}: 'relevant' must be a non-empty object of path: grade")
         judged: dict[str, float] = {}
         for rel, grade in relevant.items():

@@ -3,7 +3,6 @@ their locator; bad files are named in the summary and the run goes on."""
 
 from __future__ import annotations
 
-import pytest
 from format_files import (
     CSV_PHRASE,
     DOCX_PHRASE,
@@ -18,8 +17,6 @@ from format_files import (
 )
 
 from kb.app.ingest import run
-from kb.core.errors import IngestError
-from kb.ingest.options import IngestOptions
 from kb.ingest.progress import format_summary
 from kb.search.domains import search_all
 from kb.search.query import search
@@ -85,20 +82,14 @@ def test_files_of_every_kind_are_found_with_their_locator_and_bad_ones_are_named
     assert "rain.ipynb" in [h.source for h in mixed[:2]]
 
 
-def test_a_code_collection_of_another_model_is_refused_and_rebuilt_alone(settings, client, store):
+def test_a_code_collection_of_another_model_is_rebuilt_beside_it_alone(settings, client, store):
     write_bytes(settings.NOTES_DIR / "notes.md", "# Trips\n\nA walk along the cliffs at dusk.\n")
     write_bytes(settings.NOTES_DIR / "inv.py", "def restock(item):\n    return item * 3\n")
     code_store = store.beside(settings.CODE_COLLECTION)
     collection.create(code_store, "some-code-model", client.dimensions)
-    with pytest.raises(IngestError) as refused:
-        run(settings, client, store)
-    message = str(refused.value)
-    assert "collection 'code'" in message and "some-code-model" in message
-    assert "re-embed that collection only with `uv run ingest.py --rebuild code`" in message
-    notes_before = {pid: p["note_hash"] for pid, p in store.payloads()}
-    assert len(notes_before) == 1  # the prose pass ran first, untouched by the code failure
-    summary = run(settings, client, store, IngestOptions(rebuild="code"))
-    assert summary.added == ["inv.py"]
+    summary = run(settings, client, store)  # kb.ingest.switch: built beside, then switched
+    assert "inv.py" in summary.added
     assert collection.info(code_store).model == client.model
-    assert {pid: p["note_hash"] for pid, p in store.payloads()} == notes_before
+    assert code_store.target() != settings.CODE_COLLECTION  # the name is an alias now
+    assert store.target() == settings.COLLECTION  # the prose collection was not rebuilt
     assert collection.info(store).model == client.model

@@ -186,18 +186,20 @@ def test_rebuild_reembeds_every_note_and_leaves_ingested_files_where_they_are(
     assert "omega" in store.payloads("a.md")[0][1]["text"]
 
 
-def test_a_collection_built_by_another_model_is_refused_until_rebuild(settings, client, store):
+def test_a_collection_built_by_another_model_is_rebuilt_beside_it_and_takes_its_name(
+    settings, client, store
+):
     collection.create(store, "some-other-model", client.dimensions)
     write(settings.NOTES_DIR / "a.md", KIMCHI)
-    with pytest.raises(IngestError, match=r"some-other-model.*--rebuild"):
-        ingest(settings, client, store)
-    assert (settings.NOTES_DIR / "a.md").is_file()
-    ingest(settings, client, store, rebuild=True)
+    ingest(settings, client, store)  # no --rebuild: kb.ingest.switch builds beside, then switches
     assert collection.info(store).model == client.model
+    assert store.target() != "notes" and store.collection_names() == [store.target()]
     check_consistent(store, settings)
 
 
-def test_a_collection_from_before_keyword_vectors_is_refused_until_rebuild(settings, client, store):
+def test_a_collection_from_before_keyword_vectors_is_rebuilt_beside_it_and_takes_its_name(
+    settings, client, store
+):
     # the layout the previous version created: a dense vector only
     store.create_collection(
         dense={DENSE: models.VectorParams(size=client.dimensions, distance=models.Distance.COSINE)},
@@ -205,11 +207,9 @@ def test_a_collection_from_before_keyword_vectors_is_refused_until_rebuild(setti
         metadata={"embed_model": client.model, "embed_dimensions": client.dimensions},
     )
     write(settings.NOTES_DIR / "a.md", KIMCHI)
-    with pytest.raises(IngestError, match=r"without keyword vectors.*--rebuild"):
-        ingest(settings, client, store)
-    assert (settings.NOTES_DIR / "a.md").is_file()
-    ingest(settings, client, store, rebuild=True)
+    ingest(settings, client, store)  # rebuilt beside it (kb.ingest.switch), then switched
     assert collection.info(store).keyword
+    assert store.collection_names() == [store.target()]
     check_consistent(store, settings)
 
 

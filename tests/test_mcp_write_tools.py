@@ -67,6 +67,7 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
         "search_notes",
         "browse_notes",
         "answer_question",
+        "why_not_found",
         "read_note",
         "related_notes",
         "list_tags",

@@ -84,9 +84,12 @@ def test_query_json_has_the_search_fields_and_honours_k_and_tags(corpus, tmp_pat
             store, client, "pruning in spring", k=2, filters=Filters(tags=["garden", "code", "x"])
         )
     for hit, shown in zip(hits, results, strict=True):
-        # the search entry also counts each note's backlinks (none here), the first stage not
-        expected = {**hit.to_dict(), "score": pytest.approx(hit.score, abs=1e-5), "links_in": 0}
-        assert expected == shown
+        # confidence and stale come from the search entry (kb.search.entry), not the first stage
+        assert 0.0 <= shown["confidence"] <= 1.0 and shown["stale"] is False
+        # and each note's backlink count (none here)
+        made = {"score": pytest.approx(hit.score, abs=1e-5), "confidence": shown["confidence"],
+                "stale": False, "links_in": 0}  # fmt: skip
+        assert {**hit.to_dict(), **made} == shown
 
 
 def test_query_without_results_for_a_tag_says_so(corpus, tmp_path):
@@ -227,6 +230,9 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "language": None,
         "thumbnail": None,
         "rerank_score": None,  # made by the rerank stage, which kb.search.query alone does not run
+        "stale": None,  # set by kb.search.entry (kb.search.fresh), not by kb.search.query
+        "confidence": None,  # likewise (kb.search.confidence)
+        "explain": None,  # only asked for (explain: true)
         "locator": "",  # points written before locators: none, and prose
         "domain": "prose",
         "site": None,  # a web page's fields: none
@@ -284,7 +290,7 @@ def test_search_rejects_an_empty_query_and_k_out_of_range(corpus):
 def test_search_refuses_a_collection_built_by_another_model(settings, client):
     with open_store(settings) as store:
         collection.create(store, "another-model", client.dimensions)
-        with pytest.raises(ModelMismatch, match="--rebuild"):
+        with pytest.raises(ModelMismatch, match=r"`uv run ingest\.py` rebuilds it"):
             search(store, client, "bread")
 
 

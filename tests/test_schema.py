@@ -56,7 +56,8 @@ def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
     hit = Hit.from_payload(0.5, stored)
     expected = {k: v for k, v in stored.items() if k in HIT_FIELDS}
     made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None,
-                      "links_out": 0, "links_in": None}  # fmt: skip
+                      "links_out": 0, "links_in": None,
+                      "stale": None, "confidence": None, "explain": None}  # fmt: skip
     assert hit.to_dict() == expected | made_by_search
 
 

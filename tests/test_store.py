@@ -19,6 +19,7 @@ from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
 from kb.core.schema import DELETED_MARK, DENSE, KEYWORD, PAYLOAD_INDEXES, folders_of, point_id
 from kb.core.settings import Settings
 from kb.embedding.keywords import document_vector, query_vector
+from kb.ingest import switch
 from kb.store import collection
 from kb.store.edge import EdgeEngine
 from kb.store.points import Point, Store
@@ -103,7 +104,22 @@ def test_another_model_or_dimension_is_refused_with_a_rebuild_hint(store: Store,
         collection.check_model(store, model, dims)
     message = str(caught.value)
     assert "model-a (4-d)" in message and f"{model} ({dims}-d)" in message
-    assert "--rebuild" in message
+    assert "`uv run ingest.py` rebuilds it" in message and "EMBED_PREVIOUS_MODEL" in message
+
+
+def test_a_rebuilt_collection_takes_the_name_by_alias_and_the_old_one_is_deleted(store: Store):
+    store.replace(points_for("a.md", 2), ["a.md"])
+    for model in ("model-b", "model-c"):  # a collection's name first, then an alias's
+        build = store.beside(f"notes--{model}")
+        collection.create(build, model, DIMS, rebuilding=True, metadata={"switch_of": "notes"})
+        build.replace(points_for("b.md", 3), ["b.md"])
+        assert switch.finish(store, build)
+        assert store.target() == build.collection
+        assert store.collection_names() == [build.collection]
+        info = collection.require(store)
+        assert (info.model, info.points, info.switch_of) == (model, 3, None)
+        assert not info.rebuild_incomplete
+    assert collection.drop(store) and store.collection_names() == []
 
 
 def test_point_ids_are_deterministic_so_rewriting_a_note_never_duplicates(store: Store):

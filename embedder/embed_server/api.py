@@ -182,9 +182,13 @@ def _encode_vector(vector: np.ndarray, fmt: str) -> list[float] | str:
 
 
 def served_models(settings: EmbedderSettings) -> list[str]:
-    """EMBED_MODEL, then EMBED_CODE_MODEL when it names another model (one load per model)."""
-    code = settings.EMBED_CODE_MODEL
-    return [settings.EMBED_MODEL] + ([code] if code and code != settings.EMBED_MODEL else [])
+    """EMBED_MODEL, then EMBED_CODE_MODEL and EMBED_PREVIOUS_MODEL when they name other models
+    (one load per model)."""
+    served = [settings.EMBED_MODEL]
+    for extra in (settings.EMBED_CODE_MODEL, settings.EMBED_PREVIOUS_MODEL):
+        if extra and extra not in served:
+            served.append(extra)
+    return served
 
 
 def pick(services: dict[str, Service], model: str | None) -> Service:

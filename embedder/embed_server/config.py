@@ -70,6 +70,12 @@ class EmbedderSettings(BaseSettings):
         "field (the host's CODE_EMBED_MODEL, for the code collection); empty or equal to "
         "EMBED_MODEL: one model, loaded once.",
     )
+    EMBED_PREVIOUS_MODEL: str = Field(
+        "",
+        description="The model the index was built with, served beside EMBED_MODEL while "
+        "ingest.py rebuilds the index for EMBED_MODEL, so searches keep working until the new "
+        "index takes over (docs/guide/model-switch.md); empty once it has.",
+    )
     EMBED_HOST: str = Field("127.0.0.1", description="Interface the embedder binds.")
     EMBED_PORT: int = Field(8080, ge=1, le=65535, description="Port the embedder listens on.")
     EMBED_ALLOWED_HOSTS: str = Field(

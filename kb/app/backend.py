@@ -7,14 +7,18 @@ server and its dashboard) share.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from kb.content.notes import normalise_tags
-from kb.core.errors import EmbedError, StoreError
-from kb.core.settings import Settings
+from kb.core.errors import ConfigError, EmbedError, StoreError
+from kb.core.schema import INBOX
+from kb.core.settings import Settings, from_root
 from kb.embedding.client import EmbedClient
 from kb.search import RerankOptions, Searcher
 from kb.search.read import ReadConfig
+from kb.sources.folder import parse
+from kb.sources.inbox import INGESTED
 from kb.store import collection
 from kb.store.engine import ClusterLayout
 from kb.store.points import Store
@@ -80,13 +84,23 @@ def rerank_options(settings: Settings) -> RerankOptions:
     )
 
 
+def roots(settings: Settings) -> dict[str, Path]:
+    """Where each source's notes are read from, by origin (kb.search.fresh): the inbox's
+    ingested/ and every NOTE_FOLDERS folder (none while NOTE_FOLDERS does not parse)."""
+    found = {INBOX: settings.NOTES_DIR / INGESTED}
+    try:
+        return found | {name: from_root(Path(path)) for name, path in parse(settings.NOTE_FOLDERS)}
+    except ConfigError:
+        return found
+
+
 def searcher(
     settings: Settings, store: Store, client: EmbedClient, code_client: EmbedClient
 ) -> Searcher:
     """What kb.search.search reads: the notes' `store`, the code collection beside it
-    (CODE_COLLECTION, searched with `code_client`) and the rerank settings."""
+    (CODE_COLLECTION, searched with `code_client`), the rerank settings and the notes' folders."""
     code = (store.beside(settings.CODE_COLLECTION), code_client)
-    return Searcher(store, client, code, rerank_options(settings))
+    return Searcher(store, client, code, rerank_options(settings), roots(settings))
 
 
 def embedder_message(exc: EmbedError) -> str:
@@ -134,6 +148,7 @@ class Backend:
             self.client,
             (self.code_store(), self.code_client),
             rerank_options(self.settings),
+            roots(self.settings),
         )
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from kb.core.settings import Settings
 from kb.core.state import State
 from kb.embedding.client import EmbedClient
 from kb.ingest import run as ingest_run
+from kb.ingest import switch
 from kb.ingest.options import DEFAULTS, IngestConfig, IngestOptions
 from kb.ingest.progress import Summary
 from kb.sources.base import Source
@@ -167,11 +168,17 @@ def run(
     videos = playlists(settings, state) if options.only is None else []
     wanted = not options.youtube_only and (options.only is None or WEB in options.only)
     pages: list[Source] = list(web_sources(settings, state)) if wanted else []
-    prose = ingest_run.Target(store, client)
     try:
         with embed_client(settings, code=True) as code_client:
-            code = ingest_run.Target(store.beside(settings.CODE_COLLECTION), code_client)
+            code_live = store.beside(settings.CODE_COLLECTION)
+            # a new model or chunker: written beside the searched collection (kb.ingest.switch)
+            prose = ingest_run.Target(switch.begin(store, client), client)
+            code = ingest_run.Target(switch.begin(code_live, code_client), code_client)
             config = ingest_config(settings)
-            return ingest_run.run([*files, *videos, *pages], prose, code, state, config, options)
+            summary = ingest_run.run([*files, *videos, *pages], prose, code, state, config, options)
+            if options.only is None and not options.youtube_only:  # every source: whole
+                switch.finish(store, prose.store)
+                switch.finish(code_live, code.store)
+            return summary
     finally:
         youtube.close(videos)

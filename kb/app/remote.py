@@ -1,8 +1,9 @@
 """Search through a running MCP server: its `search_notes` tool, over streamable HTTP.
 
 Embedded Qdrant (QDRANT_PATH) opens in one process at a time. While the MCP server holds the
-folder, query.py asks the server instead, with the real MCP SDK client: the same
-kb.search.SearchRequest as the tool's arguments, the same hits back as kb.core.schema.Hit.
+folder, query.py asks the server instead (`search_notes`; `why_not_found` for --why), with the
+real MCP SDK client: the same kb.search.SearchRequest as the tool's arguments, the same hits
+back as kb.core.schema.Hit.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from kb.core.schema import Hit
+from kb.core.schema import Explanation, Hit
 from kb.search import SearchRequest
+from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit)]
@@ -52,23 +54,35 @@ def arguments(request: SearchRequest) -> dict[str, object]:
         sent["alternates"] = list(request.alternates)
     if request.rerank is not None:
         sent["rerank"] = request.rerank
+    if request.explain:
+        sent["explain"] = True
+    if request.max_chars is not None:
+        sent["max_chars"] = request.max_chars
     return sent
 
 
-def search_notes(url: str, token: str, request: SearchRequest) -> list[Hit]:
-    """Run `request` as a `search_notes` call at the MCP endpoint `url`, sending
-    `Authorization: Bearer <token>` when a token is set. RemoteError says why not."""
+def hit_of(item: dict[str, object]) -> Hit:
+    """A result of search_notes as the Hit it was made from."""
+    values = {name: item[name] for name in _HIT_FIELDS if name in item}
+    if isinstance(values.get("explain"), dict):
+        values["explain"] = Explanation(**values["explain"])  # type: ignore[arg-type]
+    return Hit(**values)  # type: ignore[arg-type]
 
-    async def call() -> CallToolResult:
+
+def call(url: str, token: str, tool: str, sent: dict[str, object]) -> dict[str, object]:
+    """Call `tool` with `sent` at the MCP endpoint `url`, sending `Authorization: Bearer
+    <token>` when a token is set: its structured result. RemoteError says why not."""
+
+    async def ask() -> CallToolResult:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         async with (
             httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
-            return await client.call_tool("search_notes", arguments(request))
+            return await client.call_tool(tool, sent)
 
     try:
-        result = anyio.run(call)
+        result = anyio.run(ask)
     except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
         failure = first_failure(exc)
         if isinstance(failure, httpx2.TransportError):
@@ -81,10 +95,19 @@ def search_notes(url: str, token: str, request: SearchRequest) -> list[Hit]:
     if result.is_error:
         text = " ".join(getattr(part, "text", "") for part in result.content)
         raise RemoteError(text, reachable=True)
-    content = result.structured_content
-    if not isinstance(content, dict) or not isinstance(content.get("results"), list):
+    if not isinstance(result.structured_content, dict):
+        raise RemoteError(f"{tool} returned no structured result", reachable=True)
+    return result.structured_content
+
+
+def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:
+    """Run `request` as a `search_notes` call at the MCP endpoint `url`."""
+    content = call(url, token, "search_notes", arguments(request))
+    found = content.get("results")
+    if not isinstance(found, list):
         raise RemoteError("search_notes returned no results list", reachable=True)
-    return [
-        Hit(**{name: item[name] for name in _HIT_FIELDS if name in item})
-        for item in content["results"]
-    ]
+    hits = [hit_of(item) for item in found]
+    note, no_match = content.get("note"), content.get("no_good_match")
+    return Reranked(hits, reranked=any(h.rerank_score is not None for h in hits),
+                    note=note if isinstance(note, str) else None,
+                    no_good_match=no_match if isinstance(no_match, bool) else None)  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from kb.core.errors import ConfigError, StoreError
 from kb.core.schema import INBOX, ORIGIN
 from kb.core.settings import Settings, from_root
 from kb.core.state import RUN_LOG_NAME
-from kb.ingest import lifecycle
+from kb.ingest import lifecycle, switch
 from kb.ingest import plan as sync
 from kb.search.related import UnresolvedLink, unresolved_links
 from kb.sources.files import discover, git_files
@@ -65,6 +65,17 @@ class WatcherStatus:
 
 
 @dataclass(frozen=True)
+class SwitchStatus:
+    """An index being rebuilt beside the searched one (kb.ingest.switch)."""
+
+    collection: str  # being built
+    model: str | None  # for this model
+    from_model: str | None  # the searched one's
+    notes: int  # written so far
+    of: int  # in the searched one
+
+
+@dataclass(frozen=True)
 class Status:
     collection: str
     exists: bool  # the collection was created (something was ingested)
@@ -79,6 +90,7 @@ class Status:
     unresolved_links: int = 0  # links naming notes that are not indexed
     unresolved: list[UnresolvedLink] = field(default_factory=list)  # the first of them
     problem: str | None = None  # why the store could not be read
+    switch: SwitchStatus | None = None  # a new index being built beside the searched one
 
 
 def status(settings: Settings, store: Store | None) -> Status:
@@ -93,6 +105,7 @@ def status(settings: Settings, store: Store | None) -> Status:
     info = None
     total = deleted = broken = 0
     unresolved: list[UnresolvedLink] = []
+    switching: SwitchStatus | None = None
     try:
         if store is None:
             raise StoreError("the store is not open")
@@ -105,6 +118,9 @@ def status(settings: Settings, store: Store | None) -> Status:
             deleted = len(lifecycle.list_deleted(store))
             stored = {name: store.fingerprints(origin=name) for name, _ in folders}
             broken, unresolved = unresolved_links(store)
+            under_way = switch.progress(store)
+            if under_way is not None:
+                switching = SwitchStatus(**asdict(under_way))
     except StoreError as exc:
         problem = str(exc)
     sources = [
@@ -126,6 +142,7 @@ def status(settings: Settings, store: Store | None) -> Status:
         unresolved_links=broken,
         unresolved=unresolved,
         problem=problem,
+        switch=switching,
     )
 
 

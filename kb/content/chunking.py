@@ -32,6 +32,9 @@ from kb.content.notes import Note
 from kb.content.obsidian import fence_after
 
 MAX_CHARS = 1500
+# Bump when a change here cuts notes differently: the next ingest rebuilds the index beside the
+# one in use and switches to it once complete (kb.ingest.switch), as for a new embedding model.
+CHUNKER_VERSION = 1
 PATH_SEPARATOR = " > "  # how a heading path reads in embedded text and in query.py
 
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")

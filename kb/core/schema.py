@@ -16,6 +16,7 @@ import json
 import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal
 
 from kb.core.invisible import strip_invisible
@@ -111,6 +112,11 @@ class ChunkRecord:
     aliases: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     unresolved_links: list[str] = field(default_factory=list)
+    # the file as it was read (os.stat): a result is stale when the file differs now
+    # (kb.search.fresh); never part of a fingerprint, so touching a file re-embeds nothing
+    file_mtime_ns: int | None = None  # nanoseconds: an integer stores exactly
+    file_size: int | None = None
+    file_sha256: str | None = None
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,6 +134,10 @@ ORIGIN = "origin"
 DELETED_AT = "deleted_at"
 DELETED_CAUSE = "deleted_cause"
 RESTORED_AT = "restored_at"
+FILE_MTIME = "file_mtime_ns"
+FILE_SIZE = "file_size"
+FILE_SHA256 = "file_sha256"
+FILE_FIELDS = (FILE_MTIME, FILE_SIZE, FILE_SHA256)
 KIND = "kind"
 CHANNEL = "channel"
 DURATION_S = "duration_s"
@@ -186,6 +196,36 @@ _DEFAULTS: dict[str, object] = {
 }
 
 
+@dataclass(frozen=True)
+class FileStat:
+    """A note's file as it was indexed (payload FILE_FIELDS): kb.search.fresh compares it with the
+    file now, the size and time first, the content only when the time alone changed."""
+
+    mtime_ns: int
+    size: int
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> FileStat | None:
+        """The file's stat and content hash; None when it cannot be read."""
+        try:
+            found = path.stat()
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except (OSError, ValueError):
+            return None
+        return cls(found.st_mtime_ns, found.st_size, digest.hexdigest())
+
+    @classmethod
+    def stored(cls, payload: dict[str, Any]) -> FileStat | None:
+        mtime, size, sha = (payload.get(key) for key in FILE_FIELDS)
+        if not isinstance(mtime, int) or not isinstance(size, int) or not isinstance(sha, str):
+            return None
+        return cls(mtime, size, sha)
+
+
 def at_moment(url: str | None, heading_path: list[str], locator: str) -> str | None:
     """A caption passage's link opens its video where it starts: `…watch?v=ID&t=754s`."""
     clock = _CLOCK.fullmatch(locator)
@@ -240,9 +280,9 @@ def fingerprint(
     """Hash of everything a note's points hold except the ingest date and the hash itself, from
     (point id, embedded text, record) per chunk: equal fingerprints mean rewriting the note would
     change nothing but that date. A soft delete (`LIFECYCLE` fields) is not part of it, nor a
-    video's view count."""
+    video's view count, nor the file's modification time and size."""
     # a video's view count is refreshed in place (kb.sources.youtube.playlist), not a change of it
-    left_out = (DATE_INGESTED, NOTE_HASH, VIEW_COUNT, *LIFECYCLE)
+    left_out = (DATE_INGESTED, NOTE_HASH, VIEW_COUNT, *FILE_FIELDS, *LIFECYCLE)
     written = [
         [
             pid,
@@ -257,6 +297,26 @@ def fingerprint(
     ]
     key = [model, dimensions, SCHEMA_VERSION, tokenizer_version, written]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """How one result was found (kb.search.explain): its place and score in each ranking."""
+
+    semantic_rank: int | None  # 1 = first; None: not in that search's best MAX_K
+    semantic_score: float | None  # cosine similarity
+    keyword_rank: int | None
+    keyword_score: float | None  # BM25
+    fused_rank: int  # place in the first stage's order (hybrid, or fused by rank)
+    first_score: float  # the first stage's score
+    rerank_rank: int | None = None  # place by the reranker's score alone (None: not reranked)
+    rerank_score: float | None = None
+    rerank_weight: float | None = None  # RERANK_WEIGHT: 1 = the reranker's order alone
+    blended: float | None = None  # weight/(60+rerank_rank) + (1-weight)/(60+fused_rank)
+    found_by: list[str] = field(default_factory=list)  # "query" and the alternates finding it
+    filters: dict[str, Any] = field(default_factory=dict)  # the filters applied, as given
+    collection: str = ""  # the Qdrant collection it came from
+    indexed_at: str | None = None  # when its text was indexed (UTC, ISO)
 
 
 @dataclass(frozen=True)
@@ -304,6 +364,10 @@ class Hit:
     aliases: list[str] = field(default_factory=list)
     links_out: int = 0  # indexed notes it links to
     links_in: int | None = None  # notes linking to it (counted by kb.search.search; None: not)
+    # made by a search (kb.search), not stored:
+    stale: bool | None = None  # the file changed since its text was indexed (None: unknown)
+    confidence: float | None = None  # calibrated chance that it is relevant (kb.search.confidence)
+    explain: Explanation | None = None  # with `explain`: how it was found
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -367,6 +431,15 @@ class Hit:
 
 HIT_FIELDS = frozenset(f.name for f in fields(Hit))
 RESULT_ONLY_FIELDS = frozenset(
-    {"score", "hidden_chars_removed", "rerank_score", "links_out", "links_in"}
+    {
+        "score",
+        "hidden_chars_removed",
+        "rerank_score",
+        "stale",
+        "confidence",
+        "explain",
+        "links_out",
+        "links_in",
+    }
 )  # made by a search (or counted from the payload), not stored
 assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

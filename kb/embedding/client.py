@@ -91,10 +91,35 @@ class EmbedClient:
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             headers=auth_headers(api_key),
         )
+        self._others: dict[str, EmbedClient] = {}  # `using`'s clients, by model
+        self._owner = True  # False for a client made by `using`: it shares this one's HTTP
 
     # --- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
-        self._http.close()
+        if self._owner:
+            self._http.close()
+
+    def using(self, model: str) -> EmbedClient:
+        """A client asking this embedder for `model` by name, on this client's connection: the
+        model a collection was built with, while the embedder's default is the one the index is
+        being rebuilt for (kb.search.query; EMBED_PREVIOUS_MODEL). Itself for its own model."""
+        if model in (self.request_model, "") or (
+            not self.request_model and self._health and self._health.get("model") == model
+        ):
+            return self
+        other = self._others.get(model)
+        if other is None:
+            other = EmbedClient.__new__(EmbedClient)
+            other.__dict__.update(self.__dict__)
+            other.request_model, other._owner, other.calls = model, False, 0
+            other._queries, other._others = OrderedDict(), {}
+            self._others[model] = other
+        return other
+
+    def serves(self, model: str) -> bool:
+        """Whether the embedder serves `model` (its /health, read once)."""
+        health = self._health or self.health()
+        return any(entry.get("model") == model for entry in health.get("models") or [health])
 
     def __enter__(self) -> EmbedClient:
         return self

@@ -34,7 +34,7 @@ from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
 from kb.content.redact import redact_note, redact_text
 from kb.core.errors import IngestError
-from kb.core.schema import INBOX, ChunkRecord, fingerprint, folders_of, point_id
+from kb.core.schema import INBOX, ChunkRecord, FileStat, fingerprint, folders_of, point_id
 from kb.embedding.keywords import TOKENIZER_VERSION
 from kb.ingest.progress import Progress, Summary
 from kb.sources.base import Failure, Item, Source
@@ -51,6 +51,7 @@ class Prepared:
     clean_title: str | None = None  # the title with its secrets redacted (kb.content.redact)
     links: list[str] = field(default_factory=list)  # the indexed notes it links to (`link`)
     unresolved: list[str] = field(default_factory=list)  # its links to notes not indexed
+    stat: FileStat | None = None  # the file as it was before it was read
 
     @cached_property
     def texts(self) -> list[str]:
@@ -86,6 +87,9 @@ class Prepared:
                 aliases=list(note.aliases),
                 links=self.links,
                 unresolved_links=self.unresolved,
+                file_mtime_ns=self.stat.mtime_ns if self.stat else None,
+                file_size=self.stat.size if self.stat else None,
+                file_sha256=self.stat.sha256 if self.stat else None,
                 **(note.record or {}),
             )
             for c in self.chunks
@@ -135,6 +139,7 @@ def prepare(
     read = Read(listed=[item.source for item in listing.items])
     bad_yaml: list[str] = []
     for item in listing.items:
+        stat = FileStat.of(item.path)  # before reading: a change meanwhile reads as stale
         try:
             note = source.read(item, max_bytes=max_bytes)
             if is_private(note, private_tags):
@@ -165,7 +170,8 @@ def prepare(
         clean = redact_note(note, chunks, note_title(note))
         if clean.secrets:
             summary.redacted[item.source] = clean.secrets
-        read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title))
+        read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title,
+                                   None if note.record else stat))  # fmt: skip
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)

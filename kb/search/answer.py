@@ -98,14 +98,31 @@ def chat(
 ) -> str:
     """The raw answer from an OpenAI-compatible `POST {url}/chat/completions` (LLM_URL is the
     base, e.g. http://localhost:11434/v1 for Ollama). AnswerError naming LLM_URL on failure."""
+    return complete(url, SYSTEM_PROMPT, user_prompt(question, hits), model=model,
+                    api_key=api_key, timeout=timeout)  # fmt: skip
+
+
+def complete(
+    url: str,
+    system: str,
+    user: str,
+    *,
+    model: str = "",
+    api_key: str = "",
+    timeout: float = 120.0,
+    max_tokens: int = MAX_ANSWER_TOKENS,
+    temperature: float = 0.1,
+) -> str:
+    """One chat completion of `system` and `user` at LLM_URL `url` (also kb.app.evaluate's
+    paraphrases). AnswerError naming LLM_URL on failure."""
     endpoint = url.rstrip("/") + "/chat/completions"
-    body = {
+    body: dict[str, object] = {
         "messages": [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_prompt(question, hits)},
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
         ],
-        "max_tokens": MAX_ANSWER_TOKENS,
-        "temperature": 0.1,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
     }
     if model:
         body["model"] = model

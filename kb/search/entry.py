@@ -3,22 +3,31 @@ answer_question), query.py (here and, through the MCP server, kb.app.remote) and
 dashboard's search page.
 
 A `SearchRequest` says what to find (query, k, mode, filters, per_note, alternates, domain,
-rerank) and refuses a bad value when it is made, naming the field as the tools name it; a
-`Searcher` is what a search reads: the notes' store and embedder client, the code collection's,
-and the rerank stage's settings as plain values (kb.app.backend builds it from the settings:
-kb.search reads no settings). The first stage is kb.search.query.search over one collection
-(kb.search.domains.search_all over both, fused by rank), the second kb.search.rerank.rerank; then
-each note's hit gets its backlink count (kb.search.related).
+rerank, explain, max_chars) and refuses a bad value when it is made, naming the field as the
+tools name it; a `Searcher` is what a search reads: the notes' store and embedder client, the
+code collection's, the rerank stage's settings as plain values and the folders notes are read
+from (kb.app.backend builds it from the settings: kb.search reads no settings). The first stage
+is kb.search.query.search over one collection (kb.search.domains.search_all over both, fused by
+rank), the second kb.search.rerank.rerank. Then every result gets its `confidence`
+(kb.search.confidence, from a semantic and a keyword ranking of the query, kb.search.explain),
+its `stale` flag (kb.search.fresh) and, asked for, its `explain`; with `max_chars` the best
+passages are packed into that budget (kb.search.budget) instead of returning k of them, and each
+note's hit gets its backlink count (kb.search.related).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kb.core.errors import EmbedError
 from kb.core.kinds import PROSE
 from kb.core.schema import NOTE, Hit
+from kb.search import budget, fresh
+from kb.search import confidence as calibrated
+from kb.search import explain as explaining
 from kb.search import query as kb_query
 from kb.search.domains import DOMAINS, Domain, search_all
 from kb.search.filters import Filters
@@ -54,6 +63,14 @@ class Searcher:
     client: EmbedClient
     code: tuple[Store, EmbedClient] | None = None
     rerank: RerankOptions = field(default_factory=RerankOptions)
+    # where notes are read from, by origin: "inbox" -> NOTES_DIR/ingested, a NOTE_FOLDERS name ->
+    # its folder (kb.search.fresh); empty: staleness unknown
+    roots: Mapping[str, Path] = field(default_factory=dict)
+
+    def collections(self) -> dict[str, tuple[Store, EmbedClient]]:
+        """The store and client of each domain searched."""
+        found = {"prose": (self.store, self.client)}
+        return found | ({"code": self.code} if self.code is not None else {})
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,8 @@ class SearchRequest:
     alternates: Sequence[str] = ()
     domain: Domain = "all"
     rerank: bool | None = None
+    explain: bool = False  # each result says how it was found (kb.core.schema.Explanation)
+    max_chars: int | None = None  # pack the best passages into this many characters, not k
 
     def __post_init__(self) -> None:
         if not self.query.strip():
@@ -86,12 +105,17 @@ class SearchRequest:
             raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, got {self.domain!r}")
         object.__setattr__(self, "alternates", tuple(self.alternates))
         kb_query.alternate_modes(self.alternates, self.mode)  # names alternates[i] at fault
+        budget.check(self.max_chars)
 
 
 def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     """The first stage, then the rerank stage over its best `searcher.rerank.candidates` (at
     least k): the reranker puts prose and code on one scale. Without a reranker to read more
-    than k, the first stage fetches only k. EmbedError, StoreError as the stages raise them."""
+    than k, the first stage fetches only k. Then confidence, staleness, explanations and the
+    budget (see the module docstring). EmbedError, StoreError as the stages raise them."""
+    packing = request.max_chars is not None
+    k = max(request.k, budget.CANDIDATES) if packing else request.k
+    per_note = None if packing else request.per_note  # packing counts merged passages
 
     def first(depth: int) -> list[Hit]:
         if searcher.code is None:
@@ -102,7 +126,7 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
                 depth,
                 mode=request.mode,
                 filters=request.filters,
-                per_note=request.per_note,
+                per_note=per_note,
                 alternates=request.alternates,
             )
         return search_all(
@@ -113,19 +137,26 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
             domain=request.domain,
             mode=request.mode,
             filters=request.filters,
-            per_note=request.per_note,
+            per_note=per_note,
             alternates=request.alternates,
         )
 
     client, options = searcher.client, searcher.rerank
     if request.rerank is False or (request.rerank is None and client.reranker_off):
-        found = Reranked(first(request.k))
+        found = Reranked(first(k))
+        ordered = found.hits
     else:
-        depth = min(kb_query.MAX_K, max(request.k, options.candidates))
-        found = rerank(client, request.query, first(depth), request.k, weight=options.weight,
+        depth = min(kb_query.MAX_K, max(k, options.candidates))
+        ordered = first(depth)
+        found = rerank(client, request.query, ordered, k, weight=options.weight,
                        max_chars=options.max_chars, timeout=options.timeout,
                        requested=request.rerank is True)  # fmt: skip
-    return replace(found, hits=with_backlinks(searcher.store, found.hits))
+    hits = with_backlinks(searcher.store, judged(searcher, request, found, ordered, per_note))
+    hits = fresh.mark(hits, {d: s for d, (s, _) in searcher.collections().items()}, searcher.roots)
+    if packing:
+        assert request.max_chars is not None
+        hits = budget.pack(hits, request.max_chars, request.per_note)
+    return replace(found, hits=hits, no_good_match=_no_match(searcher, hits))
 
 
 def with_backlinks(store: Store, hits: list[Hit]) -> list[Hit]:
@@ -133,3 +164,59 @@ def with_backlinks(store: Store, hits: list[Hit]) -> list[Hit]:
     notes = [h.source for h in hits if h.source and h.kind == NOTE and h.domain == PROSE]
     counts = backlink_counts(store, notes)
     return [replace(h, links_in=counts[h.source]) if h.source in counts else h for h in hits]
+
+
+def judged(
+    searcher: Searcher,
+    request: SearchRequest,
+    found: Reranked,
+    ordered: Sequence[Hit],
+    per_note: int | None,
+) -> list[Hit]:
+    """The hits with their confidence and, asked for, their explanation: one semantic and one
+    keyword ranking per collection they came from (kb.search.explain.rankings)."""
+    collections = searcher.collections()
+    ranks: dict[str, explaining.Rankings] = {}
+    for domain in {h.domain for h in found.hits} & collections.keys():
+        store, client = collections[domain]
+        ranks[domain] = explaining.rankings(store, client, request.query, request.filters,
+                                            per_note)  # fmt: skip
+    fitted = calibrated.calibration(_model(searcher.client))
+    phrasings = [("query", request.query), *(("alternate: " + a, a) for a in request.alternates)]
+    found_by: dict[str, dict[str, set[explaining.Key]]] = {}
+    if request.explain and request.alternates:
+        for domain in ranks:
+            store, client = collections[domain]
+            found_by[domain] = explaining.found_by(store, client, phrasings, request.filters,
+                                                   per_note, max(request.k, 10))  # fmt: skip
+    rerank_scores = {
+        explaining.key(h): h.rerank_score for h in found.candidates if h.rerank_score is not None
+    }
+    out: list[Hit] = []
+    for hit in found.hits:
+        domain_ranks = ranks.get(hit.domain)
+        signals = calibrated.signals(hit, domain_ranks) if domain_ranks is not None else None
+        sure = calibrated.confidence(signals, fitted) if signals is not None else None
+        why = None
+        if request.explain:
+            store = collections.get(hit.domain, (searcher.store, searcher.client))[0]
+            why = explaining.explanation(
+                hit, domain_ranks, ordered, reranked=found.reranked,
+                weight=searcher.rerank.weight, rerank_scores=rerank_scores,
+                found=found_by.get(hit.domain, {}), filters=request.filters,
+                collection=store.collection,
+            )  # fmt: skip
+        out.append(replace(hit, confidence=sure, explain=why))
+    return out
+
+
+def _model(client: EmbedClient) -> str:
+    try:
+        return client.model
+    except EmbedError:
+        return ""
+
+
+def _no_match(searcher: Searcher, hits: Sequence[Hit]) -> bool | None:
+    fitted = calibrated.calibration(_model(searcher.client))
+    return calibrated.no_good_match([h.confidence for h in hits], fitted)

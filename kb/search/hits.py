@@ -58,6 +58,14 @@ RESULT_FIELDS: dict[str, str] = {
     "aliases": "The note's other names (its frontmatter `aliases`).",
     "links_out": "Indexed notes this note links to (see related_notes).",
     "links_in": "Notes linking to this one (backlinks; see related_notes).",
+    "stale": "True: the file changed after this passage was indexed (it may be outdated; "
+    "read_note shows the file as it is now). Null: unknown (a video, or the file is not "
+    "visible here).",
+    "confidence": "Calibrated chance (0..1) that this passage is relevant to the query, "
+    "comparable across searches; below 0.3 it is probably not.",
+    "explain": "With `explain`: its rank and score in a semantic and a keyword search, its "
+    "place in the first stage and the reranker's, the alternates that found it, the filters "
+    "applied and when it was indexed.",
 }
 if set(RESULT_FIELDS) != HIT_FIELDS:
     raise AssertionError(f"kb.search.hits: describe {sorted(HIT_FIELDS ^ set(RESULT_FIELDS))}")

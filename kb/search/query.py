@@ -32,6 +32,7 @@ __all__ = [
     "Mode",
     "TagUsage",
     "alternate_modes",
+    "keyword_terms",
     "search",
     "tag_usage",
 ]
@@ -102,6 +103,7 @@ def search(
     dense_texts = [text for text, own in phrasings if own != "keyword"]
     vectors: list[list[float]] = []
     if dense_texts:  # keyword search needs no embedder: it works while that one is down
+        client = for_collection(store, client)
         collection.check_model(store, client.model, client.dimensions)
         vectors = (
             [client.embed_query(query)] if len(dense_texts) == 1 and not alternates
@@ -127,6 +129,22 @@ def search(
         alternates=others,
         fusion=fusion,
     )
+
+
+def for_collection(store: Store, client: EmbedClient) -> EmbedClient:
+    """The client for the model that built `store`'s collection: the embedder's default, or,
+    while ingest rebuilds the index beside it for the default (kb.ingest.switch), the model it
+    was built with when the embedder still serves it (EMBED_PREVIOUS_MODEL). Read at every
+    search: another process may switch the collection's name to the new index at any moment."""
+    built = collection.require(store).model
+    if built and built != client.model and client.serves(built):
+        return client.using(built)
+    return client
+
+
+def keyword_terms(query: str) -> int:
+    """Distinct keyword terms of `query` (stopwords left out): the keyword bonus's scale."""
+    return len(query_vector(query).indices)
 
 
 class TagUsage(NamedTuple):

@@ -31,6 +31,9 @@ class Reranked:
     hits: list[Hit] = field(default_factory=list)
     reranked: bool = False  # the reranker ordered these hits
     note: str | None = None  # why the first-stage order stands, when the caller should know
+    # every candidate the reranker read, in its order (kb.search.explain ranks them)
+    candidates: list[Hit] = field(default_factory=list)
+    no_good_match: bool | None = None  # kb.search.confidence: nothing relevant was found
 
 
 def passage(hit: Hit, max_chars: int) -> str:
@@ -87,4 +90,4 @@ def rerank(
             note = f"reranker unavailable ({exc.message}): results are in first-stage order"
         return Reranked(list(hits[:k]), note=note)
     ranked = [replace(hits[i], rerank_score=scores[i]) for i in order(scores, weight)]
-    return Reranked(ranked[:k], reranked=True)
+    return Reranked(ranked[:k], reranked=True, candidates=ranked)

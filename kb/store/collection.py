@@ -31,6 +31,8 @@ class CollectionInfo:
     rebuild_incomplete: bool  # a full (re)build started and has not finished yet
     keyword: bool = True  # has the keyword vector (False: made by an older version)
     schema_version: int | None = None  # payload layout of the version that made it
+    chunker_version: int | None = None  # kb.content.chunking.CHUNKER_VERSION (None: before it)
+    switch_of: str | None = None  # the name it is being built to take over (kb.ingest.switch)
 
     def current(self, model: str, dimensions: int) -> bool:
         """Made for `model` by this version's layout: a rebuild can update it in place."""
@@ -56,6 +58,7 @@ def info(store: Store) -> CollectionInfo | None:
     meta = found.metadata
     model = meta.get("embed_model")
     schema = meta.get("schema_version")
+    chunker, switch_of = meta.get("chunker_version"), meta.get("switch_of")
     return CollectionInfo(
         model=model if isinstance(model, str) else None,
         dimensions=found.dense[DENSE].size,
@@ -63,6 +66,8 @@ def info(store: Store) -> CollectionInfo | None:
         rebuild_incomplete=meta.get("rebuild_incomplete") is True,
         keyword=KEYWORD in found.sparse,
         schema_version=schema if isinstance(schema, int) else None,
+        chunker_version=chunker if isinstance(chunker, int) else None,
+        switch_of=switch_of if isinstance(switch_of, str) and switch_of else None,
     )
 
 
@@ -86,8 +91,10 @@ def check_model(store: Store, model: str, dimensions: int) -> None:
         made_by = f"{found.model or 'an unknown model'} ({found.dimensions}-d)"
         raise ModelMismatch(
             f"collection '{store.collection}' was built with {made_by} but the embedder "
-            f"serves {model} ({dimensions}-d) for it; re-embed that collection only with "
-            f"`uv run ingest.py --rebuild {store.collection}`"
+            f"serves {model} ({dimensions}-d) for it; `uv run ingest.py` rebuilds it for "
+            f"{model} beside the old one (searches use the old one meanwhile if the embedder "
+            f"also serves {found.model or 'that model'} as EMBED_PREVIOUS_MODEL; keyword mode "
+            "needs no model)"
         )
     store.checked_model = (model, dimensions)
 
@@ -107,11 +114,19 @@ def require_keyword(store: Store) -> None:
     store.has_keyword = True  # only a positive answer is kept: a rebuild can add it later
 
 
-def create(store: Store, model: str, dimensions: int, *, rebuilding: bool = False) -> None:
+def create(
+    store: Store,
+    model: str,
+    dimensions: int,
+    *,
+    rebuilding: bool = False,
+    metadata: dict[str, object] | None = None,
+) -> None:
     """Create the collection for `model`'s vectors, with every payload index a filter uses.
 
     `rebuilding` marks it incomplete until `mark_complete`, so an interrupted full build is
-    finished by the next ingest.
+    finished by the next ingest. `metadata`: more of it (kb.ingest.switch: the chunker's
+    version, the name it is built to take over).
     """
     store.create_collection(
         dense={DENSE: models.VectorParams(size=dimensions, distance=models.Distance.COSINE)},
@@ -122,6 +137,7 @@ def create(store: Store, model: str, dimensions: int, *, rebuilding: bool = Fals
             "embed_dimensions": dimensions,
             "schema_version": SCHEMA_VERSION,
             "rebuild_incomplete": rebuilding,
+            **(metadata or {}),
         },
     )
     create_indexes(store)
@@ -137,14 +153,29 @@ def create_indexes(store: Store) -> None:
 
 def mark_complete(store: Store, complete: bool = True) -> None:
     """Record that a full build finished (see `create`), or with False that one started."""
-    store.update_metadata({"rebuild_incomplete": not complete})
+    update(store, {"rebuild_incomplete": not complete})
+
+
+def update(store: Store, metadata: dict[str, object]) -> None:
+    """Set these metadata keys of the collection (the others stay)."""
+    store.update_metadata(metadata)
 
 
 def drop(store: Store) -> bool:
-    """Delete the collection and its points; True if it existed."""
+    """Delete the collection and its points (an alias: it and its collection); True if it
+    existed."""
     store.checked_model = None
     store.has_keyword = False
-    return store.drop_collection()
+    target = store.target()
+    if target == store.collection:
+        return store.drop_collection()
+    store.drop_alias()
+    return store.beside(target).drop_collection()
+
+
+def delete(store: Store, name: str) -> bool:
+    """Delete the collection `name` of `store`'s Qdrant by its own name (never an alias's)."""
+    return store.beside(name).drop_collection()
 
 
 # --- what an ingest run does with the collection -------------------------------------------

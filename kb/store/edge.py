@@ -4,9 +4,14 @@
 Layout under QDRANT_PATH: `edge/<collection>/shard/` (one qdrant-edge shard per collection),
 `edge/<collection>/collection.json` (its vectors and our metadata: a shard keeps none) and
 `edge/<collection>.lock` (one process per collection: a shard refuses a second open anyway,
-the lock makes that a clear message). Requests arrive as qdrant-client models and are
-translated by kb.store.translate. A shard has no grouped query: `query_groups` ranks one query
-as deep as a server's grouped query would and keeps the best points of each group itself.
+the lock makes that a clear message). `edge/aliases.json` names collections by alias as a
+server's aliases do (kb.ingest.switch points the searched name at a rebuilt index): every call
+taking a collection's name resolves an alias first, except create and drop (real collections
+only, as on a server); an alias may take the name of a collection that still exists (an index
+made before aliases), which makes the switch from it atomic here too. Requests arrive as
+qdrant-client models and are translated by kb.store.translate. A shard has no grouped query:
+`query_groups` ranks one query as deep as a server's grouped query would and keeps the best
+points of each group itself.
 
 `optimize()` (building HNSW and merging segments) blocks, interpreter lock held, for up to
 minutes: kb.store.optimize runs it after ingest.py's writes and before make local's server starts,
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
 
 EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode used `collection/`
 META_FILE = "collection.json"
+ALIASES_FILE = "aliases.json"  # {alias: collection}, replaced whole (atomic) at each change
 SHARD_DIR = "shard"
 
 
@@ -77,6 +83,50 @@ class EdgeEngine:
         self._meta: dict[str, dict[str, Any]] = {}
         self._mutex = threading.RLock()
         self._written: set[str] = set()  # collections this process changed: flushed on close
+        self._aliases: dict[str, str] = self._load_aliases()
+        self.shadowing_aliases = True  # an alias may take the name of an existing collection
+
+    # --- aliases ------------------------------------------------------------------------
+
+    def _load_aliases(self) -> dict[str, str]:
+        try:
+            found = json.loads((self.root / ALIASES_FILE).read_text("utf-8"))
+        except FileNotFoundError:
+            return {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+    def _resolve(self, name: str) -> str:
+        return self._aliases.get(name, name)
+
+    def aliases(self) -> dict[str, str]:
+        with self._mutex:
+            return dict(self._aliases)
+
+    def point_alias(self, alias: str, target: str) -> str | None:
+        """One replace of the aliases file: an alias may shadow a collection of its name."""
+        with self._mutex:
+            if not (self.root / target / META_FILE).is_file():
+                raise StoreError(f"collection '{target}' does not exist in {self.location}")
+            before = self._aliases.get(alias)
+            if before is None and (self.root / alias / META_FILE).is_file():
+                before = alias
+            self._write_aliases({**self._aliases, alias: target})
+            return before
+
+    def drop_alias(self, alias: str) -> None:
+        with self._mutex:
+            self._write_aliases({a: c for a, c in self._aliases.items() if a != alias})
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        target = self.root / ALIASES_FILE
+        tmp = target.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(aliases, indent=1))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)  # atomic: every later call sees the old or the new names
+        self._aliases = aliases
 
     @classmethod
     def open(
@@ -103,23 +153,28 @@ class EdgeEngine:
     # --- locking and opening ------------------------------------------------------------
 
     def lock(self, name: str) -> None:
-        """Hold collection `name` for this process; CollectionBusy when another holds it."""
+        """Hold collection `name` (an alias: its collection) for this process; CollectionBusy
+        when another holds it."""
         with self._mutex:
-            if name in self._locks:
-                return
-            fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise CollectionBusy(f"collection '{name}' is open in another process") from None
-            self._locks[name] = fd
+            self._hold(self._resolve(name))
+
+    def _hold(self, name: str) -> None:
+        if name in self._locks:
+            return
+        fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise CollectionBusy(f"collection '{name}' is open in another process") from None
+        self._locks[name] = fd
 
     def _dir(self, name: str) -> Path:
-        return self.root / name
+        return self.root / self._resolve(name)
 
     def _shard(self, name: str) -> qe.EdgeShard:
         with self._mutex:
+            name = self._resolve(name)
             shard = self._shards.get(name)
             if shard is None:
                 if not self.exists(name):
@@ -131,12 +186,14 @@ class EdgeEngine:
 
     def _read_meta(self, name: str) -> dict[str, Any]:
         with self._mutex:
+            name = self._resolve(name)
             if name not in self._meta:
                 text = (self._dir(name) / META_FILE).read_text("utf-8")
                 self._meta[name] = json.loads(text)
             return self._meta[name]
 
     def _write_meta(self, name: str, meta: dict[str, Any]) -> None:
+        name = self._resolve(name)
         target = self._dir(name) / META_FILE
         tmp = target.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
@@ -194,8 +251,10 @@ class EdgeEngine:
         cluster: ClusterLayout,  # one shard in one process: nothing to spread
     ) -> None:
         with self._mutex:
-            self.lock(name)
-            folder = self._dir(name)
+            if name in self._aliases:
+                raise StoreError(f"'{name}' is an alias of collection '{self._aliases[name]}'")
+            self._hold(name)
+            folder = self.root / name
             if folder.exists():
                 raise StoreError(f"collection '{name}' already exists in {self.location}")
             optimizers, quantization = self._tuning
@@ -236,17 +295,22 @@ class EdgeEngine:
             self._write_meta(name, meta)
 
     def drop(self, name: str) -> bool:
+        """Delete the collection `name` itself (never through an alias, as on a server)."""
         with self._mutex:
-            if not self.exists(name):
+            folder = self.root / name
+            if not (folder / META_FILE).is_file():
                 return False
-            self.lock(name)
+            self._hold(name)
             shard = self._shards.pop(name, None)
             if shard is not None:
                 shard.close()
             self._meta.pop(name, None)
+            self._written.discard(name)
             # the metadata first: a crash midway leaves no half collection that looks whole
-            (self._dir(name) / META_FILE).unlink()
-            shutil.rmtree(self._dir(name))
+            (folder / META_FILE).unlink()
+            shutil.rmtree(folder)
+            if name in self._aliases.values():  # as a server does: its aliases go with it
+                self._write_aliases({a: c for a, c in self._aliases.items() if c != name})
             return True
 
     def create_index(self, name: str, field: str, kind: models.PayloadSchemaType) -> None:
@@ -258,7 +322,7 @@ class EdgeEngine:
         with self._mutex:
             changed = self._shard(name).optimize()
             if changed:
-                self._written.add(name)
+                self._written.add(self._resolve(name))
             return changed
 
     # --- points -------------------------------------------------------------------------
@@ -266,7 +330,7 @@ class EdgeEngine:
     def _update(self, name: str, operation: qe.UpdateOperation) -> None:
         with self._mutex:
             self._shard(name).update(operation)
-            self._written.add(name)
+            self._written.add(self._resolve(name))
 
     def upsert(self, name: str, points: Sequence[models.PointStruct]) -> None:
         batch = [translate.point(p) for p in points]

@@ -130,6 +130,22 @@ class Engine(Protocol):
 
     def create_index(self, name: str, field: str, kind: models.PayloadSchemaType) -> None: ...
 
+    # --- aliases (kb.ingest.switch: a rebuilt index takes over the searched name) ----------
+
+    def aliases(self) -> dict[str, str]:
+        """{alias: collection} of this Qdrant."""
+        ...
+
+    def point_alias(self, alias: str, target: str) -> str | None:
+        """Make `alias` name collection `target` at once (every call sees the old collection
+        or the new one); the collection it named until then, for the caller to delete (None:
+        none, or one the engine had to delete first)."""
+        ...
+
+    def drop_alias(self, alias: str) -> None:
+        """Remove the alias (its collection stays)."""
+        ...
+
     def optimize(self, name: str) -> bool:
         """Merge segments and build vector indexes now (embedded storage: blocking, up to
         minutes); False when there was nothing to do. A server does it by itself: False."""

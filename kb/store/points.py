@@ -20,6 +20,7 @@ from kb.core.schema import (
     DELETED_CAUSE,
     DELETED_MARK,
     DENSE,
+    FILE_FIELDS,
     KEYWORD,
     NOTE_HASH,
     ORIGIN,
@@ -28,6 +29,7 @@ from kb.core.schema import (
     RESTORED_MARK,
     SOURCE,
     TAGS,
+    FileStat,
     Hit,
     IndexKind,
     KeywordVector,
@@ -183,6 +185,24 @@ class Store:
         """Delete the collection and its points; True if it existed."""
         return self._engine.drop(self.collection)
 
+    # --- names (kb.ingest.switch: a rebuilt index takes over the searched name) ------------
+
+    def target(self) -> str:
+        """The collection this store's name is: itself, or the one it is an alias of."""
+        return self._engine.aliases().get(self.collection, self.collection)
+
+    def point_alias(self, target: str) -> str | None:
+        """Make this store's name an alias of collection `target`, atomically; the collection
+        the name was until now, for the caller to delete (None: none left). A server cannot
+        give an alias a collection's name: a collection of that name (made before any switch)
+        is deleted first there, and the name is missing for a moment, once; embedded storage
+        lets the alias shadow it."""
+        return self._engine.point_alias(self.collection, target)
+
+    def drop_alias(self) -> None:
+        """Remove this store's name if it is an alias (its collection stays)."""
+        self._engine.drop_alias(self.collection)
+
     # --- points -----------------------------------------------------------------------
 
     def replace(self, points: Sequence[Point], sources: Iterable[str]) -> None:
@@ -294,6 +314,20 @@ class Store:
             if isinstance(vector, list):
                 vectors.append([float(x) for x in vector])
         return vectors
+
+    def file_stats(self, sources: Iterable[str]) -> dict[str, FileStat]:
+        """What ingest recorded of each note's file (kb.core.schema.FileStat), from its first
+        chunk; notes stored without it (videos, older points) are left out."""
+        out: dict[str, FileStat] = {}
+        wanted = sorted(set(sources))
+        for i in range(0, len(wanted), FILTER_BATCH):
+            flt = first_chunks(source_filter(wanted[i : i + FILTER_BATCH]))
+            for r in self._scroll(flt, [SOURCE, *FILE_FIELDS]):
+                payload = r.payload
+                found = FileStat.stored(payload)
+                if found is not None and isinstance(payload.get(SOURCE), str):
+                    out[payload[SOURCE]] = found
+        return out
 
     def payloads(self, source: str | None = None) -> list[tuple[str, Payload]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""

@@ -133,6 +133,35 @@ class ServerEngine:
         with self._calls():
             return self.exists(name) and self._client.delete_collection(name)
 
+    def aliases(self) -> dict[str, str]:
+        with self._calls():
+            found = self._client.get_aliases().aliases
+        return {a.alias_name: a.collection_name for a in found}
+
+    def point_alias(self, alias: str, target: str) -> str | None:
+        create = models.CreateAliasOperation(
+            create_alias=models.CreateAlias(collection_name=target, alias_name=alias)
+        )
+        before = self.aliases().get(alias)
+        with self._calls():
+            if before is not None:  # delete and create in one request: atomic
+                drop = models.DeleteAliasOperation(
+                    delete_alias=models.DeleteAlias(alias_name=alias)
+                )
+                self._client.update_collection_aliases(change_aliases_operations=[drop, create])
+                return before
+            if self._client.collection_exists(alias):
+                # a server cannot give an alias a collection's name: that one goes first, and
+                # the name is missing for the moment between the two requests, once
+                self._client.delete_collection(alias)
+            self._client.update_collection_aliases(change_aliases_operations=[create])
+        return None
+
+    def drop_alias(self, alias: str) -> None:
+        drop = models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
+        with self._calls():
+            self._client.update_collection_aliases(change_aliases_operations=[drop])
+
     def create_index(self, name: str, field: str, kind: models.PayloadSchemaType) -> None:
         with self._calls(), warnings.catch_warnings():
             # qdrant-client's in-process mode (tests) warns that it ignores payload indexes

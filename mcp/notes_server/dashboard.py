@@ -131,17 +131,19 @@ class Dashboard:
         return self.render("_status_panel.html", **await blocking(self._status))
 
     def _search(self, params: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"hits": [], "error": None, "tags": [], "note": None}
+        out: dict[str, Any] = {"hits": [], "error": None, "tags": [], "note": None,
+                               "no_good_match": None}  # fmt: skip
         try:
             out["tags"] = [u.tag for u in tag_usage(self.backend.store())]
             if params["q"]:
                 request = SearchRequest(
                     params["q"], params["k"], mode=params["mode"], domain=params["domain"],
                     filters=Filters(tags=params["tag"]),
-                    rerank=None if params["rerank"] else False,
+                    rerank=None if params["rerank"] else False, explain=params["explain"],
                 )  # fmt: skip
                 found = search(self.backend.searcher(), request)
                 out["hits"], out["note"] = found.hits, found.note
+                out["no_good_match"] = found.no_good_match
         except EmbedError as exc:
             out["error"] = embedder_message(exc)
         except (KbError, ValueError) as exc:
@@ -159,6 +161,7 @@ class Dashboard:
         # a link without the switch (or with rerank=on) reranks, as search_notes does
         params = {"q": (query.get("q") or "").strip(), "k": k, "mode": mode, "domain": domain,
                   "rerank": query.get("rerank", "on") == "on",
+                  "explain": query.get("explain") == "on",
                   "tag": [t for t in query.getlist("tag") if t]}  # fmt: skip
         found = await blocking(lambda: self._search(params))
         if found["hits"] or params["q"]:

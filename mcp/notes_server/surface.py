@@ -69,6 +69,11 @@ class SearchResults(BaseModel):
     note: str | None = Field(
         None, description="Why the results are not reranked, when a reranker was expected."
     )
+    no_good_match: bool | None = Field(
+        None,
+        description="True: no passage is likely relevant (every confidence is low): tell the "
+        "user the notes do not seem to cover this rather than citing them.",
+    )
 
 
 class BrowseResults(BaseModel):
@@ -200,6 +205,14 @@ class UnresolvedLink(BaseModel):
     target: str = Field(description="What the link names, as written.")
 
 
+class SwitchState(BaseModel):
+    collection: str = Field(description="The index being built beside the searched one.")
+    model: str | None = Field(description="The model it is built for.")
+    from_model: str | None = Field(description="The model of the index searched meanwhile.")
+    notes: int = Field(description="Notes written to it so far.")
+    of: int = Field(description="Notes the searched index holds: the new one takes over then.")
+
+
 class StatusReport(BaseModel):
     collection: str = Field(description="The Qdrant collection searched.")
     exists: bool = Field(description="False until the first ingest.")
@@ -216,6 +229,36 @@ class StatusReport(BaseModel):
     )
     unresolved: list[UnresolvedLink] = Field(description="The first 100 of them, by note.")
     problem: str | None = Field(description="Why the index could not be read, if so.")
+    switch: SwitchState | None = Field(
+        None, description="A rebuild for a new model or chunker under way (searches unaffected)."
+    )
+
+
+class ModeRank(BaseModel):
+    mode: str
+    rank: int | None = Field(description="Its place among notes (null: not in the best 100).")
+    score: float | None
+    best_chunk: int | None = Field(description="chunk_index of its best passage in this mode.")
+    line_start: int | None
+    line_end: int | None
+
+
+class WhyReport(BaseModel):
+    source: str
+    state: Literal[
+        "indexed", "stale", "deleted", "waiting", "failed", "skipped", "private", "never_seen"
+    ]
+    story: list[str] = Field(description="What happened to it, one sentence each: tell the user.")
+    collection: str | None
+    chunks: int = Field(description="Passages stored.")
+    indexed_at: str | None
+    deleted_at: str | None
+    deleted_cause: str | None
+    stale: bool | None = Field(description="Its file changed since it was indexed.")
+    gate: str | None = Field(description="Why ingest skips its file (hidden, git-ignored ...).")
+    failure: str | None = Field(description="Why it could not be ingested.")
+    ranks: list[ModeRank] = Field(description="With a query: its rank in each mode.")
+    cut_by: list[str] = Field(description="The filters (or per_note) that left it out.")
 
 
 # --- arguments (the filters' are built from kb.search.filters: tools/common.py) -----------
@@ -259,6 +302,12 @@ Rerank = Annotated[
     Field(description="Reorder the best candidates with the reranker (default: when the "
           "embedder serves one); false is faster."),
 ]  # fmt: skip
+Explain = Annotated[bool, Field(description="Say how each result was found.")]
+MaxChars = Annotated[
+    int | None,
+    Field(description="Instead of k: the best passages in this many characters (200-200000), "
+          "adjacent chunks merged."),
+]  # fmt: skip
 DeleteCause = Annotated[
     Literal["file_deleted", "user", "playlist_removed", "bookmark_removed"] | None,
     Field(description="Only notes deleted for this reason."),
@@ -272,6 +321,13 @@ Source = Annotated[
     Field(description="The note's `source`, exactly as search_notes or list_deleted gave it."),
 ]
 Similar = Annotated[int, Field(description="Nearest unlinked notes to add, 0-20.")]
+WhySource = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1),
+    Field(description="The note's path, as a search would name it."),
+]
+WhyQuery = Annotated[str | None, Field(description="The search that missed it.")]
+WhyFilters = Annotated[dict[str, Any] | None, Field(description="Its search_notes filters.")]
 StartLine = Annotated[int, Field(description="First line to read (1-based), e.g. line_start.")]
 LineCount = Annotated[int, Field(description="Lines to read, 1-2000.")]
 Hard = Annotated[
