@@ -171,7 +171,7 @@ def prepare(
         if clean.secrets:
             summary.redacted[item.source] = clean.secrets
         read.notes.append(Prepared(item, clean.note, clean.chunks, source.origin, clean.title,
-                                   None if note.record else stat))  # fmt: skip
+                                   stat=None if note.record else stat))  # fmt: skip
     for failure in failed:
         summary.failed.append(failure)
         progress.failed(failure)
