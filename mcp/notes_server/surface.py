@@ -294,8 +294,8 @@ Offset = Annotated[int, Field(description="Rows to skip (paging), 0-10000.")]
 CountOnly = Annotated[bool, Field(description="Return only `total`, no rows.")]
 Alternates = Annotated[
     list[str] | None,
-    Field(description="Up to 5 more phrasings of the same need, searched with `query` and "
-          "merged by rank; one starting 'keyword: ' or 'semantic: ' is searched that way only."),
+    Field(description="Up to 5 more phrasings, searched with `query` and merged by rank; one "
+          "starting 'keyword: ' or 'semantic: ' is searched that way only."),
 ]  # fmt: skip
 Rerank = Annotated[
     bool | None,

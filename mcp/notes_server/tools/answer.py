@@ -35,14 +35,12 @@ log = logging.getLogger("mcp-server")
 
 SAMPLING_IN_RESULT = "2026-07-28"  # first protocol whose tools/call carries the sample request
 
-ANSWER_QUESTION = """Answer a question from the user's notes with citations: retrieves the \
-best passages (the filters are search_notes'), then writes a short answer citing \
-`[source:lines]` after each claim; a citation of anything not retrieved is removed and listed in \
-`dropped_citations`.
+ANSWER_QUESTION = """Answer a question from the user's notes: retrieves the best \
+passages (search_notes' filters), then writes a short answer citing `[source:lines]` per claim; \
+a citation of anything not retrieved is removed (`dropped_citations`).
 
-Your own model writes the answer through MCP sampling when this client supports it, else the \
-model the user configured (LLM_URL). Prefer `search_notes` to read the passages and answer \
-yourself; use this for a quick cited answer, or when the server's model should write it."""
+Written by your model through MCP sampling when the client supports it, else by LLM_URL's. \
+Prefer `search_notes` and answering yourself; use this for a quick cited answer."""
 
 
 class Citation(BaseModel):
