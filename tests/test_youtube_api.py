@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from youtube_fixtures import ERRORS, KEY, RECORDED, WATCH_LATER_FLAT, Clock, Replay, filler
 
+from kb.core import schema as kb_schema
 from kb.core.errors import ConfigError
 from kb.core.schema import ChunkRecord, fingerprint, point_id
 from kb.sources.youtube import watch_later
@@ -172,8 +173,12 @@ def test_a_budget_spent_while_listing_leaves_the_rest_waiting(youtube_api: Repla
     assert not listing.failed and playlist.holds("youtube/PLx/chessShort1")
 
 
-def test_a_notes_fingerprint_is_the_one_stored_before_videos_existed():
-    # pinned from the version before the video fields: notes stored then stay unchanged
+def test_a_notes_fingerprint_is_the_one_stored_before_videos_existed(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # pinned from the version before the video fields (payload layout 3): fields added since
+    # leave a note that does not use them as it was (a new layout rewrites every note once)
+    monkeypatch.setattr(kb_schema, "SCHEMA_VERSION", 3)
     note = ChunkRecord(text="Salt the cabbage.", source="kimchi.md", folders=[], title="Kimchi",
                        heading_path=["Kimchi"], chunk_index=0, tags=["recipes"], topic=None,
                        document_date="2024-03-01", char_start=0, char_end=17, line_start=1,

@@ -188,7 +188,7 @@ PAYLOAD_INDEXES: dict[str, IndexKind] = {
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
                     LANGUAGE, "thumbnail", "locator", "domain", SITE, "author", "fetched_at",
-                    "bookmark_folders", FOLDER_KEYS})  # fmt: skip
+                    "bookmark_folders", FOLDER_KEYS, ALIASES, LINKS, UNRESOLVED})  # fmt: skip
 _DEFAULTS: dict[str, object] = {
     f.name: f.default_factory() if callable(f.default_factory) else f.default
     for f in fields(ChunkRecord)
