@@ -21,7 +21,7 @@ import pytest
 import torch
 from helpers import free_port, serve_in_thread, torch_threads_kept, wait_until
 
-from embed_server import api, autotune, config, errors, hardware
+from embed_server import api, autotune, autotune_measure, config, errors, hardware
 
 DIMS = 16
 
@@ -142,7 +142,7 @@ def settings(folder: Path, state: Path, **values: Any) -> config.EmbedderSetting
 def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeClock:
     """The fake engines are auto's candidates, timed on a fake clock; a model folder of one file."""
     clock = FakeClock()
-    monkeypatch.setattr(autotune, "clock", clock)
+    monkeypatch.setattr(autotune_measure, "clock", clock)
     monkeypatch.setattr(
         autotune, "candidates", lambda e: [tuple(name.split()) for name in e.engines]
     )

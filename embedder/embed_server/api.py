@@ -236,6 +236,35 @@ def create_app(
     app.add_middleware(KeyMiddleware, key=settings.EMBED_API_KEY)
     # Outermost: a request under another host name (DNS rebinding) reaches nothing.
     app.add_middleware(HostMiddleware, hosts=allowed_hosts(settings))
+    install_health(app, settings, reranking)
+    install_embeddings(app, settings)
+    install_rerank(app, settings, reranking)
+    return app
+
+
+def _described(name: str, one: Service) -> dict[str, Any]:
+    encoder = one.encoder
+    queries = getattr(encoder, "query_encoder", None) or encoder
+    return {
+        "model": name,
+        "dimensions": encoder.dimensions,
+        "max_input_tokens": encoder.max_input_tokens,
+        "dtype": encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
+        "backend": getattr(encoder, "backend", "torch"),  # EMBED_BACKEND resolved
+        "device": str(encoder.device),
+        # the engine queries run on (another one when auto measured it faster for them)
+        "query_engine": {
+            "backend": getattr(queries, "backend", "torch"),
+            "dtype": queries.dtype,
+        },
+        # what EMBED_BACKEND=auto, EMBED_DTYPE=auto measured and chose, and why (null:
+        # an explicit setting or a GPU)
+        "auto": getattr(encoder, "decision", None),
+    }
+
+
+def install_health(app: FastAPI, settings: EmbedderSettings, reranking: RerankService) -> None:
+    """`GET /health` and `GET /v1/models`."""
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
@@ -253,30 +282,9 @@ def create_app(
                                retry_after=exc.retry_after) from None  # fmt: skip
         if not key_given(request):
             return {"status": "ok"}  # EMBED_API_KEY is set: the rest is for its holders
-
-        def described(name: str, one: Service) -> dict[str, Any]:
-            encoder = one.encoder
-            queries = getattr(encoder, "query_encoder", None) or encoder
-            return {
-                "model": name,
-                "dimensions": encoder.dimensions,
-                "max_input_tokens": encoder.max_input_tokens,
-                "dtype": encoder.dtype,  # the precision in use (EMBED_DTYPE=auto resolved)
-                "backend": getattr(encoder, "backend", "torch"),  # EMBED_BACKEND resolved
-                "device": str(encoder.device),
-                # the engine queries run on (another one when auto measured it faster for them)
-                "query_engine": {
-                    "backend": getattr(queries, "backend", "torch"),
-                    "dtype": queries.dtype,
-                },
-                # what EMBED_BACKEND=auto, EMBED_DTYPE=auto measured and chose, and why (null:
-                # an explicit setting or a GPU)
-                "auto": getattr(encoder, "decision", None),
-            }
-
-        primary = described(settings.EMBED_MODEL, app.state.service)
+        primary = _described(settings.EMBED_MODEL, app.state.service)
         # every model served, the default first (OpenAI clients pick one by `model`)
-        models = [described(name, one) for name, one in services.items()]
+        models = [_described(name, one) for name, one in services.items()]
         # rerank null: RERANK_MODEL is empty
         return {"status": "ok", **primary, "models": models, "rerank": reranking.health()}
 
@@ -286,58 +294,64 @@ def create_app(
         data = [{"id": name, "object": "model", "owned_by": "local"} for name in app.state.services]
         return {"object": "list", "data": data}
 
+
+def install_embeddings(app: FastAPI, settings: EmbedderSettings) -> None:
+    """`POST /v1/embeddings`."""
+
     @app.post("/v1/embeddings")
     async def embeddings(request: EmbeddingRequest) -> JSONResponse:
         service = pick(app.state.services, request.model)
-        engine = service.engine_for(request.input_type)
-        texts = _validate(request, settings, service.encoder)
-        started = time.perf_counter()
-        try:
-            future = engine.submit(texts)
-        except QueueFull:
-            raise APIError(
-                429,
-                f"embedder busy: {settings.EMBED_QUEUE_SIZE} requests already waiting; retry",
-                type="overloaded_error",
-                code="queue_full",
-                retry_after=BUSY_RETRY_AFTER_S,
-            ) from None
-        try:
-            result = await asyncio.wrap_future(future)
-        except Exception:
-            log.exception("embedding %d inputs failed", len(texts))
-            raise internal_error() from None
-        vectors = result.vectors
-        if request.dimensions is not None and request.dimensions < vectors.shape[1]:
-            vectors = vectors[:, : request.dimensions]
-            vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        tokens = sum(result.token_counts)
-        log.info(
-            "embedded %d %s inputs, %d tokens, %.0f ms",
-            len(texts),
-            request.input_type or "document",
-            tokens,
-            1000 * (time.perf_counter() - started),
-        )
-        data = [
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": _encode_vector(v, request.encoding_format or "float"),
-            }
-            for i, v in enumerate(vectors)
-        ]
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": data,
-                "model": service.settings.EMBED_MODEL,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
+        return JSONResponse(await embed(service, request, settings))
 
-    install_rerank(app, settings, reranking)
-    return app
+
+async def embed(
+    service: Service, request: EmbeddingRequest, settings: EmbedderSettings
+) -> dict[str, Any]:
+    """The body of `POST /v1/embeddings` for the model `service` serves."""
+    engine = service.engine_for(request.input_type)
+    texts = _validate(request, settings, service.encoder)
+    started = time.perf_counter()
+    try:
+        future = engine.submit(texts)
+    except QueueFull:
+        raise APIError(
+            429,
+            f"embedder busy: {settings.EMBED_QUEUE_SIZE} requests already waiting; retry",
+            type="overloaded_error",
+            code="queue_full",
+            retry_after=BUSY_RETRY_AFTER_S,
+        ) from None
+    try:
+        result = await asyncio.wrap_future(future)
+    except Exception:
+        log.exception("embedding %d inputs failed", len(texts))
+        raise internal_error() from None
+    vectors = result.vectors
+    if request.dimensions is not None and request.dimensions < vectors.shape[1]:
+        vectors = vectors[:, : request.dimensions]
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    tokens = sum(result.token_counts)
+    log.info(
+        "embedded %d %s inputs, %d tokens, %.0f ms",
+        len(texts),
+        request.input_type or "document",
+        tokens,
+        1000 * (time.perf_counter() - started),
+    )
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": _encode_vector(v, request.encoding_format or "float"),
+        }
+        for i, v in enumerate(vectors)
+    ]
+    return {
+        "object": "list",
+        "data": data,
+        "model": service.settings.EMBED_MODEL,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def main() -> int:

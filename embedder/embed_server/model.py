@@ -96,6 +96,24 @@ def resolve_model(name: str) -> Path:
         ) from None
 
 
+def _prompts(folder: Path, is_qwen3: bool, query_task: str) -> dict[str, str]:
+    st_config = _read_json(folder / "config_sentence_transformers.json") or {}
+    prompts = st_config.get("prompts") or {}
+    if is_qwen3:
+        return {"query": f"Instruct: {query_task}\nQuery:", "document": ""}
+    # e.g. E5's "query: "; none for symmetric models such as MiniLM
+    return {kind: prompts.get(kind) or "" for kind in ("query", "document")}
+
+
+def _max_input_tokens(folder: Path, config: Any, setting: int) -> int:
+    limits = [setting]
+    st_limit = (_read_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+    for value in (st_limit, getattr(config, "max_position_embeddings", None)):
+        if isinstance(value, int) and value > 0:
+            limits.append(value)
+    return min(limits)
+
+
 def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
@@ -163,22 +181,8 @@ class Embedder:
         self.left_padded = self.is_qwen3 or self.tokenizer.padding_side == "left"
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
-        st_config = _read_json(folder / "config_sentence_transformers.json") or {}
-        prompts = st_config.get("prompts") or {}
-        if self.is_qwen3:
-            self.prompts = {
-                "query": f"Instruct: {settings.EMBED_QUERY_TASK}\nQuery:",
-                "document": "",
-            }
-        else:  # e.g. E5's "query: "; none for symmetric models such as MiniLM
-            self.prompts = {kind: prompts.get(kind) or "" for kind in ("query", "document")}
-
-        limits = [settings.EMBED_MAX_TOKENS]
-        st_limit = (_read_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
-        for value in (st_limit, getattr(config, "max_position_embeddings", None)):
-            if isinstance(value, int) and value > 0:
-                limits.append(value)
-        self.max_input_tokens = min(limits)
+        self.prompts = _prompts(folder, self.is_qwen3, settings.EMBED_QUERY_TASK)
+        self.max_input_tokens = _max_input_tokens(folder, config, settings.EMBED_MAX_TOKENS)
         self._append_eot: int | None = None
         if self.is_qwen3:
             self._check_eot()
@@ -212,6 +216,9 @@ class Embedder:
             raise ModelLoadError(f"{self.name}: the test forward pass gave no finite vector")
         self.dimensions = int(probe.shape[1])
         self.matryoshka = self.is_qwen3  # trained for truncated outputs (32..hidden size)
+        self._log_loaded(settings)
+
+    def _log_loaded(self, settings: EmbedderSettings) -> None:
         log.info(
             "loaded %s: %d dims, %s pooling, %s padding, max %d tokens, %s %s on %s "
             "(EMBED_BACKEND=%s, EMBED_DTYPE=%s), %d threads, attn=%s",
