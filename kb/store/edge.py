@@ -11,7 +11,7 @@ only, as on a server); an alias may take the name of a collection that still exi
 made before aliases), which makes the switch from it atomic here too. Requests arrive as
 qdrant-client models and are translated by kb.store.translate. A shard has no grouped query:
 `query_groups` ranks one query as deep as a server's grouped query would and keeps the best
-points of each group itself.
+points of each group itself. kb.store.edge_folder reads and writes the files beside the shards.
 
 `optimize()` (building HNSW and merging segments) blocks, interpreter lock held, for up to
 minutes: kb.store.optimize runs it after ingest.py's writes and before make local's server starts,
@@ -20,8 +20,6 @@ never on a search.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import threading
@@ -32,8 +30,22 @@ from typing import TYPE_CHECKING, Any
 import qdrant_edge as qe
 
 from kb.core.errors import StoreError, StoreUnavailable
-from kb.core.state import PRIVATE_FILE, private_folder
+from kb.core.state import private_folder
 from kb.store import translate
+from kb.store.edge_folder import (
+    EDGE_DIR,
+    META_FILE,
+    SHARD_DIR,
+    CollectionBusy,
+    edge_config,
+    hold,
+    load_aliases,
+    new_meta,
+    read_meta,
+    stored,
+    write_aliases,
+    write_meta,
+)
 from kb.store.engine import (
     ClusterLayout,
     Fields,
@@ -48,15 +60,6 @@ from kb.store.query import PREFETCH_FACTOR
 
 if TYPE_CHECKING:
     from kb.store.points import Store
-
-EDGE_DIR = "edge"  # under QDRANT_PATH; qdrant-client's local mode used `collection/`
-META_FILE = "collection.json"
-ALIASES_FILE = "aliases.json"  # {alias: collection}, replaced whole (atomic) at each change
-SHARD_DIR = "shard"
-
-
-class CollectionBusy(StoreError):
-    """Another process holds this collection's shard."""
 
 
 class EdgeEngine:
@@ -83,17 +86,10 @@ class EdgeEngine:
         self._meta: dict[str, dict[str, Any]] = {}
         self._mutex = threading.RLock()
         self._written: set[str] = set()  # collections this process changed: flushed on close
-        self._aliases: dict[str, str] = self._load_aliases()
+        self._aliases: dict[str, str] = load_aliases(self.root)
         self.shadowing_aliases = True  # an alias may take the name of an existing collection
 
     # --- aliases ------------------------------------------------------------------------
-
-    def _load_aliases(self) -> dict[str, str]:
-        try:
-            found = json.loads((self.root / ALIASES_FILE).read_text("utf-8"))
-        except FileNotFoundError:
-            return {}
-        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def _resolve(self, name: str) -> str:
         return self._aliases.get(name, name)
@@ -118,14 +114,7 @@ class EdgeEngine:
             self._write_aliases({a: c for a, c in self._aliases.items() if a != alias})
 
     def _write_aliases(self, aliases: dict[str, str]) -> None:
-        target = self.root / ALIASES_FILE
-        tmp = target.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(aliases, indent=1))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)  # atomic: every later call sees the old or the new names
+        write_aliases(self.root, aliases)
         self._aliases = aliases
 
     @classmethod
@@ -159,15 +148,8 @@ class EdgeEngine:
             self._hold(self._resolve(name))
 
     def _hold(self, name: str) -> None:
-        if name in self._locks:
-            return
-        fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise CollectionBusy(f"collection '{name}' is open in another process") from None
-        self._locks[name] = fd
+        if name not in self._locks:
+            self._locks[name] = hold(self.root, name)
 
     def _dir(self, name: str) -> Path:
         return self.root / self._resolve(name)
@@ -188,18 +170,12 @@ class EdgeEngine:
         with self._mutex:
             name = self._resolve(name)
             if name not in self._meta:
-                text = (self._dir(name) / META_FILE).read_text("utf-8")
-                self._meta[name] = json.loads(text)
+                self._meta[name] = read_meta(self._dir(name))
             return self._meta[name]
 
     def _write_meta(self, name: str, meta: dict[str, Any]) -> None:
         name = self._resolve(name)
-        target = self._dir(name) / META_FILE
-        tmp = target.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(meta, indent=1))
-        os.replace(tmp, target)  # atomic: a crash leaves the old or the new file
+        write_meta(self._dir(name), meta)
         self._meta[name] = meta
 
     def close(self) -> None:
@@ -226,20 +202,7 @@ class EdgeEngine:
         meta = self._read_meta(name)
         with self._mutex:
             info = self._shard(name).info()
-        return StoredCollection(
-            dense={
-                k: models.VectorParams(size=v["size"], distance=models.Distance(v["distance"]))
-                for k, v in meta["vectors"].items()
-            },
-            sparse={
-                k: models.SparseVectorParams(modifier=models.Modifier.IDF if v["idf"] else None)
-                for k, v in meta["sparse_vectors"].items()
-            },
-            metadata=dict(meta["metadata"]),
-            points=info.points_count,
-            segments=info.segments_count,
-            indexed_vectors=info.indexed_vectors_count,
-        )
+        return stored(meta, info)
 
     def create(
         self,
@@ -257,36 +220,10 @@ class EdgeEngine:
             folder = self.root / name
             if folder.exists():
                 raise StoreError(f"collection '{name}' already exists in {self.location}")
-            optimizers, quantization = self._tuning
-            config = qe.EdgeConfig(
-                vectors={
-                    k: qe.EdgeVectorParams(size=v.size, distance=translate.DISTANCES[v.distance])
-                    for k, v in dense.items()
-                },
-                sparse_vectors={
-                    k: qe.EdgeSparseVectorParams(
-                        modifier=qe.Modifier.Idf if v.modifier == models.Modifier.IDF else None
-                    )
-                    for k, v in sparse.items()
-                },
-                optimizers=optimizers,
-                quantization_config=quantization,
-            )
+            config = edge_config(dense, sparse, *self._tuning)
             self._shards[name] = qe.EdgeShard.create(str(folder / SHARD_DIR), config)
             self._written.add(name)
-            self._write_meta(
-                name,
-                {
-                    "vectors": {
-                        k: {"size": v.size, "distance": str(v.distance.value)}
-                        for k, v in dense.items()
-                    },
-                    "sparse_vectors": {
-                        k: {"idf": v.modifier == models.Modifier.IDF} for k, v in sparse.items()
-                    },
-                    "metadata": dict(metadata),
-                },
-            )
+            self._write_meta(name, new_meta(dense, sparse, metadata))
 
     def update_metadata(self, name: str, metadata: Mapping[str, Any]) -> None:
         with self._mutex:

@@ -15,31 +15,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kb.core.schema import (
-    ALIASES,
     DELETED_AT,
     DELETED_CAUSE,
-    DELETED_MARK,
     DENSE,
-    FILE_FIELDS,
     KEYWORD,
-    NOTE_HASH,
-    ORIGIN,
-    PAYLOAD_INDEXES,
     RESTORED_AT,
-    RESTORED_MARK,
-    SOURCE,
     TAGS,
     FileStat,
     Hit,
     IndexKind,
     KeywordVector,
 )
+from kb.store import scan
 from kb.store.engine import (
     ClusterLayout,
     Engine,
     Fields,
     Payload,
-    Record,
     StoredCollection,
     StoredVector,
 )
@@ -57,7 +49,6 @@ from kb.store.query import (
 )
 
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
-SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
 FILTER_BATCH = 500  # note names per `source` filter
 
 
@@ -255,9 +246,7 @@ class Store:
     def deleted_notes(self, where: models.Filter) -> list[Payload]:
         """The lifecycle fields (source, origin, deleted_at, deleted_cause) of the first chunk of
         every note matching `where` (kb.store.query.deleted_filter), by source."""
-        fields = [SOURCE, ORIGIN, DELETED_AT, DELETED_CAUSE]
-        found = [r.payload for r in self._scroll(first_chunks(where), fields)]
-        return sorted(found, key=lambda p: str(p.get(SOURCE)))
+        return scan.deleted_notes(self._engine, self.collection, where)
 
     def fingerprints(
         self, sources: Iterable[str] | None = None, *, origin: str | None = None
@@ -272,67 +261,39 @@ class Store:
         """
         out: dict[str, dict[str, str]] = {}
         if sources is None:
-            self._read_fingerprints(origin_filter(origin) if origin else None, out)
+            flt = origin_filter(origin) if origin else None
+            scan.read_fingerprints(self._engine, self.collection, flt, out)
             return out
         # a few hundred names per filter keeps each request small for a server
         for batch in _batches(sources):
-            self._read_fingerprints(source_filter(batch), out)
+            scan.read_fingerprints(self._engine, self.collection, source_filter(batch), out)
         return out
-
-    def _read_fingerprints(self, flt: models.Filter | None, out: dict[str, dict[str, str]]) -> None:
-        for r in self._scroll(flt, [SOURCE, NOTE_HASH, DELETED_AT, RESTORED_AT]):
-            source = r.payload.get(SOURCE)
-            if isinstance(source, str):
-                note_hash = r.payload.get(NOTE_HASH)
-                deleted, restored = r.payload.get(DELETED_AT), r.payload.get(RESTORED_AT)
-                mark = DELETED_MARK if deleted else RESTORED_MARK if restored else ""
-                out.setdefault(source, {})[r.id] = mark + (
-                    note_hash if isinstance(note_hash, str) else ""
-                )
 
     def notes(self, fields: Sequence[str], where: models.Filter | None = None) -> list[Payload]:
         """These payload fields of the first chunk of every live note matching `where`, by
         source: one row per note (a vault's link graph, kb.search.related)."""
-        found = [r.payload for r in self._scroll(visible(first_chunks(where)), [SOURCE, *fields])]
-        return sorted(found, key=lambda p: str(p.get(SOURCE)))
+        return scan.notes(self._engine, self.collection, fields, where)
 
     def note_aliases(self, origin: str) -> dict[str, list[str]]:
         """{source: aliases} of the live notes of one origin: what an incomplete source's links
         may name besides the notes it lists now (kb.ingest.prepare)."""
-        out: dict[str, list[str]] = {}
-        for payload in self.notes([ALIASES], origin_filter(origin)):
-            aliases = payload.get(ALIASES)
-            listed = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
-            out[str(payload.get(SOURCE))] = listed
-        return out
+        return scan.note_aliases(self._engine, self.collection, origin)
 
     def dense_vectors(self, source: str) -> list[list[float]]:
         """The dense vectors of a note's chunks (its nearest notes, kb.search.related)."""
-        vectors: list[list[float]] = []
-        for r in self._scroll(source_filter([source]), False, vectors=[DENSE]):
-            vector = r.vectors.get(DENSE)
-            if isinstance(vector, list):
-                vectors.append([float(x) for x in vector])
-        return vectors
+        return scan.dense_vectors(self._engine, self.collection, source)
 
     def file_stats(self, sources: Iterable[str]) -> dict[str, FileStat]:
         """What ingest recorded of each note's file (kb.core.schema.FileStat), from its first
         chunk; notes stored without it (videos, older points) are left out."""
         out: dict[str, FileStat] = {}
-        wanted = sorted(set(sources))
-        for i in range(0, len(wanted), FILTER_BATCH):
-            flt = first_chunks(source_filter(wanted[i : i + FILTER_BATCH]))
-            for r in self._scroll(flt, [SOURCE, *FILE_FIELDS]):
-                payload = r.payload
-                found = FileStat.stored(payload)
-                if found is not None and isinstance(payload.get(SOURCE), str):
-                    out[payload[SOURCE]] = found
+        for batch in _batches(sources):
+            scan.read_file_stats(self._engine, self.collection, batch, out)
         return out
 
     def payloads(self, source: str | None = None) -> list[tuple[str, Payload]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""
-        flt = source_filter([source]) if source is not None else None
-        return [(r.id, r.payload) for r in self._scroll(flt, True, limit=256)]
+        return scan.payloads(self._engine, self.collection, source)
 
     def records(
         self, ids: Sequence[str], *, vectors: Fields = False
@@ -340,24 +301,6 @@ class Store:
         """{id: (payload, vectors)} of these points as stored, for checks and maintenance."""
         found = self._engine.retrieve(self.collection, ids, payload=True, vectors=vectors)
         return {r.id: (r.payload, r.vectors) for r in found}
-
-    def _scroll(
-        self,
-        flt: models.Filter | None,
-        payload: Fields,
-        *,
-        limit: int = SCROLL_PAGE,
-        vectors: Fields = False,
-    ) -> Iterator[Record]:
-        """Every point matching `flt`, page by page, with these payload fields (and vectors)."""
-        offset: str | None = None
-        while True:
-            records, offset = self._engine.scroll(
-                self.collection, flt, limit=limit, offset=offset, payload=payload, vectors=vectors
-            )
-            yield from records
-            if offset is None:
-                return
 
     def query(
         self,
@@ -420,21 +363,11 @@ class Store:
         by Qdrant (scroll with order_by, which takes no offset: the first offset+limit are read);
         any other (title) is ordered here, reading that field alone of every matching point.
         """
-        where = visible(where)
-        if PAYLOAD_INDEXES.get(order_by, "keyword") != "keyword":
-            direction = models.Direction.DESC if descending else models.Direction.ASC
-            records, _ = self._engine.scroll(
-                self.collection, where, limit=offset + limit,
-                order_by=models.OrderBy(key=order_by, direction=direction),
-            )  # fmt: skip
-            return [Hit.from_payload(0.0, r.payload) for r in records[offset:]]
-        keys = [(r.payload.get(order_by), r.id) for r in self._scroll(where, [order_by])]
-        ordered = sorted(
-            ((str(v).casefold(), i) for v, i in keys if isinstance(v, str)), reverse=descending
-        )
-        ids = [i for _, i in ordered[offset : offset + limit]]
-        found = {r.id: r for r in self._engine.retrieve(self.collection, ids)}
-        return [Hit.from_payload(0.0, found[i].payload) for i in ids if i in found]
+        found = scan.browse(
+            self._engine, self.collection, visible(where), order_by,
+            descending=descending, limit=limit, offset=offset,
+        )  # fmt: skip
+        return [Hit.from_payload(0.0, payload) for payload in found]
 
     def count(self, where: models.Filter | None = None, *, deleted: bool = False) -> int:
         """How many points match `where`, exactly: soft-deleted notes' only with `deleted`."""
