@@ -33,33 +33,23 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kb.app.backend import embed_client, open_store, read_config, searcher
 from kb.app.cli import fail, script
-from kb.content.chunking import PATH_SEPARATOR
+from kb.app.query_options import parse_args
+from kb.app.query_print import format_hit, format_related, print_answer, print_results
 from kb.core.errors import StoreUnavailable
 from kb.core.settings import Settings, get_settings
 from kb.search import TOOL_MAX_K, SearchRequest, search
-from kb.search.domains import DOMAINS
-from kb.search.filters import FILTERS, FilterError, FilterField, Filters
-from kb.search.query import MAX_K, MODES, Hit
 from kb.search.read import read_item
-from kb.search.related import MAX_K as MAX_RELATED
-from kb.search.related import Related, related
+from kb.search.related import related
 from kb.search.rerank import Reranked
 
 if TYPE_CHECKING:
     from kb.app import remote
 
-PREVIEW_CHARS = 200
-OPTION = {f.name: f.option for f in FILTERS}  # a filter's name -> the option errors name
-GROUPS = {
-    "notes": "filters",
-    "videos": "saved videos' filters (YOUTUBE_PLAYLISTS)",
-    "web": "web pages' filters (BOOKMARKS)",
-}
-METAVARS = {"tags": "TAGS", "date": "DATE", "duration": "LENGTH", "text": None, "kind": None}
+__all__ = ["format_hit", "main", "parse_args"]  # what tests/ call on the script
 
 
 def held_message(settings: Settings, failure: remote.RemoteError) -> str:
@@ -76,198 +66,6 @@ def held_message(settings: Settings, failure: remote.RemoteError) -> str:
     )
 
 
-def clock(seconds: int) -> str:
-    """612 -> "10:12", 3723 -> "1:02:03"."""
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
-def format_hit(rank: int, hit: Hit) -> str:
-    where = hit.source or "(unknown source)"
-    if hit.kind == "video":  # a saved video: its link, length and channel
-        length = clock(hit.duration_s) if hit.duration_s is not None else "?"
-        where += f"  {hit.url}  ({length}, {hit.channel or 'unknown channel'})"
-    elif hit.line_start is not None:
-        where += f":{hit.line_start}-{hit.line_end}"
-    section = f"  ({PATH_SEPARATOR.join(hit.heading_path)})" if hit.heading_path else ""
-    shown = ("", PATH_SEPARATOR.join(hit.heading_path))  # a heading path is printed below
-    if hit.locator not in shown and not hit.locator.startswith("L "):  # lines: printed above
-        where += f"  {hit.locator}"  # p. 3, row 17, cell 4 [code], Methods, ¶ 4
-    tags = f"  [{', '.join(hit.tags)}]" if hit.tags else ""
-    text = " ".join(hit.text.split())
-    preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-    n = hit.hidden_chars_removed
-    hidden = f"  !{n} hidden characters removed" if n else ""
-    sure = f"  (confidence {hit.confidence:.2f})" if hit.confidence is not None else ""
-    stale = "  !stale: the file changed since it was indexed" if hit.stale else ""
-    line = f"{rank}. {hit.score:.3f}  {where}{tags}{section}{sure}{hidden}{stale}\n   {preview}"
-    return line + (f"\n   {explained(hit)}" if hit.explain is not None else "")
-
-
-def explained(hit: Hit) -> str:
-    """--explain's line: the result's place in each ranking, the filters and its indexing."""
-    why = hit.explain
-    assert why is not None
-
-    def place(name: str, rank: int | None, score: float | None) -> str:
-        return f"{name} #{rank} {score:.3f}" if rank is not None and score is not None else (
-            f"{name} not in top"
-        )  # fmt: skip
-
-    parts = [
-        place("semantic", why.semantic_rank, why.semantic_score),
-        place("keyword", why.keyword_rank, why.keyword_score),
-        f"first stage #{why.fused_rank} {why.first_score:.3f}",
-    ]
-    if why.rerank_rank is not None and why.rerank_score is not None:
-        parts.append(f"rerank #{why.rerank_rank} {why.rerank_score:.3f} (weight "
-                     f"{why.rerank_weight:g}, blend {why.blended:.5f})")  # fmt: skip
-    if why.found_by:
-        parts.append("found by " + ", ".join(why.found_by))
-    if why.filters:
-        parts.append("filters " + ", ".join(f"{k}={v}" for k, v in why.filters.items()))
-    parts.append(f"{why.collection}, indexed {why.indexed_at or '?'}")
-    return "why: " + " · ".join(parts)
-
-
-def _listed(values: list[str]) -> list[str]:
-    return [item for value in values for item in value.split(",")]
-
-
-def add_filters(parser: argparse.ArgumentParser) -> None:
-    """One option per filter of kb.search.filters, in its group."""
-    groups = {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
-    for spec in FILTERS:
-        add = groups[spec.group].add_argument
-        if spec.value == "tags":
-            add(*spec.options, dest=spec.name, action="append", default=[], metavar="TAGS",
-                help=f"{spec.help} Comma-separated; may repeat.")  # fmt: skip
-        elif spec.value == "kind":
-            add(*spec.options, dest=spec.name, choices=("note", "video"), help=spec.help)
-        else:
-            add(*spec.options, dest=spec.name, metavar=METAVARS[spec.value], help=spec.help)
-
-
-def filters_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Filters:
-    """The options' Filters; a bad value exits 2 naming the option as it is spelled."""
-
-    def value(spec: FilterField) -> Any:  # each filter's own type (kb.search.filters.Filters)
-        given = getattr(args, spec.name)
-        return _listed(given) if spec.value == "tags" else given
-
-    try:
-        return Filters(**{spec.name: value(spec) for spec in FILTERS})
-    except FilterError as exc:
-        parser.error(exc.spelled(OPTION.__getitem__))
-
-
-def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRequest | None]:
-    parser = argparse.ArgumentParser(description="Search your ingested notes.")
-    parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
-    parser.add_argument(
-        "-k",
-        type=int,
-        default=5,
-        help=f"number of results, 1-{MAX_K} (5); with --related the nearest unlinked notes",
-    )
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="hybrid",
-        help="hybrid: meaning and keywords together (default); semantic: meaning only; "
-        "keyword: exact words, names and identifiers only",
-    )
-    parser.add_argument(
-        "--per-note",
-        type=int,
-        default=1,
-        metavar="N",
-        help="at most N chunks per note (1: every result a different note; 0: no limit)",
-    )
-    parser.add_argument(
-        "--no-rerank",
-        action="store_true",
-        help="first-stage order only (skip the embedder's reranker: faster)",
-    )
-    parser.add_argument(
-        "--answer",
-        action="store_true",
-        help="write a short answer citing [source:lines] from the best passages, with the "
-        "model at LLM_URL",
-    )
-    parser.add_argument(
-        "--domain",
-        choices=DOMAINS,
-        default="all",
-        help="all: notes and code together (default); prose: no code; code: code and notebooks",
-    )
-    parser.add_argument(
-        "--show",
-        metavar="SOURCE[:LINE]",
-        help="print an indexed note's lines from LINE (default 1) instead of searching",
-    )
-    parser.add_argument(
-        "--related",
-        metavar="SOURCE",
-        help="list the notes linking to SOURCE, those it links to and the nearest unlinked ones "
-        "(-k of them) instead of searching",
-    )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="say how each result was found: its rank and score in a semantic and a keyword "
-        "search, the first stage's and the reranker's place, the filters, when it was indexed",
-    )
-    parser.add_argument(
-        "--max-chars",
-        type=int,
-        metavar="N",
-        help="instead of -k: the best passages that fit in N characters, a note's adjacent "
-        "chunks merged into one passage",
-    )
-    parser.add_argument(
-        "--why",
-        metavar="NOTE",
-        help="say why NOTE is not found (indexed, deleted, waiting, failed, skipped by a gate, "
-        "never seen); with a query, its rank in each mode and the filters that leave it out",
-    )
-    parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
-    add_filters(parser)
-    args = parser.parse_args(argv)
-    if args.show is not None or args.related is not None:
-        if args.query:
-            parser.error(f"--{'show' if args.show else 'related'} reads a note: give no query")
-        if args.show is not None and args.related is not None:
-            parser.error("--show and --related: give one of them")
-        if args.related is not None and not 0 <= args.k <= MAX_RELATED:
-            parser.error(f"-k must be between 0 and {MAX_RELATED} with --related")
-        return args, None
-    if args.why is not None:
-        args.filters = filters_of(parser, args)
-        return args, None
-    if not args.query.strip():
-        parser.error("the query is empty")
-    if not 1 <= args.k <= MAX_K:
-        parser.error(f"-k must be between 1 and {MAX_K}")
-    if args.per_note < 0:
-        parser.error("--per-note must be 0 or more")
-    try:
-        request = SearchRequest(
-            args.query,
-            args.k,
-            mode=args.mode,
-            filters=filters_of(parser, args),
-            per_note=args.per_note or None,
-            domain=args.domain,
-            rerank=False if args.no_rerank else None,
-            explain=args.explain,
-            max_chars=args.max_chars,
-        )
-    except ValueError as exc:
-        parser.error(str(exc).replace("max_chars", "--max-chars"))
-    return args, request
-
-
 def through_server(settings: Settings, request: SearchRequest) -> Reranked:
     """The same search by the MCP server that holds the embedded storage folder."""
     if request.k > TOOL_MAX_K:
@@ -275,36 +73,6 @@ def through_server(settings: Settings, request: SearchRequest) -> Reranked:
     from kb.app import remote  # the MCP SDK: loaded only when the server is asked
 
     return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, request)
-
-
-def print_answer(settings: Settings, args: argparse.Namespace, hits: list[Hit]) -> int:
-    """The cited answer LLM_URL writes from `hits` (citations only ever name these hits)."""
-    from kb.search import (
-        answer as kb_answer,  # only --answer needs it: a plain search starts faster
-    )
-
-    raw = "Nothing in the notes matches this question."
-    if hits:
-        raw = kb_answer.chat(
-            settings.LLM_URL,
-            args.query,
-            hits,
-            model=settings.LLM_MODEL,
-            api_key=settings.LLM_API_KEY,
-            timeout=settings.LLM_TIMEOUT,
-        )
-    cited = kb_answer.cite(raw, hits)
-    labels = [kb_answer.label(h) for h in cited.cited]
-    if args.json:
-        body = {"answer": cited.text, "citations": labels, "dropped_citations": cited.dropped}
-        print(json.dumps(body, ensure_ascii=False))
-        return 0
-    print(cited.text)
-    if labels:
-        print("\nsources: " + ", ".join(labels))
-    if cited.dropped:
-        print("dropped citations (not among the retrieved passages): " + ", ".join(cited.dropped))
-    return 0
 
 
 @script
@@ -339,20 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except remote.RemoteError as failure:
             return fail(held_message(settings, failure))
 
-    hits = found.hits
     if args.answer:
-        return print_answer(settings, args, hits)
-    if args.json:
-        body = {"results": [hit.to_dict() for hit in hits], "no_good_match": found.no_good_match}
-        print(json.dumps(body, ensure_ascii=False))
-        return 0
-    if not hits:
-        print("no results")
-    else:
-        print("\n".join(format_hit(rank, hit) for rank, hit in enumerate(hits, 1)))
-    if hits and found.no_good_match:
-        print("no good match: none of these looks relevant; your notes may not cover this")
-    return 0
+        return print_answer(settings, args, found.hits)
+    return print_results(found, as_json=args.json)
 
 
 def why(settings: Settings, args: argparse.Namespace) -> int:
@@ -395,25 +152,6 @@ def why(settings: Settings, args: argparse.Namespace) -> int:
     for line in lines if isinstance(lines, list) else []:
         print(f"  {line}")
     return 0
-
-
-WHY = {"backlink": "links here", "link": "linked from it", "both": "linked both ways"}
-
-
-def format_related(found: Related) -> str:
-    """The related notes, each with why: `links here`, `linked from it`, `similar 0.71`."""
-    aliases = f"  (also: {', '.join(found.aliases)})" if found.aliases else ""
-    lines = [
-        f"{found.source}: {found.title or ''}{aliases}",
-        f"  {found.links_in} notes link here, it links to {found.links_out}",
-    ]
-    for note in found.notes:
-        why = WHY.get(note.why) or f"similar {note.score:.3f}"
-        lines.append(f"  {why:17} {note.source}  {note.title or ''}".rstrip())
-    lines += [f"  unresolved: [[{target}]]" for target in found.unresolved]
-    if found.hidden_chars_removed:
-        lines.append(f"  !{found.hidden_chars_removed} hidden characters removed")
-    return "\n".join(lines)
 
 
 def print_related(settings: Settings, source: str, k: int, *, as_json: bool) -> int:

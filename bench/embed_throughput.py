@@ -36,275 +36,28 @@ request (bench/embed_memory.py).
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import json
-import math
 import os
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench import avx2, embed_memory
 from bench.common import CRANFIELD, BenchError, cpu_name, export_apart, require_folder
+from bench.embed_accuracy import accuracy
+from bench.embed_engines import BATCH_TOKENS, QUERY_RUNS, QUERY_TOKENS, label, throughput
 from bench.qwen3_shape import QWEN3_06B, build_apart, make_chunks
-from embed_server.batching import Engine
 from embed_server.config import EmbedderSettings
 from embed_server.hardware import cpu_class, cpu_features
-from embed_server.model import Embedder, int8_linear
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-# (EMBED_BACKEND, EMBED_DTYPE); torch fp32 first: the reference of the accuracy figures.
-# "int8-per-tensor" is torch.ao's dynamic int8, what EMBED_DTYPE=int8 ran on torch before issue
-# 33 (model.int8_linear; the reranker's RERANK_DTYPE=int8 still): kept as a row to compare.
-PER_TENSOR = ("torch", "int8-per-tensor")
-CANDIDATES = (
-    ("torch", "fp32"),
-    ("torch", "bf16"),
-    ("torch", "int8"),
-    ("onnx", "fp32"),
-    ("onnx", "int8"),
-    PER_TENSOR,
-)
-DEFAULTS = EmbedderSettings.model_fields
-BATCH_TOKENS = DEFAULTS["EMBED_BATCH_TOKENS"].default
-QUERY_TOKENS = 20
-QUERY_RUNS = 20  # per engine, after two warm-up runs: p50 and p95
 # Issue 33's targets, per CPU class: the default's speedup over the naive baseline (within the
 # accuracy bound) and a 20-token query's p50; elsewhere the figures docs/guide/embedder.md gave
 # before.
 TARGETS = {"avx512-bf16": {"speedup": 2.5, "query_p50_ms": 100.0}}
 BEFORE = {"amx": "4.7x (bf16, docs/guide/embedder.md)", "avx2": "1.27-1.42x (torch fp32)"}
-Engine_ = tuple[str, str]
-
-
-def label(engine: Engine_) -> str:
-    return " ".join(engine)
-
-
-def auto_decision(model: Path, state: Path) -> dict[str, Any]:
-    """What EMBED_BACKEND=auto, EMBED_DTYPE=auto measure and choose on `model`, as the shipped
-    image does (it carries no ONNX export): /health's `auto` object."""
-    embedder = Embedder(
-        EmbedderSettings(
-            _env_file=None,
-            EMBED_MODEL=str(model),
-            EMBED_ONNX_DIR=str(state / "no-export"),
-            EMBED_STATE_DIR=str(state),
-        )
-    )
-    decision = embedder.decision
-    assert decision is not None and decision["measured"]
-    del embedder
-    gc.collect()
-    return decision
-
-
-def load(model: Path, engine: Engine_, exports: Path) -> Embedder:
-    """An Embedder with the service's defaults (never the developer's .env) running `engine`."""
-    backend, dtype = engine
-    settings = EmbedderSettings(
-        _env_file=None,
-        EMBED_MODEL=str(model),
-        EMBED_BACKEND=backend,
-        EMBED_DTYPE="fp32" if engine == PER_TENSOR else dtype,
-        EMBED_ONNX_DIR=str(exports),
-    )
-    embedder = Embedder(settings)
-    if engine == PER_TENSOR:
-        embedder.model = int8_linear(embedder.model)
-        embedder.dtype = "int8"
-    return embedder
-
-
-def query_latency(embedder: Any, runs: int = QUERY_RUNS) -> tuple[float, float]:
-    """p50 and p95 seconds of one query of QUERY_TOKENS tokens, alone, through the engine."""
-    text = [" ".join(f"w{i}" for i in range(QUERY_TOKENS - 1))]
-    for _ in range(2):
-        timed(embedder, text)
-    seconds = sorted(timed(embedder, text) for _ in range(runs))
-    return statistics.median(seconds), seconds[math.ceil(0.95 * runs) - 1]
-
-
-def naive(embedder: Embedder, chunks: list[str], batch: int = 16) -> float:
-    """Seconds to embed in arrival order, fixed batches padded to their longest, all threads."""
-    start = time.perf_counter()
-    for i in range(0, len(chunks), batch):
-        embedder.embed_ids(embedder.tokenize(chunks[i : i + batch]))
-    return time.perf_counter() - start
-
-
-def engine(embedder: Embedder, requests: list[list[str]], *, parallel: bool = True) -> float:
-    """Seconds for the service's engine to answer `requests`, sent one after another."""
-    saved = embedder.parallelism
-    if not parallel:
-        embedder.parallelism = 1  # one micro-batch at a time, on all threads
-    eng = Engine(
-        embedder,
-        batch_tokens=BATCH_TOKENS,
-        queue_size=4,
-        max_round_inputs=DEFAULTS["EMBED_MAX_INPUTS"].default,
-    )
-    eng.start()
-    try:
-        start = time.perf_counter()
-        for texts in requests:
-            eng.submit(texts).result()
-        return time.perf_counter() - start
-    finally:
-        eng.stop()
-        embedder.parallelism = saved
-
-
-def split(chunks: list[str], size: int) -> list[list[str]]:
-    return [chunks[i : i + size] for i in range(0, len(chunks), size)]
-
-
-def embed_all(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """Unit vectors of `texts` through the service's engine."""
-    eng = Engine(embedder, batch_tokens=BATCH_TOKENS, queue_size=4, max_round_inputs=1 << 16)
-    eng.start()
-    try:
-        return eng.submit(texts).result().vectors
-    finally:
-        eng.stop()
-
-
-def timed(embedder: Embedder, texts: list[str]) -> float:
-    return engine(embedder, [texts])
-
-
-BASELINE = "baseline: fp32, arrival order, batches of 16"
-DEFAULT = "default: {engine}, sorted micro-batches"
-SMALL = "default, requests of {size} one after another"
-
-
-def throughput(
-    model: Path, exports: Path, chunks: list[str], repeats: int, quick: bool
-) -> dict[str, Any]:
-    """Chunks/s per setting (best of `repeats` interleaved runs), baseline first, then every
-    candidate engine; and each candidate's latency for one 20-token query."""
-    with tempfile.TemporaryDirectory() as state:
-        decision = auto_decision(model, Path(state))
-    default = tuple(decision["documents"].split())
-    print(f"auto (the default) measured in {decision['seconds']:.1f} s: {decision['reason']}")
-    for figures in decision["candidates"]:
-        print(f"  auto measured {figures}")
-    models = {engine: load(model, engine, exports) for engine in CANDIDATES}
-    fp32, best = models[("torch", "fp32")], models[default]
-    runs: dict[str, Callable[[], float]] = {
-        BASELINE: lambda: naive(fp32, chunks),
-        f"{label(default)}, arrival order, batches of 16": lambda: naive(best, chunks),
-    }
-    if best.parallelism > 1:
-        runs[f"{label(default)}, sorted micro-batches one at a time"] = lambda: engine(
-            best, [chunks], parallel=False
-        )
-    runs[DEFAULT.format(engine=label(default))] = lambda: engine(best, [chunks])
-    for size in (4,) if quick else (4, 1):
-        runs[SMALL.format(size=size)] = lambda s=size: engine(best, split(chunks, s))
-    for candidate in CANDIDATES:
-        if candidate != default:
-            runs[f"{label(candidate)} through the default engine"] = lambda c=candidate: engine(
-                models[c], [chunks]
-            )
-    for embedder in models.values():  # first touch: buffers sized on first use
-        timed(embedder, sorted(chunks, key=len)[-2:])
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            seconds[name].append(run())
-    rates = {name: len(chunks) / min(times) for name, times in seconds.items()}
-    small = max(rate for name, rate in rates.items() if name.startswith("default, requests"))
-    engines = {
-        label(c): rates[
-            DEFAULT.format(engine=label(c))
-            if c == default
-            else f"{label(c)} through the default engine"
-        ]
-        for c in CANDIDATES
-    }
-    latency = {label(c): query_latency(m) for c, m in models.items()}
-    return {
-        "auto": decision,
-        "default_engine": default,
-        "default_query_engine": decision["queries"],
-        "rates": rates,
-        "engines": engines,
-        "query_latency_s": latency,
-        "baseline": rates[BASELINE],
-        "default": rates[DEFAULT.format(engine=label(default))],
-        "best_small_requests": small,
-    }
-
-
-def _ndcg10(ranked: list[str], relevant: dict[str, float]) -> float:
-    dcg = sum(relevant.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranked[:10]))
-    ideal = sorted(relevant.values(), reverse=True)[:10]
-    idcg = sum(grade / math.log2(rank + 2) for rank, grade in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
-def accuracy(model: Path, exports: Path, dataset: Path, n_docs: int) -> dict[str, dict[str, float]]:
-    """Per candidate engine: lowest cosine to torch fp32 (docs and queries; one- and
-    two-word inputs apart), nDCG@10 and agreement with its top 10.
-
-    `dataset`: a folder with docs/*.md and, optionally, queries.jsonl (Cranfield's layout).
-    """
-    files = sorted((dataset / "docs").glob("*.md"), key=lambda f: (len(f.stem), f.stem))[:n_docs]
-    if not files:
-        raise SystemExit(f"error: no documents under {dataset / 'docs'}")
-    names = [f"docs/{f.name}" for f in files]
-    docs = [f.read_text(encoding="utf-8") for f in files]
-    queries = []
-    qfile = dataset / "queries.jsonl"
-    if qfile.exists():
-        for line in qfile.read_text(encoding="utf-8").splitlines():
-            item = json.loads(line)
-            relevant = {k: v for k, v in item["relevant"].items() if k in set(names)}
-            if relevant:
-                queries.append((item["query"], relevant))
-    # One- and two-word inputs: where per-tensor activation scales (int8) hurt most.
-    heads = [q.split() for q, _ in queries] or [d.split() for d in docs]
-    shorts = sorted({" ".join(h[:n]) for h in heads for n in (1, 2) if len(h) >= n})[:100]
-    ref: dict[str, np.ndarray] = {}
-    out: dict[str, dict[str, float]] = {}
-    fp32 = load(model, CANDIDATES[0], exports)
-    for candidate in CANDIDATES:
-        embedder = fp32 if candidate == CANDIDATES[0] else load(model, candidate, exports)
-        doc_vecs = embed_all(embedder, docs)
-        texts = [fp32.prompt("query") + q for q, _ in queries]
-        query_vecs = embed_all(embedder, texts) if texts else doc_vecs[:0]
-        short_vecs = embed_all(embedder, shorts)
-        top = [np.argsort(-(doc_vecs @ q))[:10] for q in query_vecs]
-        if not ref:
-            ref = {"docs": doc_vecs, "queries": query_vecs, "top": np.array(top)}
-            ref["shorts"] = short_vecs
-        cosines = np.concatenate(
-            [np.sum(ref["docs"] * doc_vecs, 1), np.sum(ref["queries"] * query_vecs, 1)]
-        )
-        overlap = [len(set(t) & set(r)) / 10 for t, r in zip(top, ref["top"], strict=True)]
-        ndcg = [_ndcg10([names[i] for i in t], r) for t, (_, r) in zip(top, queries, strict=True)]
-        short_cosines = np.sum(ref["shorts"] * short_vecs, 1)
-        out[label(candidate)] = {
-            "min_cosine": float(cosines.min()),
-            "min_cosine_short": float(short_cosines.min()),
-            "ndcg10": statistics.fmean(ndcg) if ndcg else math.nan,
-            "same_top10": sum(o == 1 for o in overlap) / len(overlap) if overlap else math.nan,
-            "overlap_top10": statistics.fmean(overlap) if overlap else math.nan,
-            "docs": len(docs),
-            "queries": len(queries),
-            "shorts": len(shorts),
-        }
-    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -431,27 +184,47 @@ def main(argv: list[str] | None = None) -> int:
     n = args.chunks or (8 if args.quick else 12)
     repeats = args.repeats or (1 if args.quick else 2)
     chunks = make_chunks(n)
-    tokens = [len(c.split()) + 1 for c in chunks]
-    threads = EmbedderSettings(_env_file=None, EMBED_MODEL="-").EMBED_THREADS
-    print(
-        f"Qwen3-0.6B shape, {args.layers} layers, random weights; {n} chunks of "
-        f"{min(tokens)}-{max(tokens)} tokens (median {statistics.median(tokens):g}); "
-        f"EMBED_BATCH_TOKENS={BATCH_TOKENS}, EMBED_THREADS={threads}; best of {repeats}",
-        flush=True,
-    )
-    print(avx2.cpu_line(), flush=True)
+    threads = print_setup(args, chunks, repeats)
     loads = [load_line()]
     print(loads[0], flush=True)
     speed, acc, memory = measure_all(args, chunks, repeats, loads)
     print_accuracy(acc)
     if memory:
         print(embed_memory.report(memory))
+    klass = cpu_class(cpu_features())
+    print_verdict(speed, acc, klass)
+    if args.json:
+        run = {"loads": loads, "threads": threads, "chunks": n, "repeats": repeats}
+        print(json.dumps(result_json(args, run, speed, acc, memory, klass)))
+    return 0
 
+
+def print_setup(args: argparse.Namespace, chunks: list[str], repeats: int) -> int:
+    """The run's first lines: the model's shape, the chunks, the engine's settings, the CPU;
+    returns EMBED_THREADS."""
+    tokens = [len(c.split()) + 1 for c in chunks]
+    threads = EmbedderSettings(_env_file=None, EMBED_MODEL="-").EMBED_THREADS
+    print(
+        f"Qwen3-0.6B shape, {args.layers} layers, random weights; {len(chunks)} chunks of "
+        f"{min(tokens)}-{max(tokens)} tokens (median {statistics.median(tokens):g}); "
+        f"EMBED_BATCH_TOKENS={BATCH_TOKENS}, EMBED_THREADS={threads}; best of {repeats}",
+        flush=True,
+    )
+    print(avx2.cpu_line(), flush=True)
+    return threads
+
+
+def query_p50_ms(speed: dict[str, Any]) -> float:
+    return float(speed["query_latency_s"][speed["default_query_engine"]][0] * 1000)
+
+
+def print_verdict(speed: dict[str, Any], acc: dict[str, dict[str, float]], klass: str) -> None:
+    """The default on this CPU class against the baseline, and issue 33's target (or the figure
+    before it) for the class."""
     baseline, fast, small = speed["baseline"], speed["default"], speed["best_small_requests"]
     default = label(speed["default_engine"])
-    klass = cpu_class(cpu_features())
     query_engine = speed["default_query_engine"]
-    query_p50 = speed["query_latency_s"][query_engine][0] * 1000
+    query_p50 = query_p50_ms(speed)
     print(
         f"default on this CPU class ({klass}): {default}, {fast / baseline:.2f}x the baseline, "
         f"min cosine to fp32 {acc[default]['min_cosine']:.5f}, short inputs "
@@ -473,43 +246,57 @@ def main(argv: list[str] | None = None) -> int:
         )
     elif klass in BEFORE:
         print(f"before issue 33 on {klass}: {BEFORE[klass]}; now {fast / baseline:.2f}x")
-    if args.json:
-        result = {
-            "baseline_chunks_per_s": round(baseline, 4),
-            "default_chunks_per_s": round(fast, 4),
-            "speedup": round(fast / baseline, 3),
-            "min_cosine_vs_fp32": round(acc[default]["min_cosine"], 6),
-            "default_dtype": speed["default_engine"][1],
-            "default_backend": speed["default_engine"][0],
-            "cpu_class": klass,
-            "emulated": (
-                f"{avx2.emulating()} (CPUID shim, bench/avx2_only.c, on {cpu_name()})"
-                if avx2.emulating()
-                else None
-            ),
-            "cpu": cpu_name(),
-            "load": loads,
-            "auto": speed["auto"],
-            "default_query_engine": query_engine,
-            "query_p50_ms": round(query_p50, 1),
-            "min_cosine_short_vs_fp32": round(acc[default]["min_cosine_short"], 6),
-            "batch_tokens": BATCH_TOKENS,
-            "threads": threads,
-            "layers": args.layers,
-            "chunks": n,
-            "repeats": repeats,
-            "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},
-            "engines_chunks_per_s": {k: round(v, 4) for k, v in speed["engines"].items()},
-            "query_latency_s": {
-                k: {"p50": round(v[0], 4), "p95": round(v[1], 4)}
-                for k, v in speed["query_latency_s"].items()
-            },
-            "one_request_over_small_requests": round(fast / small, 3),
-            "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
-            "memory": memory,
-        }
-        print(json.dumps(result))
-    return 0
+
+
+def result_json(
+    args: argparse.Namespace,
+    run: dict[str, Any],
+    speed: dict[str, Any],
+    acc: dict[str, dict[str, float]],
+    memory: dict[str, Any] | None,
+    klass: str,
+) -> dict[str, Any]:
+    """--json's last line; `run`: the load averages, EMBED_THREADS, chunks and repeats."""
+    baseline, fast, small = speed["baseline"], speed["default"], speed["best_small_requests"]
+    default = label(speed["default_engine"])
+    query_engine = speed["default_query_engine"]
+    query_p50 = query_p50_ms(speed)
+    loads, threads, n, repeats = run["loads"], run["threads"], run["chunks"], run["repeats"]
+    result = {
+        "baseline_chunks_per_s": round(baseline, 4),
+        "default_chunks_per_s": round(fast, 4),
+        "speedup": round(fast / baseline, 3),
+        "min_cosine_vs_fp32": round(acc[default]["min_cosine"], 6),
+        "default_dtype": speed["default_engine"][1],
+        "default_backend": speed["default_engine"][0],
+        "cpu_class": klass,
+        "emulated": (
+            f"{avx2.emulating()} (CPUID shim, bench/avx2_only.c, on {cpu_name()})"
+            if avx2.emulating()
+            else None
+        ),
+        "cpu": cpu_name(),
+        "load": loads,
+        "auto": speed["auto"],
+        "default_query_engine": query_engine,
+        "query_p50_ms": round(query_p50, 1),
+        "min_cosine_short_vs_fp32": round(acc[default]["min_cosine_short"], 6),
+        "batch_tokens": BATCH_TOKENS,
+        "threads": threads,
+        "layers": args.layers,
+        "chunks": n,
+        "repeats": repeats,
+        "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},
+        "engines_chunks_per_s": {k: round(v, 4) for k, v in speed["engines"].items()},
+        "query_latency_s": {
+            k: {"p50": round(v[0], 4), "p95": round(v[1], 4)}
+            for k, v in speed["query_latency_s"].items()
+        },
+        "one_request_over_small_requests": round(fast / small, 3),
+        "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
+        "memory": memory,
+    }
+    return result
 
 
 if __name__ == "__main__":

@@ -1,0 +1,188 @@
+"""query.py's options: the parser built in steps (search, reading a note, the filters of
+kb.search.filters) and the checks that turn them into a SearchRequest."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from kb.search import SearchRequest
+from kb.search.domains import DOMAINS
+from kb.search.filters import FILTERS, FilterError, FilterField, Filters
+from kb.search.query import MAX_K, MODES
+from kb.search.related import MAX_K as MAX_RELATED
+
+OPTION = {f.name: f.option for f in FILTERS}  # a filter's name -> the option errors name
+GROUPS = {
+    "notes": "filters",
+    "videos": "saved videos' filters (YOUTUBE_PLAYLISTS)",
+    "web": "web pages' filters (BOOKMARKS)",
+}
+METAVARS = {"tags": "TAGS", "date": "DATE", "duration": "LENGTH", "text": None, "kind": None}
+
+
+def _listed(values: list[str]) -> list[str]:
+    return [item for value in values for item in value.split(",")]
+
+
+def add_filters(parser: argparse.ArgumentParser) -> None:
+    """One option per filter of kb.search.filters, in its group."""
+    groups = {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
+    for spec in FILTERS:
+        add = groups[spec.group].add_argument
+        if spec.value == "tags":
+            add(*spec.options, dest=spec.name, action="append", default=[], metavar="TAGS",
+                help=f"{spec.help} Comma-separated; may repeat.")  # fmt: skip
+        elif spec.value == "kind":
+            add(*spec.options, dest=spec.name, choices=("note", "video"), help=spec.help)
+        else:
+            add(*spec.options, dest=spec.name, metavar=METAVARS[spec.value], help=spec.help)
+
+
+def filters_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Filters:
+    """The options' Filters; a bad value exits 2 naming the option as it is spelled."""
+
+    def value(spec: FilterField) -> Any:  # each filter's own type (kb.search.filters.Filters)
+        given = getattr(args, spec.name)
+        return _listed(given) if spec.value == "tags" else given
+
+    try:
+        return Filters(**{spec.name: value(spec) for spec in FILTERS})
+    except FilterError as exc:
+        parser.error(exc.spelled(OPTION.__getitem__))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """query.py's options, in the order --help lists them."""
+    parser = argparse.ArgumentParser(description="Search your ingested notes.")
+    add_search_options(parser)
+    add_reading_options(parser)
+    add_explaining_options(parser)
+    add_filters(parser)
+    return parser
+
+
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """The query and how it is searched."""
+    parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
+    parser.add_argument(
+        "-k",
+        type=int,
+        default=5,
+        help=f"number of results, 1-{MAX_K} (5); with --related the nearest unlinked notes",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="hybrid: meaning and keywords together (default); semantic: meaning only; "
+        "keyword: exact words, names and identifiers only",
+    )
+    parser.add_argument(
+        "--per-note",
+        type=int,
+        default=1,
+        metavar="N",
+        help="at most N chunks per note (1: every result a different note; 0: no limit)",
+    )
+    parser.add_argument(
+        "--no-rerank",
+        action="store_true",
+        help="first-stage order only (skip the embedder's reranker: faster)",
+    )
+    parser.add_argument(
+        "--answer",
+        action="store_true",
+        help="write a short answer citing [source:lines] from the best passages, with the "
+        "model at LLM_URL",
+    )
+    parser.add_argument(
+        "--domain",
+        choices=DOMAINS,
+        default="all",
+        help="all: notes and code together (default); prose: no code; code: code and notebooks",
+    )
+
+
+def add_reading_options(parser: argparse.ArgumentParser) -> None:
+    """--show and --related: read a note instead of searching."""
+    parser.add_argument(
+        "--show",
+        metavar="SOURCE[:LINE]",
+        help="print an indexed note's lines from LINE (default 1) instead of searching",
+    )
+    parser.add_argument(
+        "--related",
+        metavar="SOURCE",
+        help="list the notes linking to SOURCE, those it links to and the nearest unlinked ones "
+        "(-k of them) instead of searching",
+    )
+
+
+def add_explaining_options(parser: argparse.ArgumentParser) -> None:
+    """--explain, --max-chars, --why and --json."""
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="say how each result was found: its rank and score in a semantic and a keyword "
+        "search, the first stage's and the reranker's place, the filters, when it was indexed",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="instead of -k: the best passages that fit in N characters, a note's adjacent "
+        "chunks merged into one passage",
+    )
+    parser.add_argument(
+        "--why",
+        metavar="NOTE",
+        help="say why NOTE is not found (indexed, deleted, waiting, failed, skipped by a gate, "
+        "never seen); with a query, its rank in each mode and the filters that leave it out",
+    )
+    parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRequest | None]:
+    """The options, checked: a SearchRequest, or None when a note is read (--show, --related,
+    --why); a bad option exits 2."""
+    parser = build_parser()
+    return checked(parser, parser.parse_args(argv))
+
+
+def checked(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[argparse.Namespace, SearchRequest | None]:
+    if args.show is not None or args.related is not None:
+        if args.query:
+            parser.error(f"--{'show' if args.show else 'related'} reads a note: give no query")
+        if args.show is not None and args.related is not None:
+            parser.error("--show and --related: give one of them")
+        if args.related is not None and not 0 <= args.k <= MAX_RELATED:
+            parser.error(f"-k must be between 0 and {MAX_RELATED} with --related")
+        return args, None
+    if args.why is not None:
+        args.filters = filters_of(parser, args)
+        return args, None
+    if not args.query.strip():
+        parser.error("the query is empty")
+    if not 1 <= args.k <= MAX_K:
+        parser.error(f"-k must be between 1 and {MAX_K}")
+    if args.per_note < 0:
+        parser.error("--per-note must be 0 or more")
+    try:
+        request = SearchRequest(
+            args.query,
+            args.k,
+            mode=args.mode,
+            filters=filters_of(parser, args),
+            per_note=args.per_note or None,
+            domain=args.domain,
+            rerank=False if args.no_rerank else None,
+            explain=args.explain,
+            max_chars=args.max_chars,
+        )
+    except ValueError as exc:
+        parser.error(str(exc).replace("max_chars", "--max-chars"))
+    return args, request
