@@ -23,10 +23,19 @@ def first_stage(settings, query: str, k: int, **options) -> list[Hit]:
         return kb_search.search(store, client, query, k, **options)
 
 
+def unjudged(found: kb_rerank.Reranked) -> kb_rerank.Reranked:
+    """The search entry's result without what it adds after both stages (confidence, stale,
+    backlinks: tests/test_trust.py, tests/test_obsidian.py), to compare with the first stage."""
+    hits = [
+        replace(h, confidence=None, stale=None, explain=None, links_in=None) for h in found.hits
+    ]
+    return replace(found, hits=hits)
+
+
 def reranked(settings, query: str, k: int, **options) -> kb_rerank.Reranked:
     with open_store(settings) as store, embed_client(settings) as client:
-        return search(Searcher(store, client, rerank=rerank_options(settings)),
-                      SearchRequest(query, k, **options))  # fmt: skip
+        return unjudged(search(Searcher(store, client, rerank=rerank_options(settings)),
+                               SearchRequest(query, k, **options)))  # fmt: skip
 
 
 def scores_from_the_service(url: str, query: str, hits: list[Hit], max_chars: int) -> list[float]:
@@ -99,9 +108,9 @@ def test_an_embedder_that_said_it_has_no_reranker_is_not_asked_again_on_the_next
     expected = first_stage(settings, QUERY, 5)
     with open_store(settings) as store, embed_client(settings) as client:
         searcher = Searcher(store, client, rerank=rerank_options(settings))
-        found = [search(searcher, SearchRequest(QUERY, 5)) for _ in range(3)]
+        found = [unjudged(search(searcher, SearchRequest(QUERY, 5))) for _ in range(3)]
         assert client.rerank_calls == 1 and client.reranker_off  # told once, for a minute
-        asked = search(searcher, SearchRequest(QUERY, 5, rerank=True))
+        asked = unjudged(search(searcher, SearchRequest(QUERY, 5, rerank=True)))
         assert client.rerank_calls == 2  # asked for by name: asked, and the note says why
     assert all(f.hits == expected and f.note is None for f in found)
     assert asked.hits == expected and asked.note and "RERANK_MODEL" in asked.note
