@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import yaml
 
@@ -40,7 +40,7 @@ from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
 from kb.ingest.run import ingest
 from kb.sources.folder import parse as folder_names
-from kb.sources.inbox import INGESTED, InboxSource
+from kb.sources.inbox import INGESTED, InboxSource, makedirs_durably
 from kb.sources.picked import Picked
 from kb.sources.web.fetch import Fetcher, FetchError
 from kb.sources.web.page import PREFIX, Page, host_of, read_page, saved_note
@@ -84,17 +84,6 @@ def inbox_folder(settings: Settings, folder: str | None) -> PurePosixPath:
     return PurePosixPath(*parts)
 
 
-def _durable_folder(path: Path) -> None:
-    """Make `path` (and missing parents), each as open as the folder above it: the user's."""
-    missing: list[Path] = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        folder.mkdir()
-        os.chmod(folder, stat.S_IMODE(folder.parent.stat().st_mode))
-
-
 def write_note(settings: Settings, folder: PurePosixPath, title: str, content: str) -> str:
     """Write `content` as a new note of the inbox under `folder`, named after `title`; the
     note's `source`. Never over another file: a name taken in the inbox or in ingested/ (where a
@@ -104,7 +93,7 @@ def write_note(settings: Settings, folder: PurePosixPath, title: str, content: s
         raise SaveError(f"NOTES_DIR {root} is not a folder here: the note cannot be saved")
     base = slug(title)
     target = root / folder
-    _durable_folder(target)
+    makedirs_durably(target)
     mode = stat.S_IMODE(root.stat().st_mode) & 0o666  # as open as the inbox: the user's file
     for n in range(1, MAX_TRIES + 1):
         name = f"{base}.md" if n == 1 else f"{base}-{n}.md"

@@ -141,7 +141,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _makedirs_durably(path: Path) -> None:
+def makedirs_durably(path: Path) -> None:
+    """Make `path` and its missing parents, each as open as the folder above it, and sync each
+    parent's entry (a crash leaves no half-made folder behind)."""
     missing: list[Path] = []
     while not path.exists():
         missing.append(path)
@@ -173,7 +175,7 @@ def move_all(moves: Sequence[tuple[Path, Path]]) -> list[OSError | None]:
     unmade: dict[Path, OSError] = {}  # folders that could not be made: their notes stay put
     for folder in sorted({dest.parent for _, dest in moves}):
         try:
-            _makedirs_durably(folder)
+            makedirs_durably(folder)
         except OSError as exc:
             unmade[folder] = exc
 
