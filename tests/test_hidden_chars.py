@@ -6,6 +6,7 @@ and neither the stored payload nor the note file changes."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -139,7 +140,9 @@ def test_query_json_returns_each_note_cleaned_with_its_count_and_leaves_the_stor
         assert (corpus.NOTES_DIR / "ingested" / source).read_text(encoding="utf-8") == text
     args = [QUERIES["hidden/tags.md"], "-k", "1", "--path", "hidden/tags.md"]
     shown = run_script("query.py", *args, env=script_env(corpus), cwd=tmp_path).stdout
-    assert f"hidden/tags.md:1-1  !{len(SMUGGLED)} hidden characters removed" in shown
+    # the result line: its place, and after its confidence (kb.search.confidence) the count
+    assert re.search(rf"hidden/tags.md:1-1  (\(confidence [0-9.]+\)  )?!{len(SMUGGLED)} hidden "
+                     "characters removed", shown), shown  # fmt: skip
     assert not INVISIBLE & set(shown)
     with open_store(corpus) as store:
         [(stored, _)] = store.records([point_id("hidden/tags.md", 0)]).values()

@@ -64,7 +64,8 @@ def note_text(rng: random.Random, title: str) -> str:
 @dataclass
 class Tally:
     latencies: list[float] = field(default_factory=list)
-    errors: list[tuple[float, str]] = field(default_factory=list)  # (when, message)
+    # (started, ended, message): a search in flight when the embedder stops may fail too
+    errors: list[tuple[float, float, str]] = field(default_factory=list)
     syncs: int = 0
     sync_errors: list[tuple[float, str]] = field(default_factory=list)
     window: list[float] = field(default_factory=list)  # the restart: [start, end]
@@ -88,7 +89,7 @@ async def searcher(url: str, stop_at: float, seed: int, tally: Tally) -> None:
             if message is None:
                 tally.latencies.append(time.monotonic() - started)
             else:
-                tally.errors.append((started, message[:200]))
+                tally.errors.append((started, time.monotonic(), message[:200]))
 
 
 def sync_loop(
@@ -219,8 +220,9 @@ def summary(
     tally: Tally, seconds: float, searchers: int, index: tuple[int, int, int]
 ) -> dict[str, Any]:
     begin, end = [*tally.window, 0.0, 0.0][:2]
-    in_window = [e for e in tally.errors if begin <= e[0] <= end]
-    outside = [e for e in tally.errors if not begin <= e[0] <= end]
+    # a search counts in the restart window when it overlaps it (it may have started before)
+    in_window = [e for e in tally.errors if e[0] <= end and e[1] >= begin]
+    outside = [e for e in tally.errors if e not in in_window]
     lost, duplicates, orphans = index
     return {
         "cpu": cpu_name(),
@@ -230,8 +232,8 @@ def summary(
         "errors_outside_restart": len(outside),
         "errors_in_restart_window": len(in_window),
         "restart_window_s": round(end - begin - RESTART_GRACE_S, 1) if tally.window else 0.0,
-        "restart_errors": sorted({m for _, m in in_window}),
-        "other_errors": [m for _, m in outside[:3]],
+        "restart_errors": sorted({m for _, _, m in in_window}),
+        "other_errors": [m for _, _, m in outside[:3]],
         "p50_ms": round(1000 * percentile(tally.latencies, 50), 1),
         "p99_ms": round(1000 * percentile(tally.latencies, 99), 1),
         "syncs": tally.syncs,
