@@ -399,17 +399,27 @@ def test_the_mcp_context_lets_in_only_what_its_dockerfile_copies() -> None:
     ignore = REPO_ROOT / ".dockerignore"
     for path in NEVER_IN_A_CONTEXT:
         assert dockerignore_excludes(ignore, path), path
-    copied = ["pyproject.toml", "mcp/server.py", "mcp/check.py"]
-    copied += [p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "kb").rglob("*.py")]
+    copied = ["pyproject.toml"]  # and every module of kb/ and mcp/ (notes_server/ included)
+    copied += [
+        p.relative_to(REPO_ROOT).as_posix()
+        for folder in ("kb", "mcp")
+        for p in (REPO_ROOT / folder).rglob("*.py")
+        if "__pycache__" not in p.parts
+    ]
     for path in copied:
         assert not dockerignore_excludes(ignore, path), path
 
 
 def test_the_embedder_context_holds_its_modules_only() -> None:
     ignore = REPO_ROOT / "embedder" / ".dockerignore"
-    for module in (REPO_ROOT / "embedder").glob("*.py"):
-        assert not dockerignore_excludes(ignore, module.name), module.name
-    for path in [".env", "__pycache__/model.cpython-311.pyc", "models/x.safetensors", ".cache/x"]:
+    # the entry scripts and every module of the package embed_server the entry imports
+    modules = [m for m in (REPO_ROOT / "embedder").rglob("*.py") if "__pycache__" not in m.parts]
+    assert any(m.parent.name == "embed_server" for m in modules)
+    for module in modules:
+        name = module.relative_to(REPO_ROOT / "embedder").as_posix()
+        assert not dockerignore_excludes(ignore, name), name
+    for path in [".env", "__pycache__/model.cpython-311.pyc", "models/x.safetensors", ".cache/x",
+                 "embed_server/__pycache__/api.cpython-311.pyc"]:  # fmt: skip
         assert dockerignore_excludes(ignore, path), path
 
 
