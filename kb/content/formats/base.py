@@ -9,9 +9,11 @@ shows), and `blocks` are the spans of `text` that chunking keeps apart, each wit
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kb.core.kinds import CODE, PROSE  # domains: which collection an item's chunks go to
 
@@ -110,3 +112,18 @@ def line_offsets(text: str, begin: int, end: int) -> list[int]:
     """Where each `\n`-ended line of `text[begin:end]` starts, and `end`."""
     offsets = [begin] + [m.end() for m in _NEWLINE.finditer(text, begin, end) if m.end() < end]
     return [*offsets, end]
+
+
+def json_with_list(data: bytes, what: str, key: str) -> tuple[dict[str, Any], list[Any]]:
+    """A JSON document with a list under `key` (a notebook's cells, a canvas's nodes), or a
+    FormatError naming `what` is wrong with it."""
+    try:
+        document = json.loads(decode_text(data))
+    except json.JSONDecodeError as exc:
+        raise FormatError(
+            f"not a valid {what} (invalid JSON at line {exc.lineno}: {exc.msg})"
+        ) from None
+    items = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(items, list):
+        raise FormatError(f"not a valid {what} (no '{key}' list)")
+    return document, items

@@ -11,10 +11,9 @@ holds a node when the node lies inside the group's rectangle.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from kb.content.formats.base import FormatError, Parsed, TextBuilder, decode_text
+from kb.content.formats.base import FormatError, Parsed, TextBuilder, json_with_list
 
 PATH_SEPARATOR = " > "
 Box = tuple[float, float, float, float]  # left, top, right, bottom
@@ -54,15 +53,7 @@ def _name(node: dict[str, Any]) -> str:
 
 
 def read(data: bytes) -> Parsed:
-    try:
-        board = json.loads(decode_text(data))
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"not a valid canvas (invalid JSON at line {exc.lineno}: {exc.msg})"
-        ) from None
-    nodes = board.get("nodes") if isinstance(board, dict) else None
-    if not isinstance(nodes, list):
-        raise FormatError("not a valid canvas (no 'nodes' list)")
+    board, nodes = json_with_list(data, "canvas", "nodes")
     nodes = [n for n in nodes if isinstance(n, dict) and isinstance(n.get("id"), str)]
     groups = [
         (n, _box(n)) for n in nodes if n.get("type") == "group" and str(n.get("label", "")).strip()

@@ -3,21 +3,11 @@ are dropped (they are often large, binary or stale). Read with the json module."
 
 from __future__ import annotations
 
-import json
-
-from kb.content.formats.base import FormatError, Parsed, TextBuilder, decode_text
+from kb.content.formats.base import FormatError, Parsed, TextBuilder, json_with_list
 
 
 def read(data: bytes) -> Parsed:
-    try:
-        notebook = json.loads(decode_text(data))
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"not a valid notebook (invalid JSON at line {exc.lineno}: {exc.msg})"
-        ) from None
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    if not isinstance(cells, list):
-        raise FormatError("not a valid notebook (no 'cells' list)")
+    _, cells = json_with_list(data, "notebook", "cells")
     out = TextBuilder()
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
