@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 import tempfile
@@ -38,7 +39,7 @@ from bench.corpora import Collection, dev_collections
 from bench.retrieval import Cache, K, Query, load_queries, score
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
-from kb.embedding.keywords import query_vector
+from kb.embedding.keywords import STOPWORDS, query_vector
 from kb.search.query import search
 from kb.store.query import HYBRID_FUSION, KEYWORD_HALF, KEYWORD_WEIGHT, Fusion, grouped_depth
 
@@ -133,6 +134,36 @@ def choice(low: float, high: float) -> Fuse:
     return fuse
 
 
+_WORD = re.compile(r"\w+(?:[._/\-:#@+]\w+)*")
+
+
+def lookup(text: str) -> bool:
+    """A query made only of identifiers, codes, numbers and acronyms (`TaxRuleChosen`,
+    `INC-1187`, `WCAG AA`): nothing for an embedding to catch the meaning of."""
+    words = [w for w in _WORD.findall(text) if w.lower() not in STOPWORDS]
+    return bool(words) and all(
+        "_" in w or "." in w or any(ch.isdigit() for ch in w) or any(ch.isupper() for ch in w[1:])
+        for w in words
+    )
+
+
+def agreement(lam: float, lookup_weight: float = 1.0) -> Fuse:
+    """cosine + w * bonus * (1 + lam * cosine): a keyword match counts a little more in a chunk
+    that is close in meaning too; w = `lookup_weight` for a `lookup` query, else 1."""
+
+    def fuse(c: Candidates) -> dict[str, float]:
+        dense, keyword = _scores(c.dense), _scores(c.keyword)
+        norm = KEYWORD_HALF * max(c.terms, 1)
+        weight = lookup_weight if lookup(c.query.text) else 1.0
+        out = {}
+        for key in dense.keys() | keyword.keys():
+            cosine, bm25 = dense.get(key, 0.0), keyword.get(key, 0.0)
+            out[key] = cosine + weight * bm25 / (bm25 + norm) * (1 + lam * cosine)
+        return out
+
+    return fuse
+
+
 def families() -> dict[str, Fuse]:
     found: dict[str, Fuse] = {"keyword": single("keyword"), "semantic": single("semantic")}
     found["rrf k=60 (replayed: ties in dense order)"] = rrf(60)
@@ -149,6 +180,11 @@ def families() -> dict[str, Fuse]:
     found["bonus squared w=1 half=3"] = bonus(1.0, 3.0, 2)
     for low, high in ((1.5, 4.0), (2.0, 3.5), (1.0, 5.0)):
         found[f"choice {low:g}/{high:g}"] = choice(low, high)
+    for w in (2.0, 2.5, 4.0):
+        found[f"lookup queries x{w:g}"] = agreement(0.0, w)
+    for lam in (0.2, 0.3, 0.4):
+        found[f"agreement {lam:g}"] = agreement(lam)
+        found[f"agreement {lam:g} + lookup x2.5"] = agreement(lam, 2.5)
     return found
 
 

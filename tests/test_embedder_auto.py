@@ -21,7 +21,7 @@ import pytest
 import torch
 from helpers import free_port, serve_in_thread, torch_threads_kept, wait_until
 
-from embed_server import api, autotune, autotune_measure, config, errors, hardware
+from embed_server import api, autotune, autotune_measure, config, errors, hardware, model
 
 DIMS = 16
 
@@ -385,3 +385,37 @@ def test_auto_device_is_apple_silicons_gpu_when_torch_sees_one(
     assert hardware.resolve_device("auto").type == "cpu"
     with pytest.raises(errors.ModelLoadError, match="EMBED_DEVICE=mps"):
         hardware.resolve_device("mps")
+
+
+@pytest.mark.parametrize("fixture", ["tiny_qwen3_path", "minilm_path"])
+def test_timings_run_through_the_first_layers_only_and_the_model_is_whole_again_after(
+    fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    folder: Path = request.getfixturevalue(fixture)
+    with torch_threads_kept():
+        embedder = model.Embedder(
+            settings(folder, tmp_path / "state", EMBED_BACKEND="torch", EMBED_DTYPE="fp32")
+        )
+        ids = embedder.tokenize(["a short note about rivers"])
+        whole = embedder.embed_ids(ids)
+        found = autotune_measure._blocks(embedder.model)
+        assert found is not None
+        blocks = found[2]
+        ran: list[int] = []
+        hooks = [
+            block.register_forward_hook(lambda *_, i=i: ran.append(i))
+            for i, block in enumerate(blocks)
+        ]
+        try:
+            with autotune_measure.first_layers(embedder, 1) as scale:
+                cut = embedder.embed_ids(ids)
+            assert ran == [0] and scale == len(blocks)  # one of them ran, scaled to all
+            assert not np.allclose(cut, whole, atol=1e-4)
+            ran.clear()
+            assert np.allclose(embedder.embed_ids(ids), whole, atol=1e-6)
+            assert ran == list(range(len(blocks)))
+            with autotune_measure.first_layers(embedder, None) as scale:
+                assert scale == 1.0  # None: the whole model (an ONNX candidate among them)
+        finally:
+            for hook in hooks:
+                hook.remove()

@@ -15,7 +15,7 @@ import pytest
 import torch
 from helpers import torch_threads_kept
 
-from embed_server import config, int8, model
+from embed_server import config, hardware, int8, model
 from embed_server.batching import Engine
 
 CRANFIELD = Path(__file__).resolve().parent.parent / "bench" / "datasets" / "cranfield" / "docs"
@@ -62,7 +62,7 @@ def test_int8_keeps_the_bound_for_documents_queries_and_one_word_inputs_where_pe
     assert old[-len(SHORT) :].min() < 0.995 < short.min()
 
 
-def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_stays_fp32(
+def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_stays_float(
     tiny_qwen3_path: Path,
 ) -> None:
     embedder = load(tiny_qwen3_path, "int8")
@@ -72,11 +72,24 @@ def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_s
     assert attention.q_proj.group is attention.k_proj.group is attention.v_proj.group
     assert mlp.gate_proj.group is mlp.up_proj.group
     assert attention.o_proj.group.sizes == [attention.o_proj.out_features]
-    assert type(mlp.down_proj) is torch.nn.Linear and mlp.down_proj.weight.dtype == torch.float32
+    # in bf16 where the CPU computes it natively, else fp32
+    kept = torch.bfloat16 if hardware.cpu_has_native_bf16() else torch.float32
+    assert type(mlp.down_proj) is int8.KeptLinear and mlp.down_proj.weight.dtype == kept
     # qwen3 is pre-norm: the smoothing of q/k/v and gate/up is folded into the RMSNorms
     assert attention.q_proj.group.inverse is None and mlp.gate_proj.group.inverse is None
     assert attention.o_proj.group.inverse is not None  # attention's output has no norm before it
     assert int8.packed_bytes(embedder.model) > 0
+
+
+def test_a_kept_layer_in_bf16_takes_and_returns_fp32_close_to_the_fp32_layer() -> None:
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32)
+    x = torch.randn(5, 64)
+    for dtype, tolerance in ((torch.float32, 1e-6), (torch.bfloat16, 0.02)):
+        kept = int8.KeptLinear(linear, dtype)
+        y = kept(x)
+        assert y.dtype == torch.float32 and kept.weight.dtype == dtype
+        assert torch.allclose(y, linear(x), atol=tolerance, rtol=tolerance)
 
 
 def test_folding_the_smoothing_into_the_rmsnorm_gives_the_same_vectors(

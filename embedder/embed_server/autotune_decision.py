@@ -55,6 +55,8 @@ class Decision:
     # the query engine when it runs apart, or why it does not
     query_engine: str | None = None
     query_note: str = ""
+    # "4 of 28 layers": the timings ran through that many and were scaled to all ("": all ran)
+    timed_on: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def reason(self) -> str:
@@ -72,6 +74,8 @@ class Decision:
         )
         if self.query_note:
             parts.append(self.query_note)
+        if self.timed_on:
+            parts.append(f"timed on {self.timed_on}, scaled to the whole model")
         return "; ".join(parts)
 
     def report(self) -> dict[str, Any]:
@@ -87,6 +91,7 @@ class Decision:
             "seconds": round(self.seconds, 1),
             "measured_at": self.measured_at,
             "cache_file": self.cache_file,
+            "timed_on": self.timed_on or "all layers",
             "candidates": [
                 {k: (round(v, 5) if isinstance(v, float) else v) for k, v in asdict(f).items()}
                 for f in self.figures
@@ -126,6 +131,7 @@ def read_cached(path: Path, key: dict[str, Any]) -> Decision | None:
             key=key,
             cached=True,
             cache_file=str(path),
+            timed_on=str(data.get("timed_on", "")),
         )
     except FileNotFoundError:
         return None
@@ -144,6 +150,7 @@ def write_cached(path: Path, decision: Decision) -> bool:
         "figures": [asdict(f) for f in decision.figures],
         "seconds": decision.seconds,
         "measured_at": decision.measured_at,
+        "timed_on": decision.timed_on,
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from embed_server.autotune_decision import (
     BOUND,
@@ -31,8 +33,12 @@ if TYPE_CHECKING:
 
 MAX_WORKERS = 2  # as model.MAX_SIDE_BY_SIDE: micro-batches side by side
 
-DOC_RUNS = 2
-QUERY_RUNS = 3
+DOC_RUNS = 3
+QUERY_RUNS = 5
+# Timings run through this many of the model's layers and are scaled to all of them: its layers
+# are one shape, so each costs every engine the same, and a forward through 4 of Qwen3-0.6B's 28
+# takes a seventh of the time (the probe's accuracy check always runs the whole model).
+TIMED_LAYERS = 4
 clock = time.perf_counter  # what the timings read (a test's fake engines bring their own)
 
 
@@ -49,6 +55,45 @@ def _ids(embedder: Embedder, length: int) -> np.ndarray:
 _SIZE = {"fp32": 1.0, "bf16": 0.5, "int8": 0.56}
 ROOM = 1.15  # engines loaded at once while measuring: at most this times torch fp32's memory
 CLOSE = 1.10  # timings this close to the fastest: the most accurate of them is chosen
+
+
+def _blocks(model: Any) -> tuple[Any, str, torch.nn.ModuleList] | None:
+    """The model's stack of repeated layers (the longest ModuleList of one module type): its
+    parent, its attribute name and the list; None where there is none (an ONNX engine)."""
+    found = None
+    if isinstance(model, torch.nn.Module):
+        for parent in model.modules():
+            for name, child in parent.named_children():
+                if (
+                    isinstance(child, torch.nn.ModuleList)
+                    and len(child) > 1
+                    and len({type(m) for m in child}) == 1
+                    and (found is None or len(child) > len(found[2]))
+                ):
+                    found = (parent, name, child)
+    return found
+
+
+@contextmanager
+def first_layers(embedder: Embedder, layers: int | None) -> Iterator[float]:
+    """Run only the first `layers` of the loaded torch model's layers (None: all of them);
+    yields the factor that scales a timing to the whole model."""
+    found = _blocks(getattr(embedder, "model", None)) if layers else None
+    if found is None or layers is None or len(found[2]) <= layers:
+        yield 1.0
+        return
+    parent, name, blocks = found
+    config: Any = getattr(parent, "config", None)
+    configured = getattr(config, "num_hidden_layers", None)
+    setattr(parent, name, torch.nn.ModuleList(list(blocks)[:layers]))
+    if configured == len(blocks):  # Qwen3 and others slice their layers by the config
+        config.num_hidden_layers = layers
+    try:
+        yield len(blocks) / layers
+    finally:
+        setattr(parent, name, blocks)
+        if configured == len(blocks):
+            config.num_hidden_layers = configured
 
 
 def activate(embedder: Embedder, state: dict[str, Any]) -> None:
@@ -82,6 +127,9 @@ class _Bench:
         # loaded, within the bound, waiting to be timed or kept
         self.pool: dict[str, dict[str, Any]] = {}
         self.untimed: list[Figures] = []
+        # an ONNX graph cannot be cut short: with one among the candidates all run whole
+        self.layers: int | None = TIMED_LAYERS
+        self.scaled = ""  # "4 of 28 layers", once a timing was scaled
 
     def run(self, ids: list[np.ndarray], batch_tokens: int) -> np.ndarray:
         workers = self.embedder.parallelism
@@ -89,9 +137,19 @@ class _Bench:
         return encode_ids(self.embedder, ids, batch_tokens, workers, lanes)
 
     def timed(self, ids: list[np.ndarray], batch_tokens: int) -> float:
-        begin = clock()
-        self.run(ids, batch_tokens)
-        return clock() - begin
+        with first_layers(self.embedder, self.layers) as scale:
+            begin = clock()
+            self.run(ids, batch_tokens)
+            seconds = clock() - begin
+        if scale != 1.0 and self.layers:
+            self.scaled = f"{self.layers} of {round(scale * self.layers)} layers"
+        return seconds * scale
+
+    def warm_up(self) -> None:
+        """One untimed run of each timed shape: the first run of a shape on a fresh engine
+        prepares its kernels (oneDNN's for bf16) and faults its weights in, up to 2x slower."""
+        self.timed(self.docs, 2 * DOC_TOKENS)
+        self.timed([self.query], QUERY_TOKENS)
 
     def time_pool(self) -> None:
         """Time every engine waiting in the pool, interleaved; then keep the fastest for
@@ -101,6 +159,9 @@ class _Bench:
             return
         doc_runs: dict[str, list[float]] = {f.engine: [] for f in untimed}
         query_runs: dict[str, list[float]] = {f.engine: [] for f in untimed}
+        for one in untimed:
+            activate(self.embedder, pool[one.engine])
+            self.warm_up()
         for _ in range(DOC_RUNS):
             for one in untimed:
                 activate(self.embedder, pool[one.engine])
@@ -160,6 +221,7 @@ class _Bench:
             one.note = f"lowest cosine to fp32 below {BOUND}: not timed"
             return
         if reference:  # the reference: timed alone, then gone
+            self.warm_up()
             one.document_batch_s = min(
                 self.timed(self.docs, 2 * DOC_TOKENS) for _ in range(DOC_RUNS)
             )
@@ -198,6 +260,8 @@ def measure(
     started = time.monotonic()
     with ThreadPoolExecutor(max(1, MAX_WORKERS - 1), thread_name_prefix="auto") as threads:
         bench = _Bench(embedder, threads)
+        if any(backend != "torch" for backend, _ in engines):
+            bench.layers = None
         for engine in engines:
             bench.add(engine, reference=engine == engines[0])
         bench.time_pool()
@@ -209,5 +273,6 @@ def measure(
         seconds=time.monotonic() - started,
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         key=key,
+        timed_on=bench.scaled,
     )
     return decision, kept

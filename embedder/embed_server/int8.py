@@ -11,8 +11,10 @@ figures):
 - **SmoothQuant scaling**: input channels that carry outliers are scaled down and the weights'
   matching columns up (s_j = max|x_j|^0.6 / max|w_j|^0.4, from a calibration pass in fp32 over
   fixed texts), which moves the difficulty from activations to weights, quantised per channel;
-- **the FFN down projections stay fp32**: they read the activation function's long-tailed output,
-  which cost the most (MiniLM, one- and two-word inputs: 0.9937 with them in int8, 0.9985 kept).
+- **the FFN down projections stay in floating point**: they read the activation function's
+  long-tailed output, which cost the most (MiniLM, one- and two-word inputs: 0.9937 with them in
+  int8, 0.9985 kept). In bf16 where the CPU computes it (AVX512-BF16, AMX): a fifth of a Qwen3
+  layer's weights, they took about 40 % of its int8 time in fp32 (bench/embed_throughput.py).
 
 Linear layers that read the same tensor (attention's query, key and value; the FFN's gate and
 up projections) run as one GEMM with one quantisation of their input. The GEMM is fbgemm's
@@ -200,6 +202,26 @@ class _Group:
         return out
 
 
+class KeptLinear(torch.nn.Module):
+    """A Linear layer int8 leaves in floating point, its weights in `dtype` (bf16 or fp32); it
+    takes and returns the model's fp32."""
+
+    def __init__(self, linear: torch.nn.Linear, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.weight = torch.nn.Parameter(linear.weight.detach().to(dtype), requires_grad=False)
+        bias = linear.bias
+        self.bias = None if bias is None else torch.nn.Parameter(bias.detach().to(dtype), False)
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dtype == x.dtype:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        y = torch.nn.functional.linear(x.to(self.dtype), self.weight, self.bias)
+        return y.to(x.dtype)
+
+
 class Int8Linear(torch.nn.Module):
     """One member of a `_Group`, in place of the Linear layer it quantised."""
 
@@ -221,11 +243,21 @@ PRE_NORM = {"qwen3", "qwen2", "llama", "mistral"}
 
 
 def quantize(
-    model: torch.nn.Module, seen: Calibration, reduce_range: bool, workers: int = 1
+    model: torch.nn.Module,
+    seen: Calibration,
+    reduce_range: bool,
+    workers: int = 1,
+    kept: torch.dtype = torch.float32,
 ) -> torch.nn.Module:
     """`model` (fp32) with its Linear layers int8 as described above, in place, from what
-    `calibrate` saw of it (`workers` groups packed side by side)."""
+    `calibrate` saw of it (`workers` groups packed side by side); the layers KEEP_FP32 names
+    stay in `kept` (bf16 where the CPU computes it natively)."""
     modules = dict(model.named_modules())
+    if kept != torch.float32:
+        for name, module in list(modules.items()):
+            if isinstance(module, torch.nn.Linear) and KEEP_FP32.search(name):
+                parent, _, child = name.rpartition(".")
+                setattr(modules[parent] if parent else model, child, KeptLinear(module, kept))
     fold = getattr(getattr(model, "config", None), "model_type", None) in PRE_NORM
     plans: list[tuple[list[str], list[torch.nn.Linear], torch.nn.Module | None]] = []
     for names in seen.groups:

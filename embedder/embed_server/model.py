@@ -28,7 +28,13 @@ from embed_server import autotune, hardware, int8
 from embed_server.batching import plan_batches
 from embed_server.config import EmbedderSettings
 from embed_server.errors import ModelLoadError
-from embed_server.hardware import int8_full_range, measures, resolve_device, resolve_engine
+from embed_server.hardware import (
+    cpu_has_native_bf16,
+    int8_full_range,
+    measures,
+    resolve_device,
+    resolve_engine,
+)
 from embed_server.onnx_backend import OnnxModel, load_onnx
 from embed_server.probe import CALIBRATION_QUERIES, CALIBRATION_TEXTS
 
@@ -296,7 +302,8 @@ class Embedder:
         workers = self.parallelism
         if self.calibration is None:
             self.calibration = self._calibrate(workers)
-        int8.quantize(self.model, self.calibration, not int8_full_range(), workers)
+        kept = torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+        int8.quantize(self.model, self.calibration, not int8_full_range(), workers, kept)
         self.dtype = "int8"
 
     def _calibrate(self, workers: int) -> int8.Calibration:
