@@ -85,6 +85,42 @@ def query_latency(embedder: Any, runs: int = QUERY_RUNS) -> tuple[float, float]:
     return statistics.median(seconds), seconds[math.ceil(0.95 * runs) - 1]
 
 
+SEARCH_WORDS = 10  # a search as typed: the model's query instruction, then about ten words
+
+
+def search_latency(embedder: Any, runs: int = QUERY_RUNS) -> dict[str, Any] | None:
+    """p50 and p95 seconds of one search query (the query instruction and SEARCH_WORDS words)
+    alone through the engine: as served (the instruction's keys and values reused) and with
+    every token computed, interleaved run by run; None where nothing is reused (ONNX, or a
+    model without an instruction)."""
+    cached = embedder.instruction_tokens
+    if not cached:
+        return None
+    text = [embedder.prompt("query") + " ".join(f"w{i}" for i in range(SEARCH_WORDS))]
+    seconds: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for run in range(runs + 2):  # two warm-up runs each
+            for reuse in (True, False):
+                embedder.reuse_instruction = reuse
+                took = timed(embedder, text)
+                if run >= 2:
+                    seconds[reuse].append(took)
+    finally:
+        embedder.reuse_instruction = True
+
+    def p50_p95(values: list[float]) -> list[float]:
+        ordered = sorted(values)
+        p95 = ordered[math.ceil(0.95 * len(ordered)) - 1]
+        return [round(statistics.median(ordered), 4), round(p95, 4)]
+
+    return {
+        "tokens": len(embedder.tokenize(text)[0]),
+        "instruction_tokens_reused": cached,
+        "reused_s": p50_p95(seconds[True]),
+        "whole_s": p50_p95(seconds[False]),
+    }
+
+
 def naive(embedder: Embedder, chunks: list[str], batch: int = 16) -> float:
     """Seconds to embed in arrival order, fixed batches padded to their longest, all threads."""
     start = time.perf_counter()
@@ -184,6 +220,7 @@ def throughput(
         for c in CANDIDATES
     }
     latency = {label(c): query_latency(m) for c, m in models.items()}
+    searches = {label(c): search_latency(m) for c, m in models.items()}
     return {
         "auto": decision,
         "default_engine": default,
@@ -191,6 +228,7 @@ def throughput(
         "rates": rates,
         "engines": engines,
         "query_latency_s": latency,
+        "search_latency": {name: v for name, v in searches.items() if v is not None},
         "baseline": rates[BASELINE],
         "default": rates[DEFAULT.format(engine=label(default))],
         "best_small_requests": small,

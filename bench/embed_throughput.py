@@ -11,7 +11,9 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
 - every candidate engine (EMBED_BACKEND x EMBED_DTYPE: torch fp32/bf16/int8, ONNX Runtime
   fp32/int8 from an export made here as the image makes it, and torch.ao's per-tensor int8 that
   EMBED_DTYPE=int8 ran before issue 33) through the default engine, and the p50/p95 latency of
-  one 20-token query alone through it (20 runs).
+  one 20-token query alone through it (20 runs); and of one search query (the model's query
+  instruction and ten words) as served, the instruction's keys and values reused
+  (embed_server.prompt_cache), beside the same query with every token computed.
 
 The default is what the shipped image runs: EMBED_BACKEND=auto, EMBED_DTYPE=auto, which
 measures the engines the image carries (no ONNX export) on this model at start
@@ -57,7 +59,11 @@ from embed_server.hardware import cpu_class, cpu_features
 # accuracy bound) and a 20-token query's p50; elsewhere the figures docs/guide/embedder.md gave
 # before.
 TARGETS = {"avx512-bf16": {"speedup": 2.5, "query_p50_ms": 100.0}}
-BEFORE = {"amx": "4.7x (bf16, docs/guide/embedder.md)", "avx2": "1.27-1.42x (torch fp32)"}
+BEFORE = {  # --quick's figure where one was made with the code before issue 33
+    "amx": "3.52x with --quick (bf16, the code of 2026-11-30 on a quiet 2-core AMX Xeon; "
+    "4.7-5.5x in full runs)",
+    "avx2": "1.27-1.42x (torch fp32)",
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -115,6 +121,18 @@ def check_inputs(args: argparse.Namespace) -> None:
         )
 
 
+def print_searches(searches: dict[str, dict[str, Any]]) -> None:
+    """One search query per engine: as served (the instruction reused) against every token."""
+    for name, one in searches.items():
+        (reused, reused_95), (whole, whole_95) = one["reused_s"], one["whole_s"]
+        print(
+            f"  search query on {name} ({one['tokens']} tokens, the instruction's "
+            f"{one['instruction_tokens_reused']} reused): p50 {reused * 1000:.0f} ms "
+            f"(p95 {reused_95 * 1000:.0f}), every token computed {whole * 1000:.0f} ms "
+            f"(p95 {whole_95 * 1000:.0f}): {whole / reused:.2f}x"
+        )
+
+
 def measure_all(
     args: argparse.Namespace, chunks: list[str], repeats: int, loads: list[str]
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]], dict[str, Any] | None]:
@@ -135,6 +153,7 @@ def measure_all(
         print(f"one query of {QUERY_TOKENS} tokens, alone through the engine ({QUERY_RUNS} runs):")
         for name, (p50, p95) in speed["query_latency_s"].items():
             print(f"  {name:26s} p50 {p50 * 1000:6.0f} ms  p95 {p95 * 1000:6.0f} ms")
+        print_searches(speed["search_latency"])
         loads.append(load_line())
         print(f"timed steps done: {loads[-1]}", flush=True)
         engine_env = {
@@ -292,6 +311,7 @@ def result_json(
             k: {"p50": round(v[0], 4), "p95": round(v[1], 4)}
             for k, v in speed["query_latency_s"].items()
         },
+        "search_latency_s": speed["search_latency"],
         "one_request_over_small_requests": round(fast / small, 3),
         "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
         "memory": memory,

@@ -72,6 +72,12 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
     assert set(result["engines_chunks_per_s"]) == set(result["query_latency_s"]) == engines
     for latency in result["query_latency_s"].values():
         assert 0 < latency["p50"] <= latency["p95"]
+    # a search query reuses the instruction on every torch engine, timed beside every token
+    assert set(result["search_latency_s"]) == engines - {"onnx fp32", "onnx int8"}
+    for search in result["search_latency_s"].values():
+        assert search["tokens"] > search["instruction_tokens_reused"] > 0
+        assert 0 < search["reused_s"][0] <= search["reused_s"][1]
+        assert 0 < search["whole_s"][0] <= search["whole_s"][1]
     # the default is what auto measured and chose, within the bound, and says so
     assert result["auto"]["documents"] == f"{result['default_backend']} {result['default_dtype']}"
     assert result["query_p50_ms"] > 0

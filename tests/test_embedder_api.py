@@ -49,7 +49,7 @@ def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, mini
         "dtype": "fp32",  # the test server sets EMBED_DTYPE=fp32
         "backend": "torch",  # and EMBED_BACKEND=torch
         "device": "cpu",
-        "query_engine": {"backend": "torch", "dtype": "fp32"},  # queries on the same engine
+        "query_engine": {"backend": "torch", "dtype": "fp32", "instruction_tokens_reused": 0},
         "auto": None,  # both set explicitly: nothing measured
     }
     # one model served; no RERANK_MODEL

@@ -178,7 +178,11 @@ def test_auto_runs_the_fastest_engine_that_keeps_the_bound_and_health_says_why(
     assert figures["torch bf16"]["query_s"] == pytest.approx(2.0 * query)
     assert "fastest within lowest cosine >= 0.995" in auto["reason"]
     assert "2.00x torch fp32" in auto["reason"]
-    assert health["query_engine"] == {"backend": "torch", "dtype": "bf16"}
+    assert health["query_engine"] == {
+        "backend": "torch",
+        "dtype": "bf16",
+        "instruction_tokens_reused": 0,
+    }
 
 
 def test_health_is_503_while_auto_measures_and_200_once_it_has_decided(
@@ -302,7 +306,11 @@ def test_queries_run_on_their_own_fastest_engine_when_it_is_much_faster_and_memo
         assert httpx.post(f"{url}/v1/embeddings", json=body).status_code == 200
         assert httpx.post(f"{url}/v1/embeddings", json={"input": "a note"}).status_code == 200
     assert (health["backend"], health["dtype"]) == ("torch", "bf16")
-    assert health["query_engine"] == {"backend": "torch", "dtype": "int8"}
+    assert health["query_engine"] == {
+        "backend": "torch",
+        "dtype": "int8",
+        "instruction_tokens_reused": 0,
+    }
     assert health["auto"]["queries"] == "torch int8"
     assert "loaded beside it for queries (+30 MB)" in health["auto"]["reason"]
     assert second.embedded == [("torch int8", 1)]  # the query

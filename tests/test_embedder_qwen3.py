@@ -115,6 +115,18 @@ def test_query_instruction_is_applied_to_queries_only(qwen3_url: str, reference)
     assert float(query @ document) < 0.99
 
 
+def test_health_says_how_many_instruction_tokens_every_query_reuses(
+    qwen3_url: str, reference
+) -> None:
+    reused = httpx.get(f"{qwen3_url}/health").json()["query_engine"]["instruction_tokens_reused"]
+    instruction = reference.tokenizer(f"Instruct: {TASK}\nQuery:")["input_ids"][:-1]  # no EOT
+    assert 0 < reused < len(instruction)  # ":" may merge with the query's first characters
+    assert (
+        reference.tokenizer(f"Instruct: {TASK}\nQuery:bread")["input_ids"][:reused]
+        == (instruction[:reused])
+    )
+
+
 def test_query_usage_counts_the_instruction_tokens(qwen3_url: str, reference) -> None:
     body = post(qwen3_url, {"input": "bread", "input_type": "query"})
     instructed = f"Instruct: {TASK}\nQuery:bread"

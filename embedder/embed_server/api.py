@@ -256,6 +256,8 @@ def _described(name: str, one: Service) -> dict[str, Any]:
         "query_engine": {
             "backend": getattr(queries, "backend", "torch"),
             "dtype": queries.dtype,
+            # query instruction tokens whose keys and values every query reuses (0: none)
+            "instruction_tokens_reused": getattr(queries, "instruction_tokens", 0),
         },
         # what EMBED_BACKEND=auto, EMBED_DTYPE=auto measured and chose, and why (null:
         # an explicit setting or a GPU)

@@ -37,6 +37,7 @@ from embed_server.hardware import (
 )
 from embed_server.onnx_backend import OnnxModel, load_onnx
 from embed_server.probe import CALIBRATION_QUERIES, CALIBRATION_TEXTS
+from embed_server.prompt_cache import PromptCache, stable_prefix
 
 log = logging.getLogger("embedder.model")
 
@@ -192,6 +193,15 @@ class Embedder:
         self._append_eot: int | None = None
         if self.is_qwen3:
             self._check_eot()
+        # A causal model's queries run only their own tokens past the instruction's keys and
+        # values, kept per loaded engine (embed_server.prompt_cache)
+        query_prompt = self.prompt("query")
+        self._prompt_ids = (
+            stable_prefix(self.tokenize, query_prompt) if self.is_qwen3 and query_prompt else None
+        )
+        self._prompt_cache: tuple[tuple[Any, ...], PromptCache | None] | None = None
+        self._prompt_lock = threading.Lock()
+        self.reuse_instruction = True  # False: every token computed (the benches compare)
 
         self.onnx: OnnxModel | None = None
         # What auto measured and chose (autotune.Decision.report), for /health and the log
@@ -243,7 +253,9 @@ class Embedder:
         )
 
     # what one loaded engine is (load_engine, detach_engine)
-    _ENGINE = ("backend", "dtype", "model", "onnx", "parallelism", "_forward_kwargs")
+    _ENGINE = (
+        "backend", "dtype", "model", "onnx", "parallelism", "_forward_kwargs", "_prompt_cache"
+    )  # fmt: skip
 
     def load_engine(self, backend: str, dtype: str) -> None:
         """Run `backend` at `dtype` from now on; the engine loaded before is dropped first, so
@@ -266,6 +278,7 @@ class Embedder:
         state = {name: getattr(self, name, None) for name in self._ENGINE}
         self.model = None
         self.onnx = None
+        self._prompt_cache = None
         return state
 
     def attach_engine(self, state: dict[str, Any]) -> None:
@@ -382,19 +395,20 @@ class Embedder:
         `side_by_side`: micro-batches running at once, this one included; on CPU they share
         EMBED_THREADS equally.
         """
-        input_ids, mask = self._padded(batch)
-        longest = input_ids.shape[1]
         if self.onnx is not None:  # its own thread pool, sized at load
+            input_ids, mask = self._padded(batch)
             hidden = self.onnx.hidden_states(input_ids, mask)
             vectors = pool(hidden, mask, self.pooling, self.left_padded)
             return torch.nn.functional.normalize(vectors, p=2, dim=-1).numpy()
-        if self.device.type == "cpu":
-            small = len(batch) * longest <= SINGLE_THREAD_TOKENS
-            wanted = 1 if small else max(1, self.threads // side_by_side)
-            if torch.get_num_threads() != wanted:  # the calling thread's own setting
-                with _THREADS_LOCK:
-                    torch.set_num_threads(wanted)
-        else:
+        prompt = self._prompt_for(batch)
+        if prompt is not None:
+            with torch.inference_mode():
+                self._threads_for(batch, len(prompt.ids), side_by_side)
+                vectors = prompt.last_states(self.model, batch, self.pad_id).float()
+                return torch.nn.functional.normalize(vectors, p=2, dim=-1).cpu().numpy()
+        input_ids, mask = self._padded(batch)
+        self._threads_for(batch, 0, side_by_side)
+        if self.device.type != "cpu":
             input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         with torch.inference_mode():
             hidden = self.model(
@@ -403,3 +417,34 @@ class Embedder:
             vectors = pool(hidden, mask, self.pooling, self.left_padded)
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
         return vectors.cpu().numpy()
+
+    def _threads_for(self, batch: Sequence[np.ndarray], cached: int, side_by_side: int) -> None:
+        """The calling thread's torch threads for a micro-batch computing all but `cached`
+        tokens of each input: one for a small one, else its share of EMBED_THREADS."""
+        if self.device.type != "cpu":
+            return
+        small = len(batch) * (max(len(ids) for ids in batch) - cached) <= SINGLE_THREAD_TOKENS
+        wanted = 1 if small else max(1, self.threads // side_by_side)
+        if torch.get_num_threads() != wanted:  # the calling thread's own setting
+            with _THREADS_LOCK:
+                torch.set_num_threads(wanted)
+
+    @property
+    def instruction_tokens(self) -> int:
+        """Tokens of the query instruction a query does not compute (0: none kept)."""
+        ids = self._prompt_ids
+        return 0 if ids is None or self.onnx is not None else len(ids)
+
+    def _prompt_for(self, batch: Sequence[np.ndarray]) -> PromptCache | None:
+        """The loaded engine's cache of the query instruction when every input of `batch`
+        starts with it (made on first use: the engine's own weights and precision)."""
+        ids = self._prompt_ids
+        if not self.reuse_instruction or ids is None or self.model is None:
+            return None
+        if not PromptCache.starts(ids, batch):
+            return None
+        key = (id(self.model), self.dtype, self.model.config.num_hidden_layers)
+        with self._prompt_lock:
+            if self._prompt_cache is None or self._prompt_cache[0] != key:
+                self._prompt_cache = (key, PromptCache.build(self.model, ids))
+            return self._prompt_cache[1]
