@@ -31,6 +31,8 @@ engine measured at its first start), reported as wall time per 1,000 chunks besi
 README's "about ten minutes for a thousand chunks", with the embedder's first start (load and
 auto's measuring) and a later start (the decision kept) timed apart. Its tokenizer is one token
 per word: Qwen3's own gives English prose about 1.3 tokens a word, so real chunks are longer.
+`--emulate avx2|avx512-bf16` runs it as on another CPU class (bench/avx2.py; the embedder process
+inherits the CPUID shim): the cores, caches and clocks stay this machine's.
 """
 
 from __future__ import annotations
@@ -291,7 +293,8 @@ def _embedder(model: Path, state: Path, log: Path) -> tuple[Child, str]:
 def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
     """Ingest `files` through a Qwen3-0.6B-shaped embedder with the shipped defaults: wall time
     per 1,000 chunks, and the embedder's first and later start."""
-    from embed_server import hardware  # torch: only for this mode
+    from bench import avx2  # torch: only for this mode
+    from embed_server import hardware
 
     with tempfile.TemporaryDirectory(prefix="kb-bench-qwen3-") as tmp:
         root = Path(tmp)
@@ -317,7 +320,8 @@ def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
     per_1000 = step.seconds / step.chunks * 1000
     return {
         "engine": f"{health['backend']} {health['dtype']}",
-        "query_engine": " ".join(health["query_engine"].values()),
+        "query_engine": f"{health['query_engine']['backend']} {health['query_engine']['dtype']}",
+        "instruction_tokens_reused": health["query_engine"].get("instruction_tokens_reused"),
         "auto_reason": auto.get("reason"),
         "auto_seconds": auto.get("seconds"),
         "first_start_s": round(starts[0], 1),
@@ -330,13 +334,15 @@ def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
         "minutes_per_1000_chunks": round(per_1000 / 60, 2),
         "seed_minutes_per_1000_chunks": SEED_MIN_PER_1000,
         "cpu_class": hardware.cpu_class(hardware.cpu_features()),
+        "emulated": avx2.emulating(),
         "load_average": [round(x, 1) for x in os.getloadavg()],
     }
 
 
 def qwen3_report(result: dict[str, Any]) -> str:
     return (
-        f"Qwen3-0.6B shape, CPU class {result['cpu_class']}, {os.cpu_count()} cores, load "
+        f"Qwen3-0.6B shape, CPU class {result['cpu_class']}"
+        f"{' (emulated)' if result['emulated'] else ''}, {os.cpu_count()} cores, load "
         f"{result['load_average'][0]}: {result['chunks']} chunks ({result['tokens_per_chunk']} "
         f"tokens each on average) of {result['notes']} notes in {result['ingest_s']} s with "
         f"{result['engine']} (auto; queries on {result['query_engine']}) = "
@@ -363,6 +369,11 @@ def parser() -> argparse.ArgumentParser:
         help="wall time per 1,000 chunks through the Qwen3-0.6B shape with the shipped defaults "
         "(default 100 notes; --quick 40)",
     )
+    parser.add_argument(
+        "--emulate",
+        choices=["avx2", "avx512-bf16"],
+        help="with --qwen3-shape: run as on another CPU class (bench/avx2_only.c)",
+    )
     return parser
 
 
@@ -374,6 +385,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         limit = 40 if args.quick else 100
     if limit < 1:
         arguments.error("--limit must be at least 1")
+    if args.emulate and not args.qwen3_shape:
+        arguments.error("--emulate needs --qwen3-shape")
+    if args.emulate:
+        from bench import avx2  # torch: only for this mode
+
+        if not avx2.emulating():
+            # CPUID is read when each library loads: a fresh process, this one's arguments
+            again = list(sys.argv[1:] if argv is None else argv)
+            try:
+                return avx2.rerun_emulated(__file__, again, args.emulate)
+            except BenchError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
     if args.qwen3_shape:
         try:
             result = qwen3_shape(args.docs, pick_notes(args.docs, limit))

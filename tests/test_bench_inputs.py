@@ -101,9 +101,10 @@ def test_an_empty_dataset_folder_is_refused_naming_its_docs_folder(tmp_path: Pat
         ("embed_throughput", ["--memory-inputs", "-1"], "--memory-inputs -1"),
         ("embed_memory", ["--inputs", "0"], "--inputs"),
         ("ingest", ["--limit", "0"], "--limit"),
+        ("ingest", ["--emulate", "avx2"], "--emulate needs --qwen3-shape"),
     ],
 )
-def test_a_count_out_of_range_stops_the_benchmark_at_once_naming_the_option(
+def test_a_count_out_of_range_or_a_lone_option_stops_the_benchmark_at_once_naming_it(
     script: str, args: list[str], named: str, capsys
 ) -> None:
     try:
