@@ -81,8 +81,12 @@ def query_latency(embedder: Any, runs: int = QUERY_RUNS) -> tuple[float, float]:
     text = [" ".join(f"w{i}" for i in range(QUERY_TOKENS - 1))]
     for _ in range(2):
         timed(embedder, text)
-    seconds = sorted(timed(embedder, text) for _ in range(runs))
-    return statistics.median(seconds), seconds[math.ceil(0.95 * runs) - 1]
+    return p50_p95([timed(embedder, text) for _ in range(runs)])
+
+
+def p50_p95(seconds: list[float]) -> tuple[float, float]:
+    ordered = sorted(seconds)
+    return statistics.median(ordered), ordered[math.ceil(0.95 * len(ordered)) - 1]
 
 
 SEARCH_WORDS = 10  # a search as typed: the model's query instruction, then about ten words
@@ -107,17 +111,11 @@ def search_latency(embedder: Any, runs: int = QUERY_RUNS) -> dict[str, Any] | No
                     seconds[reuse].append(took)
     finally:
         embedder.reuse_instruction = True
-
-    def p50_p95(values: list[float]) -> list[float]:
-        ordered = sorted(values)
-        p95 = ordered[math.ceil(0.95 * len(ordered)) - 1]
-        return [round(statistics.median(ordered), 4), round(p95, 4)]
-
     return {
         "tokens": len(embedder.tokenize(text)[0]),
         "instruction_tokens_reused": cached,
-        "reused_s": p50_p95(seconds[True]),
-        "whole_s": p50_p95(seconds[False]),
+        "reused_s": [round(x, 4) for x in p50_p95(seconds[True])],
+        "whole_s": [round(x, 4) for x in p50_p95(seconds[False])],
     }
 
 
