@@ -1,4 +1,5 @@
-"""EMBED_DTYPE=int8 on torch (embed_server.int8): per-token scales, SmoothQuant, FFN down in fp32.
+"""EMBED_DTYPE=int8 on torch (embed_server.int8): per-token scales, SmoothQuant, the FFN down
+projections two-pass or in floating point.
 
 The accuracy figures are measured on the real MiniLM weights; which engine is the default is
 measured at start (test_embedder_auto.py) and by bench/embed_throughput.py, not here.
@@ -15,7 +16,7 @@ import pytest
 import torch
 from helpers import torch_threads_kept
 
-from embed_server import config, hardware, int8, model
+from embed_server import config, int8, model
 from embed_server.batching import Engine
 
 CRANFIELD = Path(__file__).resolve().parent.parent / "bench" / "datasets" / "cranfield" / "docs"
@@ -47,24 +48,59 @@ def minilm_texts() -> list[str]:
     return docs + QUERIES + SHORT
 
 
+@pytest.fixture(scope="module")
+def minilm_fp32(minilm_path: Path, minilm_texts: list[str]) -> np.ndarray:
+    return embed(load(minilm_path, "fp32"), minilm_texts)
+
+
+@pytest.mark.parametrize("down", [torch.bfloat16, None], ids=["down-bf16", "down-two-pass"])
 def test_int8_keeps_the_bound_for_documents_queries_and_one_word_inputs_where_per_tensor_fails(
-    minilm_path: Path, minilm_texts: list[str]
+    minilm_path: Path,
+    minilm_texts: list[str],
+    minilm_fp32: np.ndarray,
+    down: torch.dtype | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    reference = embed(load(minilm_path, "fp32"), minilm_texts)
+    monkeypatch.setattr(model, "int8_down_projection", lambda: down)
     vectors = embed(load(minilm_path, "int8"), minilm_texts)
-    cosines = np.sum(reference * vectors, axis=1)
+    cosines = np.sum(minilm_fp32 * vectors, axis=1)
     short = cosines[-len(SHORT) :]
     assert cosines.min() >= 0.995, f"lowest {cosines.min():.5f}, short inputs {short.min():.5f}"
     # torch.ao's dynamic int8 (one scale per tensor), what EMBED_DTYPE=int8 ran before
     per_tensor = load(minilm_path, "fp32")
     per_tensor.model = model.int8_linear(per_tensor.model)
-    old = np.sum(reference * embed(per_tensor, minilm_texts), axis=1)
+    old = np.sum(minilm_fp32 * embed(per_tensor, minilm_texts), axis=1)
     assert old[-len(SHORT) :].min() < 0.995 < short.min()
 
 
-def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_stays_float(
-    tiny_qwen3_path: Path,
+def test_two_pass_int8_multiplies_as_with_16_bit_inputs_where_one_pass_loses_8_bit_steps() -> None:
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(768, 256, bias=False)
+    x = torch.nn.functional.silu(torch.randn(2, 7, 768) * 2) * torch.randn(2, 7, 768)  # long tail
+    x[0, 3, 5] = 60.0
+    groups = {
+        passes: int8._Group([linear], x.abs().amax((0, 1)), False, None, two_pass=passes == 2)
+        for passes in (1, 2)
+    }
+    errors = {}
+    for passes, group in groups.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's quantised-tensor API: deprecation notices
+            weight = torch.ops.quantized.linear_unpack(group.packed)[0].dequantize()
+        assert group.inverse is not None  # no norm to fold the smoothing into
+        exact = torch.nn.functional.linear(x * group.inverse, weight)  # the int8 weights' product
+        got = group(x, 0)
+        errors[passes] = float((got - exact).norm() / exact.norm())
+    assert errors[2] < 3e-4 < 30 * errors[2] < errors[1], errors
+
+
+@pytest.mark.parametrize(
+    "down", [torch.bfloat16, torch.float32, None], ids=["amx", "no-vnni", "vnni-no-amx"]
+)
+def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_as_the_cpu_suits(
+    tiny_qwen3_path: Path, down: torch.dtype | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(model, "int8_down_projection", lambda: down)
     embedder = load(tiny_qwen3_path, "int8")
     layer = embedder.model.layers[0]
     attention, mlp = layer.self_attn, layer.mlp
@@ -72,9 +108,14 @@ def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_s
     assert attention.q_proj.group is attention.k_proj.group is attention.v_proj.group
     assert mlp.gate_proj.group is mlp.up_proj.group
     assert attention.o_proj.group.sizes == [attention.o_proj.out_features]
-    # in bf16 where the CPU computes it natively, else fp32
-    kept = torch.bfloat16 if hardware.cpu_has_native_bf16() else torch.float32
-    assert type(mlp.down_proj) is int8.KeptLinear and mlp.down_proj.weight.dtype == kept
+    if down is None:  # two-pass int8, alone in its group
+        assert isinstance(mlp.down_proj, int8.Int8Linear) and mlp.down_proj.group.two_pass
+        assert not attention.o_proj.group.two_pass
+    else:
+        assert mlp.down_proj.weight.dtype == down
+        assert type(mlp.down_proj) is (
+            int8.KeptLinear if down != torch.float32 else torch.nn.Linear
+        )
     # qwen3 is pre-norm: the smoothing of q/k/v and gate/up is folded into the RMSNorms
     assert attention.q_proj.group.inverse is None and mlp.gate_proj.group.inverse is None
     assert attention.o_proj.group.inverse is not None  # attention's output has no norm before it

@@ -69,6 +69,16 @@ def int8_full_range() -> bool:
     return torch.backends.cpu.get_cpu_capability() == "AVX512" and torch.cpu._is_vnni_supported()
 
 
+def int8_down_projection() -> torch.dtype | None:
+    """How int8 runs the FFN down projections on this CPU (embed_server.int8): bf16 with AMX,
+    two-pass int8 (None) on x86 with VNNI and no AMX (AMD Zen 4, Intel Ice Lake), else fp32."""
+    if platform.machine().lower() not in _X86:
+        return torch.float32  # two-pass relies on fbgemm's u8 grid, measured on x86 only
+    if torch.cpu._is_amx_tile_supported():
+        return torch.bfloat16
+    return None if int8_full_range() else torch.float32
+
+
 def cpu_has_native_bf16() -> bool:
     """True on x86 CPUs with AVX512-BF16 or AMX (Intel Cooper Lake+/Sapphire Rapids+, AMD Zen 4+).
 

@@ -11,10 +11,16 @@ figures):
 - **SmoothQuant scaling**: input channels that carry outliers are scaled down and the weights'
   matching columns up (s_j = max|x_j|^0.6 / max|w_j|^0.4, from a calibration pass in fp32 over
   fixed texts), which moves the difficulty from activations to weights, quantised per channel;
-- **the FFN down projections stay in floating point**: they read the activation function's
-  long-tailed output, which cost the most (MiniLM, one- and two-word inputs: 0.9937 with them in
-  int8, 0.9985 kept). In bf16 where the CPU computes it (AVX512-BF16, AMX): a fifth of a Qwen3
-  layer's weights, they took about 40 % of its int8 time in fp32 (bench/embed_throughput.py).
+- **the FFN down projections get more than one 8-bit pass**: they read the activation
+  function's long-tailed output, which cost the most (MiniLM, one- and two-word inputs: 0.9925
+  with them in one int8 pass, 0.9985 in bf16). Where the CPU has VNNI but no AMX (AMD Zen 4,
+  Intel Ice Lake) they run **two-pass**: what the GEMM's 8-bit grid loses of each input row is
+  rescaled and run as more rows of the same GEMM, so the input is ~16-bit while the weights are
+  read once (a one-token query reads every weight, memory-bound: 20 rows cost about what 41 do;
+  0.8 ms against bf16's 1.6 ms per layer there, equal at 2,048 rows; MiniLM short inputs
+  0.9980). With AMX they stay in bf16 (its tiles are faster still: 0.5 ms, and 15 against 124
+  ms at 2,048 rows); without VNNI in fp32 (two-pass is no faster at 20 rows and 1.7x slower at
+  512).
 
 Linear layers that read the same tensor (attention's query, key and value; the FFN's gate and
 up projections) run as one GEMM with one quantisation of their input. The GEMM is fbgemm's
@@ -35,8 +41,11 @@ from typing import Any
 import torch
 
 SMOOTH_ALPHA = 0.6  # MiniLM over Cranfield: 0.6 kept most (0.4 and 0.5 a little less)
+# Two-pass inputs are near 16-bit: less of the difficulty moves to the weights (MiniLM short
+# inputs: 0.9954 at 0, 0.9980 at 0.3, 0.9976 at 0.4-0.5)
+TWO_PASS_ALPHA = 0.3
 # FFN down projections: Qwen3 (and Llama-style) mlp.down_proj, BERT's layer.N.output.dense
-KEEP_FP32 = re.compile(r"(^|\.)down_proj$|(^|\.)layer\.\d+\.output\.dense$")
+FFN_DOWN = re.compile(r"(^|\.)down_proj$|(^|\.)layer\.\d+\.output\.dense$")
 _EPS = 1e-5
 
 
@@ -144,9 +153,11 @@ class _Group:
         act_max: torch.Tensor,
         reduce_range: bool,
         norm: torch.nn.Module | None = None,
+        two_pass: bool = False,
     ) -> None:
         weight = torch.cat([lin.weight.detach().float() for lin in linears])
-        alpha = SMOOTH_ALPHA
+        self.two_pass = two_pass
+        alpha = TWO_PASS_ALPHA if two_pass else SMOOTH_ALPHA
         smooth = (
             act_max.clamp_min(_EPS) ** alpha / weight.abs().amax(0).clamp_min(_EPS) ** (1 - alpha)
         ).clamp_min(_EPS)
@@ -186,13 +197,14 @@ class _Group:
         if getattr(last, "x", None) is not x:
             if self.inverse is not None:
                 x_ = x * self.inverse
-                rows = torch.linalg.vector_norm(x_, float("inf"), dim=-1, keepdim=True)
+                rows = x_.abs().amax(-1, keepdim=True)  # 10x faster than vector_norm(inf)
                 scaled = x_.div_(rows.clamp_min_(1e-12))
             else:
-                rows = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True)
+                rows = x.abs().amax(-1, keepdim=True)
                 scaled = x / rows.clamp_min_(1e-12)
             # every row now spans [-1, 1]: the GEMM's one scale fits them all
-            y = torch.ops.quantized.linear_dynamic(scaled, self.packed, False).mul_(rows)
+            gemm = _two_pass if self.two_pass else _one_pass
+            y = gemm(scaled, self.packed).mul_(rows)
             if self.bias is not None:
                 y.add_(self.bias)
             last.x, last.outputs = x, y.split(self.sizes, dim=-1) if len(self.sizes) > 1 else [y]
@@ -202,9 +214,34 @@ class _Group:
         return out
 
 
+def _one_pass(scaled: torch.Tensor, packed: Any) -> torch.Tensor:
+    return torch.ops.quantized.linear_dynamic(scaled, packed, False)
+
+
+# The GEMM quantises its input to u8 over the tensor's [min, max]: for [-1, 1], steps of 2/255
+# from zero point 127 (torch's choice of parameters; a step of 2/254 leaves 150x the error).
+_STEP = 2 / 255
+_ZERO = 127
+
+
+def _two_pass(scaled: torch.Tensor, packed: Any) -> torch.Tensor:
+    """`scaled` (rows spanning [-1, 1]) times the int8 weights, its input ~16-bit: what the
+    8-bit grid loses of each row, rescaled to [-1, 1], runs as more rows of the same GEMM."""
+    flat = scaled.reshape(-1, scaled.shape[-1])
+    rows = flat.shape[0]
+    grid = torch.round(flat / _STEP).add_(_ZERO).clamp_(0, 255).sub_(_ZERO).mul_(_STEP)
+    lost = flat - grid
+    lost_max = lost.abs().amax(-1, keepdim=True).clamp_min_(1e-12)
+    pin = flat.new_zeros(1, flat.shape[-1])  # holds the tensor's range at exactly [-1, 1]
+    pin[0, :2] = torch.tensor([-1.0, 1.0])
+    y = _one_pass(torch.cat([flat, lost.div_(lost_max), pin]), packed)
+    out = y[:rows].addcmul_(y[rows : 2 * rows], lost_max)
+    return out.reshape(*scaled.shape[:-1], out.shape[-1])
+
+
 class KeptLinear(torch.nn.Module):
-    """A Linear layer int8 leaves in floating point, its weights in `dtype` (bf16 or fp32); it
-    takes and returns the model's fp32."""
+    """An FFN down projection int8 leaves in floating point, its weights in `dtype` (bf16 or
+    fp32); it takes and returns the model's fp32."""
 
     def __init__(self, linear: torch.nn.Linear, dtype: torch.dtype) -> None:
         super().__init__()
@@ -244,22 +281,22 @@ def quantize(
     seen: Calibration,
     reduce_range: bool,
     workers: int = 1,
-    kept: torch.dtype = torch.float32,
+    down: torch.dtype | None = torch.float32,
 ) -> torch.nn.Module:
     """`model` (fp32) with its Linear layers int8 as described above, in place, from what
-    `calibrate` saw of it (`workers` groups packed side by side); the layers KEEP_FP32 names
-    stay in `kept` (bf16 where the CPU computes it natively)."""
+    `calibrate` saw of it (`workers` groups packed side by side); the FFN down projections
+    (FFN_DOWN) stay in `down` (bf16 or fp32), or run two-pass int8 where `down` is None."""
     modules = dict(model.named_modules())
-    if kept != torch.float32:
+    if down is not None and down != torch.float32:
         for name, module in list(modules.items()):
-            if isinstance(module, torch.nn.Linear) and KEEP_FP32.search(name):
+            if isinstance(module, torch.nn.Linear) and FFN_DOWN.search(name):
                 parent, _, child = name.rpartition(".")
-                setattr(modules[parent] if parent else model, child, KeptLinear(module, kept))
+                setattr(modules[parent] if parent else model, child, KeptLinear(module, down))
     fold = getattr(getattr(model, "config", None), "model_type", None) in PRE_NORM
     plans: list[tuple[list[str], list[torch.nn.Linear], torch.nn.Module | None]] = []
     for names in seen.groups:
         norm_name = seen.norms.get(names[0]) if fold else None
-        quantised = [n for n in names if not KEEP_FP32.search(n)]
+        quantised = [n for n in names if down is None or not FFN_DOWN.search(n)]
         if not quantised:
             continue
         if len(quantised) < len(names):  # a reader kept in fp32 needs the norm's output as is
@@ -269,7 +306,8 @@ def quantize(
 
     def build(plan: tuple[list[str], list[torch.nn.Linear], torch.nn.Module | None]) -> _Group:
         names, linears, norm = plan
-        return _Group(linears, seen.maxima[names[0]], reduce_range, norm)
+        two_pass = down is None and bool(FFN_DOWN.search(names[0]))
+        return _Group(linears, seen.maxima[names[0]], reduce_range, norm, two_pass)
 
     # packing the weights for fbgemm takes most of the time: groups packed side by side
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="int8-pack") as pool:

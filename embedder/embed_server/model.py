@@ -29,7 +29,7 @@ from embed_server.batching import plan_batches
 from embed_server.config import EmbedderSettings
 from embed_server.errors import ModelLoadError
 from embed_server.hardware import (
-    cpu_has_native_bf16,
+    int8_down_projection,
     int8_full_range,
     measures,
     resolve_device,
@@ -315,8 +315,8 @@ class Embedder:
         workers = self.parallelism
         if self.calibration is None:
             self.calibration = self._calibrate(workers)
-        kept = torch.bfloat16 if cpu_has_native_bf16() else torch.float32
-        int8.quantize(self.model, self.calibration, not int8_full_range(), workers, kept)
+        down = int8_down_projection()
+        int8.quantize(self.model, self.calibration, not int8_full_range(), workers, down)
         self.dtype = "int8"
 
     def _calibrate(self, workers: int) -> int8.Calibration:
