@@ -53,15 +53,21 @@ def minilm_fp32(minilm_path: Path, minilm_texts: list[str]) -> np.ndarray:
     return embed(load(minilm_path, "fp32"), minilm_texts)
 
 
-@pytest.mark.parametrize("down", [torch.bfloat16, None], ids=["down-bf16", "down-two-pass"])
+@pytest.mark.parametrize(
+    ("down", "gemm"),
+    [(torch.bfloat16, "onednn"), (torch.bfloat16, "fbgemm"), (None, "fbgemm")],
+    ids=["amx", "down-bf16-fbgemm", "vnni-two-pass"],
+)
 def test_int8_keeps_the_bound_for_documents_queries_and_one_word_inputs_where_per_tensor_fails(
     minilm_path: Path,
     minilm_texts: list[str],
     minilm_fp32: np.ndarray,
     down: torch.dtype | None,
+    gemm: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(model, "int8_down_projection", lambda: down)
+    monkeypatch.setattr(model, "int8_gemm", lambda: gemm)
     vectors = embed(load(minilm_path, "int8"), minilm_texts)
     cosines = np.sum(minilm_fp32 * vectors, axis=1)
     short = cosines[-len(SHORT) :]
@@ -101,6 +107,9 @@ def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_a
     tiny_qwen3_path: Path, down: torch.dtype | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(model, "int8_down_projection", lambda: down)
+    monkeypatch.setattr(
+        model, "int8_gemm", lambda: "onednn" if down == torch.bfloat16 else "fbgemm"
+    )
     embedder = load(tiny_qwen3_path, "int8")
     layer = embedder.model.layers[0]
     attention, mlp = layer.self_attn, layer.mlp
@@ -120,6 +129,13 @@ def test_qkv_and_gate_up_run_as_one_int8_gemm_each_and_the_ffn_down_projection_a
     assert attention.q_proj.group.inverse is None and mlp.gate_proj.group.inverse is None
     assert attention.o_proj.group.inverse is not None  # attention's output has no norm before it
     assert int8.packed_bytes(embedder.model) > 0
+
+
+def test_two_pass_int8_is_refused_on_another_gemm_than_fbgemms() -> None:
+    model_ = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    seen = int8.Calibration({}, [], {})
+    with pytest.raises(ValueError, match="fbgemm"):
+        int8.quantize(model_, seen, False, down=None, gemm="onednn")
 
 
 def test_a_kept_layer_in_bf16_takes_and_returns_fp32_close_to_the_fp32_layer() -> None:

@@ -23,8 +23,9 @@ figures):
   512).
 
 Linear layers that read the same tensor (attention's query, key and value; the FFN's gate and
-up projections) run as one GEMM with one quantisation of their input. The GEMM is fbgemm's
-(`quantized::linear_dynamic`, VNNI where the CPU has it).
+up projections) run as one GEMM with one quantisation of their input. The GEMM is
+`quantized::linear_dynamic`: fbgemm's (VNNI where the CPU has it), or oneDNN's with AMX, whose
+int8 tiles it uses (hardware.int8_gemm).
 """
 
 from __future__ import annotations
@@ -282,10 +283,15 @@ def quantize(
     reduce_range: bool,
     workers: int = 1,
     down: torch.dtype | None = torch.float32,
+    gemm: str = "fbgemm",
 ) -> torch.nn.Module:
     """`model` (fp32) with its Linear layers int8 as described above, in place, from what
     `calibrate` saw of it (`workers` groups packed side by side); the FFN down projections
-    (FFN_DOWN) stay in `down` (bf16 or fp32), or run two-pass int8 where `down` is None."""
+    (FFN_DOWN) stay in `down` (bf16 or fp32), or run two-pass int8 where `down` is None
+    (fbgemm's input grid: with `gemm` "fbgemm" only). `gemm`: the quantized engine whose
+    kernels the packed weights run on (fbgemm, or onednn, which uses AMX's int8 tiles)."""
+    if down is None and gemm != "fbgemm":
+        raise ValueError("two-pass int8 needs fbgemm's GEMM")
     modules = dict(model.named_modules())
     if down is not None and down != torch.float32:
         for name, module in list(modules.items()):
@@ -310,8 +316,14 @@ def quantize(
         return _Group(linears, seen.maxima[names[0]], reduce_range, norm, two_pass)
 
     # packing the weights for fbgemm takes most of the time: groups packed side by side
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="int8-pack") as pool:
-        groups = list(pool.map(build, plans))
+    # the engine is read when weights are packed; each pack then keeps its kernels
+    before = torch.backends.quantized.engine
+    torch.backends.quantized.engine = gemm
+    try:
+        with ThreadPoolExecutor(max(1, workers), thread_name_prefix="int8-pack") as pool:
+            groups = list(pool.map(build, plans))
+    finally:
+        torch.backends.quantized.engine = before
     for (names, linears, _), group in zip(plans, groups, strict=True):
         for index, (name, lin) in enumerate(zip(names, linears, strict=True)):
             parent, _, child = name.rpartition(".")

@@ -31,6 +31,7 @@ from embed_server.errors import ModelLoadError
 from embed_server.hardware import (
     int8_down_projection,
     int8_full_range,
+    int8_gemm,
     measures,
     resolve_device,
     resolve_engine,
@@ -316,7 +317,9 @@ class Embedder:
         if self.calibration is None:
             self.calibration = self._calibrate(workers)
         down = int8_down_projection()
-        int8.quantize(self.model, self.calibration, not int8_full_range(), workers, down)
+        int8.quantize(
+            self.model, self.calibration, not int8_full_range(), workers, down, int8_gemm()
+        )
         self.dtype = "int8"
 
     def _calibrate(self, workers: int) -> int8.Calibration:
