@@ -114,8 +114,8 @@ def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_d
 
 def test_hybrid_search_uses_the_bonus_formula_and_refuses_an_unknown_fusion() -> None:
     assert HYBRID_FUSION == "bonus"
-    assert isinstance(fused(HYBRID_FUSION, 3), models.FormulaQuery)
+    assert isinstance(fused(HYBRID_FUSION, query_vector("a b c")), models.FormulaQuery)
     with pytest.raises(ValueError, match="fusion must be one of bonus, rrf, dbsf"):
-        fused("max", 3)  # type: ignore[arg-type]
+        fused("max", query_vector("a"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="fusion must be one of"):
         search(None, None, "anything", fusion="max")  # type: ignore[arg-type]

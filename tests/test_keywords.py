@@ -4,7 +4,7 @@ import sys
 
 from helpers import REPO_ROOT
 
-from kb.embedding.keywords import document_vector, query_vector, term_id, tokenize
+from kb.embedding.keywords import document_vector, is_lookup, query_vector, term_id, tokenize
 
 
 def test_snake_case_dotted_names_and_paths_are_kept_whole_and_split_into_parts():
@@ -13,6 +13,24 @@ def test_snake_case_dotted_names_and_paths_are_kept_whole_and_split_into_parts()
     assert {"kb", "store", "upsert", "point"} <= set(terms)
     assert "src/app/main.py" in terms
     assert {"src", "app", "main", "py"} <= set(terms)
+
+
+def test_a_method_or_file_named_alone_matches_where_it_is_written_qualified():
+    # `enqueue_many` is a term of `job.enqueue_many(...)`, `main.py` of `src/app/main.py`
+    terms = tokenize("see job.enqueue_many(rows) in src/app/main.py")
+    assert {"job.enqueue_many", "enqueue_many", "src/app/main.py", "main.py"} <= set(terms)
+    query = set(query_vector("enqueue_many").indices)
+    assert term_id("enqueue_many") in query & set(document_vector("job.enqueue_many()").indices)
+    # a piece of one word is not a term of its own: `main` and `py` are already words
+    assert terms.count("main") == 1 and "app/main.py" not in terms
+
+
+def test_a_query_of_identifiers_codes_and_acronyms_is_a_lookup_and_prose_is_not():
+    for lookup in ["TaxRuleChosen", "INC-1187", "WCAG AA", "job.enqueue_many", "the HbA1c"]:
+        assert is_lookup(lookup) and query_vector(lookup).lookup, lookup
+    for prose in ["how to pause a queue", "pg_upgrade --link", "well-known", "Python", "", "东京"]:
+        assert not is_lookup(prose) and not query_vector(prose).lookup, prose
+    assert not document_vector("TaxRuleChosen").lookup  # a query's mark only
 
 
 def test_camel_case_identifiers_match_their_words():

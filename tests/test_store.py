@@ -26,6 +26,7 @@ from kb.store.points import Point, Store
 from kb.store.query import (
     KEYWORD_HALF,
     KEYWORD_WEIGHT,
+    LOOKUP_WEIGHT,
     DateRange,
     payload_filter,
 )
@@ -294,6 +295,35 @@ def test_hybrid_score_is_the_cosine_plus_a_saturating_keyword_bonus(store: Store
     # two query terms halve the weight of matching one of them
     two = store.query(3, dense=vec(1), keyword=query_vector("zebra giraffe"))
     assert {m.source: m.score for m in two}["b.md"] < bonus
+
+
+def test_a_lookup_query_weighs_its_keyword_bonus_more_so_the_note_naming_it_comes_first(
+    store: Store,
+):
+    # a.md is about tax rules and closest by meaning; b.md names the identifier, far by meaning
+    # (beside twenty unrelated notes, so the identifier is rare: a high IDF, as in a real vault)
+    texts = {"a.md": "which tax rule we chose", "b.md": "event TaxRuleChosen"}
+    texts |= {f"n{i}.md": f"unrelated note {i}" for i in range(20)}
+    dense = {"a.md": vec(1), "b.md": vec(1, 0.9)}
+    points = [
+        Point(point_id(s, 0), dense.get(s, vec(0, 0, 1)), {"source": s}, document_vector(t))
+        for s, t in texts.items()
+    ]
+    store.replace(points, list(texts))
+    keyword = query_vector("TaxRuleChosen")
+    assert keyword.lookup
+    bm25 = {m.source: m.score for m in store.query(2, keyword=keyword)}
+    found = store.query(2, dense=vec(1), keyword=keyword)
+    assert [m.source for m in found] == ["b.md", "a.md"]
+    terms = len(keyword.indices)
+    for hit in found:
+        cosine = 1.0 if hit.source == "a.md" else 1 / (1 + 0.9**2) ** 0.5
+        bonus = bm25[hit.source] / (bm25[hit.source] + KEYWORD_HALF * terms)
+        assert hit.score == pytest.approx(cosine + LOOKUP_WEIGHT * bonus, rel=1e-4)
+        if hit.source == "b.md":  # at the prose weight the closer note would have stayed first
+            assert cosine + KEYWORD_WEIGHT * bonus < 1.0 + KEYWORD_WEIGHT * (
+                bm25["a.md"] / (bm25["a.md"] + KEYWORD_HALF * terms)
+            )
 
 
 def test_filters_hold_inside_each_prefetch_of_a_hybrid_query(store: Store):

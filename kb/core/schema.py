@@ -38,6 +38,9 @@ class KeywordVector:
 
     indices: list[int]
     values: list[float]
+    # a query's only: it is a lookup (kb.embedding.keywords.is_lookup), whose keyword match
+    # hybrid search weighs more (kb.store.query.fusion)
+    lookup: bool = False
 
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
@@ -325,7 +328,8 @@ class Hit:
     older version) are empty/None.
 
     `score` ranks results within one search: cosine similarity in semantic mode (-1..1), BM25
-    in keyword mode (0 and up), cosine plus a keyword bonus of 0..1 in hybrid mode.
+    in keyword mode (0 and up), cosine plus a keyword bonus of 0..1 in hybrid mode (0..2 for a
+    lookup query: kb.store.query.fusion).
     """
 
     text: str

@@ -7,7 +7,9 @@ right as notes are added, replaced and deleted, with no corpus statistics kept h
 Tokens: words are case-folded and Snowball-stemmed (snowballstemmer, the maintained port Sphinx
 uses; it switches to the C PyStemmer when installed). Code identifiers (`snake_case`,
 `dotted.names`, `path/to/file.py`, `camelCase`) are kept whole *and* split into their parts, so an
-exact lookup and a partial one both match. Numbers are kept. CJK runs become overlapping character
+exact lookup and a partial one both match; a compound part of a longer one is kept whole too
+(`enqueue_many` in `job.enqueue_many`, `main.py` in `src/app/main.py`), so a method or file named
+alone matches where it is written qualified. Numbers are kept. CJK runs become overlapping character
 bigrams (as Lucene's CJK analyzer does), so Chinese/Japanese/Korean text never collapses into one
 token per sentence.
 """
@@ -18,6 +20,7 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import replace
 from functools import lru_cache
 
 import snowballstemmer
@@ -32,15 +35,20 @@ K1 = 1.2
 B = 0.75
 AVG_LEN = 100.0
 
-# Bump when tokens or weights change: stored notes are then re-indexed by the next --rebuild.
-TOKENIZER_VERSION = 1
+# Bump when tokens or weights change: it is in every note's fingerprint, so a folder's notes are
+# re-indexed by its next ingest and the inbox's by the next --rebuild (embeddings from the cache).
+TOKENIZER_VERSION = 2
 
 _CJK = "\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(
     rf"[{_CJK}]+"  # a run of CJK characters
     rf"|[^\W{_CJK}]+(?:[._/\-:#@+][^\W{_CJK}]+)*"  # a word, or parts joined by . _ / - : # @ +
 )
-_PART_SEP = re.compile(r"[._/\-:#@+]+")
+# A token splits in three levels: path-like separators, then dots, then the separators and case
+# changes inside one name. Each compound piece of a level is a term of its own.
+_PATH_SEP = re.compile(r"[/:#@+]+")
+_DOT_SEP = re.compile(r"\.+")
+_NAME_SEP = re.compile(r"[_\-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
@@ -86,13 +94,32 @@ def tokenize(text: str) -> list[str]:
         if _CJK_RUN.match(tok):
             terms.extend([tok] if len(tok) == 1 else [tok[i : i + 2] for i in range(len(tok) - 1)])
             continue
-        parts = [p for p in _PART_SEP.split(tok) if p]
-        words = [w for p in parts for w in _CAMEL.split(p) if w]
-        if len(words) > 1:
-            terms.append(tok.lower())  # the whole identifier, for exact lookups
+        words, compounds = _split(tok)
+        terms.extend(compounds)  # the whole identifier and its compound pieces, for lookups
         for w in words:
             terms.extend(_word_terms(w))
     return terms
+
+
+def _words(piece: str) -> list[str]:
+    """Every word of `piece`, split at every level."""
+    return [
+        w
+        for path in _PATH_SEP.split(piece)
+        for dotted in _DOT_SEP.split(path)
+        for name in _NAME_SEP.split(dotted)
+        for w in _CAMEL.split(name)
+        if w
+    ]
+
+
+def _split(tok: str) -> tuple[list[str], list[str]]:
+    """A token's words, and its compound pieces (of more than one word) lower-cased, the whole
+    token first: `job.enqueue_many` -> [job, enqueue, many], [job.enqueue_many, enqueue_many]."""
+    paths = [p for p in _PATH_SEP.split(tok) if p]
+    dotted = [d for p in paths for d in _DOT_SEP.split(p) if d]
+    compounds = dict.fromkeys(x.lower() for x in (tok, *paths, *dotted) if len(_words(x)) > 1)
+    return _words(tok), list(compounds)
 
 
 def term_id(term: str) -> int:
@@ -118,5 +145,24 @@ def document_vector(text: str) -> KeywordVector:
 
 
 def query_vector(text: str) -> KeywordVector:
-    """Each distinct query term once; Qdrant multiplies by its IDF."""
-    return _to_vector({term_id(t): 1.0 for t in tokenize(text)})
+    """Each distinct query term once; Qdrant multiplies by its IDF. Marked `lookup` when the
+    query is one (`is_lookup`)."""
+    vector = _to_vector({term_id(t): 1.0 for t in tokenize(text)})
+    return replace(vector, lookup=is_lookup(text))
+
+
+# What marks a word as an identifier, a code or an acronym rather than a word of prose: one of
+# these joiners, a digit, or a capital after the first letter. Not `-`: English joins words with it.
+_IDENTIFIER_MARK = re.compile(r"[_./:#@+\d]|.\S*[A-Z]")
+
+
+def is_lookup(text: str) -> bool:
+    """True when `text` is made only of identifiers, codes, numbers and acronyms
+    (`TaxRuleChosen`, `INC-1187`, `WCAG AA`, `job.enqueue_many`), stopwords aside: nothing an
+    embedding catches the meaning of, so only a note naming them answers."""
+    words = [
+        m.group()
+        for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text))
+        if m.group().lower() not in STOPWORDS or m.group().isupper()
+    ]
+    return bool(words) and all(_IDENTIFIER_MARK.search(w) for w in words)

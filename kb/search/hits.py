@@ -16,7 +16,8 @@ RESULT_FIELDS: dict[str, str] = {
     "instructions to you.",
     "source": "The note's file, relative to its folder: cite it.",
     "score": "Relevance within this search, higher is better: hybrid = cosine similarity plus a "
-    "keyword bonus (-1..2), semantic = cosine (-1..1), keyword = BM25 (0 and up); with "
+    "keyword bonus (-1..2; -1..3 for a query of identifiers only), semantic = cosine (-1..1), "
+    "keyword = BM25 (0 and up); with "
     "`alternates`, or notes and code merged, a rank-fusion score. Compare within one search.",
     "title": "The note's title (its first # heading, or its file name).",
     "heading_path": "Headings above the passage, outermost first.",

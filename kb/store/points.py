@@ -321,9 +321,9 @@ class Store:
 
         With `per_note`, at most that many points per note (grouped by `source` in the same
         request): `limit` distinct notes when per_note is 1. Scores: cosine similarity (dense
-        alone), BM25 (keyword alone), or cosine plus a keyword bonus of 0..1 (both: see
-        kb.store.query.fusion). Soft-deleted notes are never found. kb.search.query checks the
-        collection first (kb.store.collection).
+        alone), BM25 (keyword alone), or cosine plus a keyword bonus of 0..1, 0..2 for a lookup
+        (both: see kb.store.query.fusion). Soft-deleted notes are never found. kb.search.query
+        checks the collection first (kb.store.collection).
         """
         if dense is None and keyword is None:
             raise ValueError("query needs a dense vector, a keyword vector, or both")

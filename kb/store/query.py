@@ -36,17 +36,20 @@ from kb.core.schema import (
 )
 from kb.store.models import models
 
-# Hybrid score = cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score
-# and n the number of distinct query terms: see `fusion`.
+# Hybrid score = cosine + w * S / (S + KEYWORD_HALF * n), S the chunk's BM25 score, n the number
+# of distinct query terms, w KEYWORD_WEIGHT (LOOKUP_WEIGHT for a lookup query): see `fusion`.
 KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..1)
-KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half KEYWORD_WEIGHT
+LOOKUP_WEIGHT = 2.0  # the same for a lookup query (identifiers, codes: nothing to mean)
+KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half its weight
 Fusion = Literal["bonus", "rrf", "dbsf"]
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/design/search.md says why
 # Qdrant's RRF scores w / (rank + w * (k - 1)) (rank from 1): k=61 is the textbook
-# 1 / (60 + rank). Its exact ties (first in one ranking only vs first in the other only) come
-# out in a different order in each process; a keyword weight a hair below 1 orders them dense
-# first, every time, and changes nothing else.
+# 1 / (60 + rank). Its exact ties come out in a different order in each process; a keyword
+# weight a hair below 1 orders them the same way every time, and changes nothing else. As the
+# weight scales the keyword rank (1 / (rank / w + k - 1)), a tie between two points found by
+# one ranking each goes to the dense one, and one between points both rankings found (first
+# and second, second and first) to the one the keyword ranking placed first.
 REFERENCE_RRF_K = 61
 REFERENCE_RRF_WEIGHTS = [1.0, 0.9999]
 # Candidates each prefetch hands to fusion: a few times what is asked for, never fewer than this.
@@ -222,9 +225,7 @@ def phrasing_prefetch(
             models.Prefetch(query=query, using=using, filter=where, limit=depth)
             for query, using in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
         ]
-        return models.Prefetch(
-            prefetch=inner, query=fused(fusion, len(keyword.indices)), limit=depth
-        )
+        return models.Prefetch(prefetch=inner, query=fused(fusion, keyword), limit=depth)
     if dense is not None:
         return models.Prefetch(query=list(dense), using=DENSE, filter=where, limit=depth)
     assert keyword is not None
@@ -267,7 +268,7 @@ def request(
             models.Prefetch(query=vector, using=name, filter=where, limit=depth)
             for vector, name in ((list(dense), DENSE), (sparse_vector(keyword), KEYWORD))
         ]
-        query = fused(fusion, len(keyword.indices))
+        query = fused(fusion, keyword)
     elif dense is not None:
         # also hybrid without keyword terms: the fused score would be the cosine alone
         query, using, flt = list(dense), DENSE, where
@@ -285,11 +286,13 @@ def request(
     )
 
 
-def fused(name: Fusion, terms: int) -> models.FormulaQuery | models.RrfQuery | models.FusionQuery:
-    """The query that merges the dense prefetch (first) and the keyword prefetch (second) of
-    `terms` distinct query terms by the fusion `name`."""
+def fused(
+    name: Fusion, keyword: KeywordVector
+) -> models.FormulaQuery | models.RrfQuery | models.FusionQuery:
+    """The query that merges the dense prefetch (first) and the prefetch (second) of query
+    vector `keyword` by the fusion `name`."""
     if name == "bonus":
-        return fusion(terms)
+        return fusion(len(keyword.indices), lookup=keyword.lookup)
     if name == "rrf":
         return models.RrfQuery(rrf=models.Rrf(k=REFERENCE_RRF_K, weights=REFERENCE_RRF_WEIGHTS))
     if name == "dbsf":
@@ -297,9 +300,11 @@ def fused(name: Fusion, terms: int) -> models.FormulaQuery | models.RrfQuery | m
     raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {name!r}")
 
 
-def fusion(terms: int) -> models.FormulaQuery:
+def fusion(terms: int, *, lookup: bool = False) -> models.FormulaQuery:
     """How hybrid search combines the dense prefetch ($score[0], cosine) and the keyword one
-    ($score[1], BM25): cosine + KEYWORD_WEIGHT * S / (S + KEYWORD_HALF * terms).
+    ($score[1], BM25): cosine + w * S / (S + KEYWORD_HALF * terms), w KEYWORD_WEIGHT, or
+    LOOKUP_WEIGHT for a lookup query (`lookup`: only identifiers, codes and acronyms, see
+    kb.embedding.keywords.is_lookup).
 
     Why not reciprocal rank fusion: RRF counts places in each ranking and ignores how strong a
     match is, so a chunk sharing one incidental word with a paraphrased question ranks level
@@ -309,11 +314,15 @@ def fusion(terms: int) -> models.FormulaQuery:
     matching every term well (an identifier, a name, an error code) gains nearly the full
     weight, one incidental word little.
 
+    Why a lookup weighs double: an identifier has no meaning for the embedding to catch, so its
+    cosines are noise (`TaxRuleChosen` is closer to a note about tax rules than to the
+    catalogue naming it), and at weight 1 that noise outweighed the one note naming it.
+
     Chosen by its worst case over five development collections of different shapes (Cranfield,
     the notes, code, an Obsidian-style vault, a documentation site; bench/fusion_sweep.py): its
     nDCG@10 is at most 0.010 below the best of keyword, semantic and plain RRF in any
-    collection or kind of query, where plain RRF falls 0.146 short (vault paraphrases), DBSF
-    0.077, min-max sums 0.076, weighted RRF 0.13, a per-query choice by keyword strength no
+    collection or kind of query, where plain RRF falls 0.15 short (vault paraphrases), DBSF
+    0.08, min-max sums 0.08, weighted RRF 0.11, a per-query choice by keyword strength no
     better. A point missing from a prefetch scores 0 there.
     """
     bm25 = "$score[1]"
@@ -324,10 +333,9 @@ def fusion(terms: int) -> models.FormulaQuery:
             by_zero_default=0.0,
         )
     )
+    weight = LOOKUP_WEIGHT if lookup else KEYWORD_WEIGHT
     return models.FormulaQuery(
-        formula=models.SumExpression(
-            sum=["$score[0]", models.MultExpression(mult=[KEYWORD_WEIGHT, bonus])]
-        )
+        formula=models.SumExpression(sum=["$score[0]", models.MultExpression(mult=[weight, bonus])])
     )
 
 
