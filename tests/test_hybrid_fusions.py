@@ -112,6 +112,32 @@ def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_d
             store.close()
 
 
+def test_the_reference_rrf_breaks_a_tie_of_points_both_rankings_found_keyword_first(
+    tmp_path: Path,
+) -> None:
+    # a.md: first by meaning, second by keyword; b.md: second by meaning, first by keyword.
+    # Both score 1/61 + 1/62; the keyword weight a hair below 1 scales the keyword ranks, so the
+    # one the keyword ranking placed first wins (kb.store.query.REFERENCE_RRF_WEIGHTS).
+    points = [
+        Point(point_id("a.md", 0), [1.0, 0, 0, 0], {"source": "a.md"},
+              document_vector("zebra and a long tail of other words here")),
+        Point(point_id("b.md", 0), [0.8, 0.6, 0, 0], {"source": "b.md"},
+              document_vector("zebra zebra")),
+        Point(point_id("c.md", 0), [0, 1.0, 0, 0], {"source": "c.md"}, document_vector("lion")),
+    ]  # fmt: skip
+    for engine in ("edge", "server"):
+        store = opened(tmp_path, engine, points)
+        try:
+            for _ in range(3):
+                top = store.query(2, dense=[1.0, 0, 0, 0], keyword=query_vector("zebra"),
+                                  fusion="rrf")  # fmt: skip
+                assert [h.source for h in top] == ["b.md", "a.md"], engine
+                both = 1 / 61 + 1 / 62
+                assert [h.score for h in top] == pytest.approx([both, both], rel=1e-4)
+        finally:
+            store.close()
+
+
 def test_hybrid_search_uses_the_bonus_formula_and_refuses_an_unknown_fusion() -> None:
     assert HYBRID_FUSION == "bonus"
     assert isinstance(fused(HYBRID_FUSION, query_vector("a b c")), models.FormulaQuery)
