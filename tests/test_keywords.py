@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers import REPO_ROOT
 
 from kb.embedding.keywords import document_vector, is_lookup, query_vector, term_id, tokenize
@@ -31,6 +32,13 @@ def test_a_query_of_identifiers_codes_and_acronyms_is_a_lookup_and_prose_is_not(
     for prose in ["how to pause a queue", "pg_upgrade --link", "well-known", "Python", "", "东京"]:
         assert not is_lookup(prose) and not query_vector(prose).lookup, prose
     assert not document_vector("TaxRuleChosen").lookup  # a query's mark only
+
+
+@pytest.mark.timeout(60)
+def test_a_query_of_one_very_long_word_is_read_in_linear_time():
+    # a backtracking pattern took ~50 s on a 100,000-letter query (the MCP fuzz test's)
+    for word in ("q" * 1_000_000, "Q" + "q" * 1_000_000):
+        query_vector(word)
 
 
 def test_camel_case_identifiers_match_their_words():

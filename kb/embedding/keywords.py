@@ -152,8 +152,14 @@ def query_vector(text: str) -> KeywordVector:
 
 
 # What marks a word as an identifier, a code or an acronym rather than a word of prose: one of
-# these joiners, a digit, or a capital after the first letter. Not `-`: English joins words with it.
-_IDENTIFIER_MARK = re.compile(r"[_./:#@+\d]|.\S*[A-Z]")
+# these joiners, a digit (below), or a capital after the first letter (`_identifier`). Not `-`:
+# English joins words with it.
+_IDENTIFIER_MARK = re.compile(r"[_./:#@+\d]")
+
+
+def _identifier(word: str) -> bool:
+    # no regex for the capital: `.\S*[A-Z]` backtracks over a long word in quadratic time
+    return bool(_IDENTIFIER_MARK.search(word)) or any(ch.isupper() for ch in word[1:])
 
 
 def is_lookup(text: str) -> bool:
@@ -165,4 +171,4 @@ def is_lookup(text: str) -> bool:
         for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text))
         if m.group().lower() not in STOPWORDS or m.group().isupper()
     ]
-    return bool(words) and all(_IDENTIFIER_MARK.search(w) for w in words)
+    return bool(words) and all(_identifier(w) for w in words)
