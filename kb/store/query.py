@@ -289,8 +289,8 @@ def request(
 def fused(
     name: Fusion, keyword: KeywordVector
 ) -> models.FormulaQuery | models.RrfQuery | models.FusionQuery:
-    """The query that merges the dense prefetch (first) and the prefetch (second) of query
-    vector `keyword` by the fusion `name`."""
+    """The query that merges the dense prefetch (first) and the keyword prefetch (second) of
+    query vector `keyword` by the fusion `name`."""
     if name == "bonus":
         return fusion(len(keyword.indices), lookup=keyword.lookup)
     if name == "rrf":
