@@ -84,6 +84,23 @@ def test_each_fusion_ranks_alike_on_the_embedded_engine_and_as_a_server_does(
         server.close()
 
 
+def assert_reference_top(
+    tmp_path: Path, points: list[Point], top2: list[str], score: float
+) -> None:
+    """On both engines, three times over: the reference RRF's two best for the dense query
+    [1, 0, 0, 0] and the keyword `zebra` are `top2`, both scoring `score`."""
+    for engine in ("edge", "server"):
+        store = opened(tmp_path, engine, points)
+        try:
+            for _ in range(3):
+                top = store.query(2, dense=[1.0, 0, 0, 0], keyword=query_vector("zebra"),
+                                  fusion="rrf")  # fmt: skip
+                assert [h.source for h in top] == top2, engine
+                assert [h.score for h in top] == pytest.approx([score, score], rel=1e-4)
+        finally:
+            store.close()
+
+
 def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_dense_first(
     tmp_path: Path,
 ) -> None:
@@ -100,16 +117,7 @@ def test_the_reference_rrf_scores_one_over_sixty_plus_the_rank_and_breaks_ties_d
         Point(point_id("a.md", 0), [1.0, 0, 0, 0], {"source": "a.md"}, document_vector("lion")),
         Point(point_id("b.md", 0), [-1.0, 0, 0, 0], {"source": "b.md"}, document_vector("zebra")),
     ]
-    for engine in ("edge", "server"):
-        store = opened(tmp_path, engine, points)
-        try:
-            for _ in range(3):
-                top = store.query(2, dense=[1.0, 0, 0, 0], keyword=query_vector("zebra"),
-                                  fusion="rrf")  # fmt: skip
-                assert [h.source for h in top] == ["a.md", "b.md"], engine
-                assert [h.score for h in top] == pytest.approx([1 / 61, 1 / 61], rel=1e-4)
-        finally:
-            store.close()
+    assert_reference_top(tmp_path, points, ["a.md", "b.md"], 1 / 61)
 
 
 def test_the_reference_rrf_breaks_a_tie_of_points_both_rankings_found_keyword_first(
@@ -125,17 +133,7 @@ def test_the_reference_rrf_breaks_a_tie_of_points_both_rankings_found_keyword_fi
               document_vector("zebra zebra")),
         Point(point_id("c.md", 0), [0, 1.0, 0, 0], {"source": "c.md"}, document_vector("lion")),
     ]  # fmt: skip
-    for engine in ("edge", "server"):
-        store = opened(tmp_path, engine, points)
-        try:
-            for _ in range(3):
-                top = store.query(2, dense=[1.0, 0, 0, 0], keyword=query_vector("zebra"),
-                                  fusion="rrf")  # fmt: skip
-                assert [h.source for h in top] == ["b.md", "a.md"], engine
-                both = 1 / 61 + 1 / 62
-                assert [h.score for h in top] == pytest.approx([both, both], rel=1e-4)
-        finally:
-            store.close()
+    assert_reference_top(tmp_path, points, ["b.md", "a.md"], 1 / 61 + 1 / 62)
 
 
 def test_hybrid_search_uses_the_bonus_formula_and_refuses_an_unknown_fusion() -> None:
