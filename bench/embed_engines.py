@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import math
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -82,6 +84,23 @@ def query_latency(embedder: Any, runs: int = QUERY_RUNS) -> tuple[float, float]:
     for _ in range(2):
         timed(embedder, text)
     return p50_p95([timed(embedder, text) for _ in range(runs)])
+
+
+def contended_latency(embedder: Any, runs: int = QUERY_RUNS) -> dict[str, Any]:
+    """`query_latency` while another process (a busy loop) holds a core: the first runs try
+    every thread, embed_server.threads moves small passes to one; p50, p95 and the slowest."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        text = [" ".join(f"w{i}" for i in range(QUERY_TOKENS - 1))]
+        seconds = [timed(embedder, text) for _ in range(runs)]
+    finally:
+        hog.kill()
+        hog.wait()
+    state = embedder.pass_threads.state()
+    embedder.pass_threads.reset()  # the next measurement starts afresh
+    p50, p95 = p50_p95(seconds)
+    return {"p50_p95_s": [round(p50, 4), round(p95, 4)], "max_s": round(max(seconds), 4)} | state
 
 
 def p50_p95(seconds: list[float]) -> tuple[float, float]:
@@ -219,6 +238,8 @@ def throughput(
     }
     latency = {label(c): query_latency(m) for c, m in models.items()}
     searches = {label(c): search_latency(m) for c, m in models.items()}
+    query_engine = tuple(decision["queries"].split())
+    contended = contended_latency(models[query_engine]) if query_engine[0] == "torch" else None
     return {
         "auto": decision,
         "default_engine": default,
@@ -227,6 +248,7 @@ def throughput(
         "engines": engines,
         "query_latency_s": latency,
         "search_latency": {name: v for name, v in searches.items() if v is not None},
+        "contended_query": contended,
         "baseline": rates[BASELINE],
         "default": rates[DEFAULT.format(engine=label(default))],
         "best_small_requests": small,

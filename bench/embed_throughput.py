@@ -154,6 +154,14 @@ def measure_all(
         for name, (p50, p95) in speed["query_latency_s"].items():
             print(f"  {name:26s} p50 {p50 * 1000:6.0f} ms  p95 {p95 * 1000:6.0f} ms")
         print_searches(speed["search_latency"])
+        if (busy := speed["contended_query"]) is not None:
+            (p50, p95), slowest = busy["p50_p95_s"], busy["max_s"]
+            print(
+                f"  {speed['default_query_engine']} with another process holding a core: p50 "
+                f"{p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f}, slowest {slowest * 1000:.0f} "
+                f"(small passes then on {busy['small_pass_threads']} thread(s), last CPU share "
+                f"{busy['last_cpu_share']})"
+            )
         loads.append(load_line())
         print(f"timed steps done: {loads[-1]}", flush=True)
         engine_env = {
@@ -312,6 +320,7 @@ def result_json(
             for k, v in speed["query_latency_s"].items()
         },
         "search_latency_s": speed["search_latency"],
+        "contended_query": speed["contended_query"],
         "one_request_over_small_requests": round(fast / small, 3),
         "accuracy": {d: {k: round(v, 6) for k, v in a.items()} for d, a in acc.items()},
         "memory": memory,

@@ -42,6 +42,10 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict:
 
 def test_health_reports_model_dimensions_and_token_limit(embedder_url: str, minilm_path) -> None:
     body = httpx.get(f"{embedder_url}/health").json()
+    threads = body["query_engine"].pop("threads")  # queries on every thread while cores are free
+    assert threads["small_pass_threads"] >= 1 and threads["one_thread_for_s"] >= 0
+    for one in body["models"]:
+        one["query_engine"].pop("threads")
     model = {
         "model": str(minilm_path),
         "dimensions": 384,

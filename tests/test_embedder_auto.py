@@ -182,6 +182,7 @@ def test_auto_runs_the_fastest_engine_that_keeps_the_bound_and_health_says_why(
         "backend": "torch",
         "dtype": "bf16",
         "instruction_tokens_reused": 0,
+        "threads": None,  # a fake engine: no torch passes
     }
 
 
@@ -310,6 +311,7 @@ def test_queries_run_on_their_own_fastest_engine_when_it_is_much_faster_and_memo
         "backend": "torch",
         "dtype": "int8",
         "instruction_tokens_reused": 0,
+        "threads": None,  # a fake engine: no torch passes
     }
     assert health["auto"]["queries"] == "torch int8"
     assert "loaded beside it for queries (+30 MB)" in health["auto"]["reason"]

@@ -109,21 +109,6 @@ def test_weights_are_loaded_and_run_in_the_resolved_precision(
         np.testing.assert_array_equal(vectors, reference)
 
 
-def test_short_inputs_run_on_one_thread_long_ones_share_the_threads(minilm_path: Path) -> None:
-    settings = config.EmbedderSettings(
-        _env_file=None, EMBED_MODEL=str(minilm_path), EMBED_DTYPE="fp32", EMBED_THREADS=2
-    )
-    with torch_threads_kept():
-        embedder = model.Embedder(settings)
-        embedder.embed_ids(embedder.tokenize(["a short query"]))
-        assert torch.get_num_threads() == 1
-        long_batch = embedder.tokenize(["a longer text about wings and shock waves " * 20] * 2)
-        embedder.embed_ids(long_batch)
-        assert torch.get_num_threads() == 2
-        embedder.embed_ids(long_batch, side_by_side=2)  # two batches share the two threads
-        assert torch.get_num_threads() == 1
-
-
 def test_health_names_the_setting_when_cuda_is_asked_for_without_a_gpu(
     minilm_path: Path,
 ) -> None:

@@ -258,11 +258,22 @@ def _described(name: str, one: Service) -> dict[str, Any]:
             "dtype": queries.dtype,
             # query instruction tokens whose keys and values every query reuses (0: none)
             "instruction_tokens_reused": getattr(queries, "instruction_tokens", 0),
+            # threads a query runs on now, and the CPU share the last one got (null: not torch
+            # on CPU; embed_server.threads)
+            "threads": _threads_state(queries),
         },
         # what EMBED_BACKEND=auto, EMBED_DTYPE=auto measured and chose, and why (null:
         # an explicit setting or a GPU)
         "auto": getattr(encoder, "decision", None),
     }
+
+
+def _threads_state(encoder: Any) -> dict[str, object] | None:
+    guard = getattr(encoder, "pass_threads", None)
+    if guard is None or getattr(encoder, "onnx", None) is not None or encoder.device.type != "cpu":
+        return None
+    state: dict[str, object] = guard.state()
+    return state
 
 
 def install_health(app: FastAPI, settings: EmbedderSettings, reranking: RerankService) -> None:

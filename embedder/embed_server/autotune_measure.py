@@ -27,11 +27,10 @@ from embed_server.autotune_decision import (
 )
 from embed_server.batching import encode_ids
 from embed_server.probe import CALIBRATION_TEXTS, PROBE_DOCUMENTS, PROBE_QUERIES
+from embed_server.threads import MAX_SIDE_BY_SIDE
 
 if TYPE_CHECKING:
     from embed_server.model import Embedder
-
-MAX_WORKERS = 2  # as model.MAX_SIDE_BY_SIDE: micro-batches side by side
 
 DOC_RUNS = 3
 QUERY_RUNS = 5
@@ -258,7 +257,7 @@ def measure(
     alone. Leaves the documents' engine running; returns the decision and the engines still
     loaded (by label)."""
     started = time.monotonic()
-    with ThreadPoolExecutor(max(1, MAX_WORKERS - 1), thread_name_prefix="auto") as threads:
+    with ThreadPoolExecutor(max(1, MAX_SIDE_BY_SIDE - 1), thread_name_prefix="auto") as threads:
         bench = _Bench(embedder, threads)
         if any(backend != "torch" for backend, _ in engines):
             bench.layers = None

@@ -167,7 +167,8 @@ class EmbedderSettings(BaseSettings):
         default_factory=_cores,
         ge=1,
         description="CPU threads the embedder computes with, shared by the micro-batches running "
-        "side by side (short inputs such as one query run on one thread).",
+        "side by side (a short input such as one query gets them all, or one while another "
+        "process holds a core).",
     )
     EMBED_API_KEY: str = Field(
         "",

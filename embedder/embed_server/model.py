@@ -39,6 +39,7 @@ from embed_server.hardware import (
 from embed_server.onnx_backend import OnnxModel, load_onnx
 from embed_server.probe import CALIBRATION_QUERIES, CALIBRATION_TEXTS
 from embed_server.prompt_cache import PromptCache, stable_prefix
+from embed_server.threads import MAX_SIDE_BY_SIDE, PassThreads, set_threads
 
 log = logging.getLogger("embedder.model")
 
@@ -50,15 +51,6 @@ _POOLING_FLAGS = {  # sentence-transformers Pooling config key -> our mode
     "pooling_mode_lasttoken": "lasttoken",
 }
 _TOKENIZE_CHUNK = 256  # texts per tokenizer call: keeps the ids of a huge round compact
-# Micro-batches up to this many padded tokens (one query, a few short texts) run on one CPU
-# thread: their ops are too small to gain from more, and while another process holds a core every
-# op waits for the descheduled thread (a 21-token query on the Qwen3-0.6B shape with both cores
-# busy: 0.16 s on one thread, 1.2-2.6 s on two).
-SINGLE_THREAD_TOKENS = 128
-# Micro-batches run side by side on CPU (batching.Engine). More than two Python threads driving
-# eager torch ops would contend for the GIL; two already keep the ops free of per-op barriers.
-MAX_SIDE_BY_SIDE = 2
-_THREADS_LOCK = threading.Lock()  # torch.set_num_threads also resets process-wide state
 _TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
 CALIBRATION_BATCH_TOKENS = 512  # padded tokens per calibration pass
 
@@ -178,7 +170,10 @@ class Embedder:
         self.folder = folder = resolve_model(settings.EMBED_MODEL)
         self.device = resolve_device(settings.EMBED_DEVICE)
         self.threads = settings.EMBED_THREADS
-        torch.set_num_threads(self.threads)
+        # loading on one thread: a thread running ops on several keeps its own OpenMP pool, which
+        # slows every other (embed_server.threads.run_wide)
+        set_threads(1)
+        self.pass_threads = PassThreads(self.threads, "embedder")
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
         self.is_qwen3 = config.model_type == "qwen3"
         self.pooling = "lasttoken" if self.is_qwen3 else sentence_transformers_pooling(folder)
@@ -333,10 +328,7 @@ class Embedder:
         ]
 
         def forward(input_ids: torch.Tensor, mask: torch.Tensor) -> None:
-            threads = max(1, self.threads // workers)
-            if torch.get_num_threads() != threads:
-                with _THREADS_LOCK:
-                    torch.set_num_threads(threads)
+            set_threads(max(1, self.threads // workers))
             with torch.inference_mode():
                 self.model(input_ids=input_ids, attention_mask=mask, **self._forward_kwargs)
 
@@ -405,32 +397,31 @@ class Embedder:
             return torch.nn.functional.normalize(vectors, p=2, dim=-1).numpy()
         prompt = self._prompt_for(batch)
         if prompt is not None:
-            with torch.inference_mode():
-                self._threads_for(batch, len(prompt.ids), side_by_side)
-                vectors = prompt.last_states(self.model, batch, self.pad_id).float()
-                return torch.nn.functional.normalize(vectors, p=2, dim=-1).cpu().numpy()
-        input_ids, mask = self._padded(batch)
-        self._threads_for(batch, 0, side_by_side)
-        if self.device.type != "cpu":
-            input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        with torch.inference_mode():
-            hidden = self.model(
-                input_ids=input_ids, attention_mask=mask, **self._forward_kwargs
-            ).last_hidden_state
-            vectors = pool(hidden, mask, self.pooling, self.left_padded)
-            vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
-        return vectors.cpu().numpy()
+            cached = len(prompt.ids)
 
-    def _threads_for(self, batch: Sequence[np.ndarray], cached: int, side_by_side: int) -> None:
-        """The calling thread's torch threads for a micro-batch computing all but `cached`
-        tokens of each input: one for a small one, else its share of EMBED_THREADS."""
-        if self.device.type != "cpu":
-            return
-        small = len(batch) * (max(len(ids) for ids in batch) - cached) <= SINGLE_THREAD_TOKENS
-        wanted = 1 if small else max(1, self.threads // side_by_side)
-        if torch.get_num_threads() != wanted:  # the calling thread's own setting
-            with _THREADS_LOCK:
-                torch.set_num_threads(wanted)
+            def forward() -> torch.Tensor:
+                with torch.inference_mode():
+                    return prompt.last_states(self.model, batch, self.pad_id).float()
+
+        else:
+            cached = 0
+            input_ids, mask = self._padded(batch)
+            if self.device.type != "cpu":
+                input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+
+            def forward() -> torch.Tensor:
+                with torch.inference_mode():
+                    hidden = self.model(
+                        input_ids=input_ids, attention_mask=mask, **self._forward_kwargs
+                    ).last_hidden_state
+                    return pool(hidden, mask, self.pooling, self.left_padded)
+
+        if self.device.type == "cpu":  # on the threads embed_server.threads gives it
+            tokens = len(batch) * (max(len(ids) for ids in batch) - cached)
+            vectors = self.pass_threads.run(forward, tokens, side_by_side)
+        else:
+            vectors = forward()
+        return torch.nn.functional.normalize(vectors, p=2, dim=-1).cpu().numpy()
 
     @property
     def instruction_tokens(self) -> int:

@@ -25,13 +25,8 @@ from transformers.utils import logging as hf_logging
 from embed_server.config import EmbedderSettings
 from embed_server.errors import ModelLoadError
 from embed_server.hardware import resolve_device, resolve_rerank_dtype
-from embed_server.model import (
-    _THREADS_LOCK,
-    _TORCH_DTYPES,
-    MAX_SIDE_BY_SIDE,
-    SINGLE_THREAD_TOKENS,
-    int8_linear,
-)
+from embed_server.model import _TORCH_DTYPES, int8_linear
+from embed_server.threads import MAX_SIDE_BY_SIDE, PassThreads
 
 log = logging.getLogger("embedder.rerank")
 
@@ -84,6 +79,7 @@ class Reranker:
         self.device = resolve_device(settings.EMBED_DEVICE)
         self.dtype = resolve_rerank_dtype(settings.RERANK_DTYPE, self.device)
         self.threads = settings.EMBED_THREADS
+        self.pass_threads = PassThreads(self.threads, "reranker")
         self.parallelism = min(MAX_SIDE_BY_SIDE, self.threads) if self.device.type == "cpu" else 1
         self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -150,16 +146,18 @@ class Reranker:
         inputs = {"input_ids": input_ids, "attention_mask": mask}
         if self.segments:
             inputs["token_type_ids"] = segments
-        if self.device.type == "cpu":
-            small = len(batch) * longest <= SINGLE_THREAD_TOKENS
-            wanted = 1 if small else max(1, self.threads // side_by_side)
-            if torch.get_num_threads() != wanted:
-                with _THREADS_LOCK:
-                    torch.set_num_threads(wanted)
-        else:
+        if self.device.type != "cpu":
             inputs = {key: value.to(self.device) for key, value in inputs.items()}
-        with torch.inference_mode():
-            logits = self.model(**inputs).logits
+
+        def forward() -> torch.Tensor:
+            with torch.inference_mode():
+                out: torch.Tensor = self.model(**inputs).logits
+                return out
+
+        if self.device.type == "cpu":  # on the threads embed_server.threads gives it
+            logits = self.pass_threads.run(forward, len(batch) * longest, side_by_side)
+        else:
+            logits = forward()
         return logits.float().reshape(-1, 1).cpu().numpy()
 
 
