@@ -7,10 +7,11 @@ int8, native 2-core Zen 4: 73-96 ms on two threads, 104-157 ms on one), but whil
 holds a core each of its many short ops waits at the threads' barrier for the one descheduled
 (the same query 210-660 ms on two, 108-142 ms on one). So each small pass on more than one
 thread measures the CPU it got: the process's CPU time over the pass's wall time x threads,
-0.97-1.01 on idle cores and 0.47-0.75 with one or two taken. Below SHARE_FLOOR small passes run
-on one thread for a cool-down, which doubles each time the next try on every thread finds a
-core still taken (COOL_DOWN_S up to MAX_COOL_DOWN_S) and starts again from the first once a try
-gets its cores. Under a lasting load, then, one query in a growing while pays the slow try.
+0.97-1.01 on idle cores and 0.47-0.75 with one or two taken. After STRIKES such passes in a row
+below SHARE_FLOOR, small passes run on one thread for a cool-down, which doubles each time the
+next try on every thread finds a core still taken (COOL_DOWN_S up to MAX_COOL_DOWN_S) and
+starts again from the first once a try gets its cores. Under a lasting load, then, one query in
+a growing while pays the slow try.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ T = TypeVar("T")
 
 def run_wide(work: Callable[[], T]) -> T:
     """`work()` on the process's wide lane: one thread on which every multi-threaded torch pass
-    of the embedder and the reranker runs, and their loading. libgomp (torch's OpenMP) keeps a
-    pool of worker threads for each thread that ever ran an op on several threads, and once the
-    pools hold more threads than there are CPUs, every barrier sleeps instead of spinning: a
-    20-token query on two threads took 2x as long (CPU share 0.45-0.58) from a second thread.
+    of the embedder and the reranker runs (models load on one thread: model.Embedder). libgomp
+    (torch's OpenMP) keeps a pool of worker threads for each thread that ever ran an op on
+    several threads, and once the pools hold more threads than there are CPUs, every barrier
+    sleeps instead of spinning: a 20-token query on two threads took 2x as long (CPU share
+    0.45-0.58) from a second thread.
     Thread-local state (torch.inference_mode, the thread count) is set inside `work`."""
     global _WIDE
     with _LOCK:
@@ -57,7 +59,7 @@ def run_wide(work: Callable[[], T]) -> T:
             _WIDE = ThreadPoolExecutor(1, thread_name_prefix="torch-wide")
         lane = _WIDE
     if threading.current_thread().name.startswith("torch-wide"):
-        return work()  # already on it (a load timing passes)
+        return work()  # from the lane itself: submitting would wait on itself
     return lane.submit(work).result()
 
 
