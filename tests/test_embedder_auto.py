@@ -365,8 +365,17 @@ def test_auto_on_the_real_qwen3_shape_reports_each_engine_and_runs_the_fastest_w
     assert "torch fp32" in holding and figures["torch fp32"]["min_cosine"] == pytest.approx(1.0)
     for f in holding.values():
         assert f["document_batch_s"] > 0 and f["query_s"] > 0 and f["size_mb"] > 0
-    fastest = min(holding, key=lambda name: holding[name]["document_batch_s"])
-    assert auto["documents"] == fastest == f"{health['backend']} {health['dtype']}"
+    # Of the engines within CLOSE of the fastest batch, the most accurate runs: the timings here
+    # are whatever this machine measured (tiny-model engines often land within 10 % of each
+    # other), so the test checks the rule, with room for /health's rounding to 5 decimals.
+    reach = autotune_measure.CLOSE * min(f["document_batch_s"] for f in holding.values())
+    slack = 2e-5
+    within = {n: f for n, f in holding.items() if f["document_batch_s"] <= reach + slack}
+    surely = [f["min_cosine"] for f in holding.values() if f["document_batch_s"] <= reach - slack]
+    chosen = auto["documents"]
+    assert chosen == f"{health['backend']} {health['dtype']}"
+    assert chosen in within
+    assert holding[chosen]["min_cosine"] >= max(surely) - 1e-5
     assert auto["cache_file"] and Path(auto["cache_file"]).is_file()
     assert auto["seconds"] > 0
 
