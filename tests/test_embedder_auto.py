@@ -94,6 +94,7 @@ class FakeEmbedder:
         self.calibration = None
         self.backend = self.dtype = ""
         self.parallelism = 1
+        self.reuse_instruction = True
         autotune.decide(self)  # type: ignore[arg-type]
 
     @property
@@ -438,3 +439,33 @@ def test_timings_run_through_the_first_layers_only_and_the_model_is_whole_again_
         finally:
             for hook in hooks:
                 hook.remove()
+
+
+def test_a_timed_query_computes_every_token_where_the_tokenizer_reads_it_as_the_instruction(
+    tiny_qwen3_path: Path, tmp_path: Path
+) -> None:
+    """A tokenizer that maps the probe text and the query instruction to the same tokens (all
+    unknown words) must not send the timed query through the instruction's cache: each engine
+    switched in would rebuild that cache inside its timing, and only the other engines'."""
+    with torch_threads_kept():
+        embedder = model.Embedder(
+            settings(tiny_qwen3_path, tmp_path / "state", EMBED_BACKEND="torch", EMBED_DTYPE="fp32")
+        )
+        with autotune_measure.ThreadPoolExecutor(1) as lanes:
+            bench = autotune_measure._Bench(embedder, lanes)
+            embedder._prompt_ids = bench.query[:5].copy()  # the timed query starts "with it"
+            embedder._prompt_cache = None
+            found = autotune_measure._blocks(embedder.model)
+            assert found is not None
+            seen: list[int] = []
+            hook = found[2][0].register_forward_hook(
+                lambda _m, args, _out: seen.append(args[0].shape[1])
+            )
+            try:
+                bench.timed([bench.query], autotune.QUERY_TOKENS)
+            finally:
+                hook.remove()
+        assert seen == [autotune.QUERY_TOKENS]  # one pass, over all of the query's tokens
+        assert embedder._prompt_cache is None and embedder.reuse_instruction
+        assert embedder.embed_ids([bench.query]).shape[0] == 1  # served queries still reuse it
+        assert embedder._prompt_cache is not None
