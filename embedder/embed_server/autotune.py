@@ -9,9 +9,10 @@ this install carries (`candidates`) on the loaded model:
    their instruction, sentences, code) against torch fp32's: lowest cosine >= BOUND or it is out;
 2. a document batch as the engine runs them (two micro-batches of DOC_TOKENS side by side on
    torch, one batch of two on ONNX Runtime), best of DOC_RUNS; a QUERY_TOKENS-token query alone
-   (every token computed), best of QUERY_RUNS, each after one untimed run. On torch the timed forwards run through the
-   first TIMED_LAYERS layers only, scaled to all: the layers are one shape, so the ratios hold,
-   at a seventh of the time on Qwen3-0.6B (an ONNX candidate makes every engine run whole).
+   (every token computed), best of QUERY_RUNS, each after one untimed run. On torch the timed
+   forwards run through the first TIMED_LAYERS layers only, scaled to all: the layers are one
+   shape, so the ratios hold, at a seventh of the time on Qwen3-0.6B (an ONNX candidate makes
+   every engine run whole).
    torch fp32 is timed alone first and then becomes int8 in place (no second load); the other
    engines are timed in interleaved rounds, as many loaded at once as fit in the memory fp32
    took alone, so that load from other processes hits each alike.
