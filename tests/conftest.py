@@ -18,6 +18,7 @@ from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 # Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker, the
 # recorded web site).
 pytest_plugins = [
+    "socket_origins",  # an unclosed socket names its maker
     "markers",
     "ingest_fixtures",
     "mcp_fixtures",
