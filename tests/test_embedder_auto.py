@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -445,13 +446,14 @@ def test_a_timed_query_computes_every_token_where_the_tokenizer_reads_it_as_the_
     tiny_qwen3_path: Path, tmp_path: Path
 ) -> None:
     """A tokenizer that maps the probe text and the query instruction to the same tokens (all
-    unknown words) must not send the timed query through the instruction's cache: each engine
-    switched in would rebuild that cache inside its timing, and only the other engines'."""
+    unknown words) must not send the timed query through the instruction's cache: each pooled
+    engine switched in would rebuild that cache inside its timing, the reference (timed alone)
+    only once."""
     with torch_threads_kept():
         embedder = model.Embedder(
             settings(tiny_qwen3_path, tmp_path / "state", EMBED_BACKEND="torch", EMBED_DTYPE="fp32")
         )
-        with autotune_measure.ThreadPoolExecutor(1) as lanes:
+        with ThreadPoolExecutor(1) as lanes:
             bench = autotune_measure._Bench(embedder, lanes)
             embedder._prompt_ids = bench.query[:5].copy()  # the timed query starts "with it"
             embedder._prompt_cache = None

@@ -139,7 +139,7 @@ class _Bench:
         # Every token computed, on every engine alike: where the tokenizer reads the timed text
         # and the query instruction as the same tokens (all unknown words), the query would
         # else go through the instruction's cache, rebuilt inside the timing each time an
-        # engine is switched in (27-36 ms of a 4-layer int8 query's 45-63 on a Zen 3)
+        # engine is switched in (25-36 ms of a 4-layer int8 query's 44-63 on a Zen 3)
         embedder, reuse = self.embedder, self.embedder.reuse_instruction
         embedder.reuse_instruction = False
         try:
