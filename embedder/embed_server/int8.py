@@ -19,8 +19,8 @@ figures):
   read once (a one-token query reads every weight, memory-bound: 20 rows cost about what 41 do;
   0.8 ms against bf16's 1.6 ms per layer there, equal at 2,048 rows; MiniLM short inputs
   0.9980). With AMX they stay in bf16 (its tiles are faster still: 0.5 ms, and 15 against 124
-  ms at 2,048 rows); without VNNI in fp32 (two-pass is no faster at 20 rows and 1.7x slower at
-  512).
+  ms at 2,048 rows); without VNNI in fp32 (with the 7-bit weights there two-pass puts short
+  inputs at 0.9945, under the bound, although native Zen 3 runs a query's 10 rows 2x faster).
 
 Linear layers that read the same tensor (attention's query, key and value; the FFN's gate and
 up projections) run as one GEMM with one quantisation of their input. The GEMM is
