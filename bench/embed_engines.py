@@ -61,8 +61,9 @@ def auto_decision(model: Path, state: Path) -> dict[str, Any]:
     return decision
 
 
-def load(model: Path, engine: Engine_, exports: Path) -> Embedder:
-    """An Embedder with the service's defaults (never the developer's .env) running `engine`."""
+def load(model: Path, engine: Engine_, exports: Path, **settings_: Any) -> Embedder:
+    """An Embedder with the service's defaults (never the developer's .env) running `engine`;
+    `settings_`: other EMBED_* settings (EMBED_DEVICE, say)."""
     backend, dtype = engine
     settings = EmbedderSettings(
         _env_file=None,
@@ -70,6 +71,7 @@ def load(model: Path, engine: Engine_, exports: Path) -> Embedder:
         EMBED_BACKEND=backend,
         EMBED_DTYPE="fp32" if engine == PER_TENSOR else dtype,
         EMBED_ONNX_DIR=str(exports),
+        **settings_,
     )
     embedder = Embedder(settings)
     if engine == PER_TENSOR:

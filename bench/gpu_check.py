@@ -34,11 +34,10 @@ import numpy as np
 import torch
 
 from bench.common import cpu_name
-from bench.embed_engines import embed_all, engine, naive, query_latency, search_latency
+from bench.embed_engines import embed_all, engine, load, naive, query_latency, search_latency
 from bench.qwen3_shape import QWEN3_06B, WORDS, build_apart, make_chunks
-from embed_server.config import EmbedderSettings
-from embed_server.model import Embedder
 
+FP32 = ("torch", "fp32")
 SLACK = 1.10  # a regression is a slowdown beyond this: noise stays under it
 
 
@@ -52,28 +51,21 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load(model: Path, device: str, backend: str = "auto", dtype: str = "auto") -> Embedder:
-    """The service's Embedder on `device` with its defaults (never the developer's .env)."""
-    settings = EmbedderSettings(
-        _env_file=None,
-        EMBED_MODEL=str(model),
-        EMBED_DEVICE=device,
-        EMBED_BACKEND=backend,
-        EMBED_DTYPE=dtype,
-        EMBED_ONNX_DIR=str(model / "no-export"),  # the image carries none
-        EMBED_STATE_DIR=str(model / "state"),
-    )
-    return Embedder(settings)
-
-
 def peak_mb(device: str) -> float | None:
     return torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None
 
 
 def check(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     chunks = make_chunks(args.chunks)
-    default = load(model, args.device)
-    fp32 = load(model, args.device, "torch", "fp32")
+    exports = model / "no-export"  # the image carries no ONNX export
+    default = load(
+        model,
+        ("auto", "auto"),
+        exports,
+        EMBED_DEVICE=args.device,
+        EMBED_STATE_DIR=str(model / "state"),
+    )
+    fp32 = load(model, FP32, exports, EMBED_DEVICE=args.device)
     chosen = f"{default.backend} {default.dtype} on {default.device.type}"
     print(f"default (auto): {chosen}", flush=True)
     runs = {"baseline": lambda: naive(fp32, chunks), "default": lambda: engine(default, [chunks])}
@@ -90,7 +82,9 @@ def check(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     texts = chunks + [default.prompt("query") + f"w{i} w{i + 1}" for i in range(8)]
     texts += [f"w{i}" for i in range(0, WORDS, WORDS // 8)]
     cosines = np.sum(
-        embed_all(default, texts) * embed_all(load(model, "cpu", "torch", "fp32"), texts), 1
+        embed_all(default, texts)
+        * embed_all(load(model, FP32, exports, EMBED_DEVICE="cpu"), texts),
+        1,
     )
     return {
         "device": args.device,
