@@ -7,9 +7,10 @@ sources under the ingest lock, so what the files are *now* decides, whatever the
 events. Changes made while a batch runs are buffered by the watcher and make the next batch.
 
 The first batch syncs every source (what changed while nobody watched). A batch that fails
-(the embedder restarting, Qdrant away, another ingest holding the lock, a folder unmounted)
-keeps its dirty sources and is tried again with a growing delay: a change is delayed, never
-lost. `stop` (Ctrl-C, the MCP server shutting down) ends the watch after the current batch.
+(the embedder restarting, Qdrant away, another ingest holding the lock, a folder unmounted, or
+a bug: logged with its traceback, the watch goes on) keeps its dirty sources and is tried
+again with a growing delay: a change is delayed, never lost. `stop` (Ctrl-C, the MCP server
+shutting down) ends the watch after the current batch.
 
 While watching, STATE_DIR/watcher.json says so (kb.core.state.WATCHER_NAME); it is removed on exit.
 """
@@ -151,6 +152,11 @@ class Watcher:
         except KbError as exc:
             self.failures += 1
             log.warning("watch: syncing %s failed: %s", ", ".join(sorted(origins)), exc)
+            return False
+        except Exception:
+            self.failures += 1
+            log.exception("watch: syncing %s failed (a bug: please report it)",
+                          ", ".join(sorted(origins)))  # fmt: skip
             return False
         self.batches += 1
         self.last = summary

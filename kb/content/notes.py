@@ -45,6 +45,7 @@ from kb.content import formats, obsidian
 from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.obsidian import Edit, Link
 from kb.core import properties as note_properties
+from kb.core.limits import TooComplex, bounded, check_yaml, shown
 from kb.core.properties import Properties
 from kb.core.schema import WEB
 
@@ -60,6 +61,7 @@ class NoteError(Exception):
     """A file that cannot be ingested as a note; `reason` says why (no note text in it)."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
+        reason = bounded(reason)
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
@@ -172,7 +174,7 @@ def private_flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     raise ValueError(
-        f"private must be true or false (a YAML boolean, unquoted), not {value!r}; "
+        f"private must be true or false (a YAML boolean, unquoted), not {shown(value)}; "
         "the note was not indexed"
     )
 
@@ -198,7 +200,7 @@ def iso_date(value: Any) -> str | None:
             return datetime.fromisoformat(text).isoformat()
         except ValueError:
             pass
-    raise ValueError(f"document_date {value!r} is not a date (use e.g. 2024-03-01)")
+    raise ValueError(f"document_date {shown(value)} is not a date (use e.g. 2024-03-01)")
 
 
 def split_frontmatter(text: str, path: Path | str) -> tuple[dict[str, Any], int]:
@@ -213,6 +215,12 @@ def split_frontmatter(text: str, path: Path | str) -> tuple[dict[str, Any], int]
             path, "frontmatter opened with '---' on line 1 has no closing '---' line"
         )
     block = text[opening.end() : closing.start()]
+    try:
+        check_yaml(block)
+    except TooComplex as exc:  # not a typo to fix: the note fails alone, even in the inbox
+        raise NoteError(path, f"frontmatter {exc}") from None
+    except yaml.YAMLError:
+        pass  # said below, with its line
     try:
         meta = yaml.safe_load(block)
     except yaml.MarkedYAMLError as exc:
@@ -260,7 +268,7 @@ def _date(
         except ValueError as exc:
             if key == "document_date":
                 raise NoteError(path, str(exc)) from None
-            notices.append(f"{key}: {value!r} is not a date; the note is not dated by it")
+            notices.append(f"{key}: {shown(value)} is not a date; the note is not dated by it")
     daily = _DAILY.match(PurePosixPath(source).stem)
     if daily:
         try:
@@ -360,7 +368,7 @@ def web_record(meta: Mapping[str, Any], path: Path | str) -> dict[str, Any]:
     try:
         record["fetched_at"] = iso_date(meta.get("fetched_at"))
     except ValueError:
-        raise NoteError(path, f"fetched_at {meta.get('fetched_at')!r} is not a date") from None
+        raise NoteError(path, f"fetched_at {shown(meta.get('fetched_at'))} is not a date") from None
     return record
 
 

@@ -21,10 +21,15 @@ would move into ingested/ otherwise). In a NOTE_FOLDERS folder (often shared, sy
 repository) such a note fails by name with the line, like any unreadable note: what the index
 holds of it stays (the folder still lists the file, so it is not gone), and the rest of the
 folder syncs, private notes taken out of the index included.
+
+Whatever else reading one item raises (a reader's bug) fails that item alone, by name, its
+traceback logged: one hostile file never stops the sync of the others (kb.core.limits bounds
+what a reader meets, and each failure's words).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +43,8 @@ from kb.core.schema import INBOX, ChunkRecord, FileStat, fingerprint, folders_of
 from kb.embedding.keywords import TOKENIZER_VERSION
 from kb.ingest.progress import Progress, Summary
 from kb.sources.base import Failure, Item, Source
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -164,6 +171,10 @@ def prepare(
             continue
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
+            continue
+        except Exception as exc:
+            log.exception("%s could not be read (a bug: please report it)", item.shown)
+            failed.append(Failure(item.shown, f"could not be read ({type(exc).__name__}: {exc})"))
             continue
         if note.notice:
             summary.notices.append(Failure(item.shown, note.notice))

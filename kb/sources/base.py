@@ -20,6 +20,7 @@ from typing import ClassVar, Protocol
 
 from kb.content.notes import Note
 from kb.core.kinds import CODE, PROSE, Domain
+from kb.core.limits import bounded
 from kb.core.schema import FILE_DELETED
 
 
@@ -27,6 +28,10 @@ from kb.core.schema import FILE_DELETED
 class Failure:
     source: str  # the item's name as the user sees it (path relative to the source's root)
     reason: str
+
+    def __post_init__(self) -> None:  # the one place a failure's words are bounded
+        object.__setattr__(self, "source", bounded(self.source))
+        object.__setattr__(self, "reason", bounded(self.reason))
 
 
 @dataclass(frozen=True)

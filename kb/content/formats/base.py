@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kb.core.kinds import CODE, PROSE  # domains: which collection an item's chunks go to
+from kb.core.limits import TooComplex, json_loads
 
 _NEWLINE = re.compile("\n")
 
@@ -118,11 +119,13 @@ def json_with_list(data: bytes, what: str, key: str) -> tuple[dict[str, Any], li
     """A JSON document with a list under `key` (a notebook's cells, a canvas's nodes), or a
     FormatError naming `what` is wrong with it."""
     try:
-        document = json.loads(decode_text(data))
+        document = json_loads(decode_text(data))
     except json.JSONDecodeError as exc:
         raise FormatError(
             f"not a valid {what} (invalid JSON at line {exc.lineno}: {exc.msg})"
         ) from None
+    except TooComplex as exc:
+        raise FormatError(f"not read: {exc}") from None
     items = document.get(key) if isinstance(document, dict) else None
     if not isinstance(items, list):
         raise FormatError(f"not a valid {what} (no '{key}' list)")

@@ -16,6 +16,7 @@ import tomllib
 import yaml
 
 from kb.content.formats.base import FormatError, Parsed, TextBuilder, decode_text, line_blocks
+from kb.core.limits import TooComplex, check_yaml, json_loads
 
 _SECTION = re.compile(r"[ \t]*\[\[?[ \t]*([^\]\n]+?)[ \t]*\]\]?[ \t]*(?:[#;].*)?$")
 
@@ -50,7 +51,10 @@ def read_ini(data: bytes) -> Parsed:
 def read_yaml(data: bytes) -> Parsed:
     text = decode_text(data)
     try:
+        check_yaml(text)
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except TooComplex as exc:
+        raise FormatError(f"not read: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         where = f"line {exc.problem_mark.line + 1}: " if exc.problem_mark else ""
         raise FormatError(f"not valid YAML ({where}{exc.problem or exc.context})") from None
@@ -64,9 +68,11 @@ def read_yaml(data: bytes) -> Parsed:
 
 def read_json(data: bytes) -> Parsed:
     try:
-        value = json.loads(decode_text(data))
+        value = json_loads(decode_text(data))
     except json.JSONDecodeError as exc:
         raise FormatError(f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except TooComplex as exc:
+        raise FormatError(f"not read: {exc}") from None
     if not isinstance(value, dict) or not value:
         return Parsed(json.dumps(value, indent=2, ensure_ascii=False) + "\n", "config")
     out = TextBuilder()

@@ -16,7 +16,6 @@ out and counted.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import tempfile
@@ -25,6 +24,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+
+from kb.core.limits import TooComplex, json_loads
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 NETSCAPE = b"<!doctype netscape-bookmark-file-1>"
@@ -92,8 +93,10 @@ def read(path: Path) -> Read:
 
 def _chromium(path: Path) -> Iterator[Bookmark]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_loads(path.read_text(encoding="utf-8"))
         roots = data["roots"]
+    except TooComplex as exc:
+        raise BookmarksError(f"not read: {exc}") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BookmarksError(f"not a Chromium Bookmarks file ({exc})") from None
     if not isinstance(roots, dict):

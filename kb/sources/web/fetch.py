@@ -145,6 +145,22 @@ def sniffed(body: bytes) -> str:
     return "application/octet-stream"
 
 
+def web_address(url: str) -> httpx.URL:
+    """`url` as httpx reads it; FetchError when it is no http(s) address or cannot be one (a port
+    out of range, a broken IPv6 literal, a host name IDNA refuses)."""
+    try:
+        address = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:  # InvalidURL is no HTTPError
+        raise FetchError(f"not a valid web address ({exc})") from None
+    if address.port is not None and not 0 < address.port < 65536:  # httpx lets them through
+        raise FetchError(f"not a valid web address (port {address.port})")
+    if address.scheme not in ("http", "https"):
+        raise FetchError(
+            f"not a web address ({address.scheme or 'no'} scheme): only http and https"
+        )
+    return address
+
+
 class Fetcher:
     """One httpx client for a sync (connections kept alive per site), within `limits`; `allowed`
     replaces the guard's test of an address (tests allow one loopback address, refuse another)."""
@@ -182,11 +198,9 @@ class Fetcher:
     ) -> Fetched | str:
         """The page at `url`, or NOT_MODIFIED when the ETag/Last-Modified still hold;
         FetchError saying why not."""
-        scheme = httpx.URL(url).scheme if url else ""
-        if scheme not in ("http", "https"):
-            raise FetchError(f"not a web address ({scheme or 'no'} scheme): only http and https")
+        address = web_address(url)
         if self.limits.robots:
-            self._check_robots(httpx.URL(url))
+            self._check_robots(address)
         headers = {}
         if etag:
             headers["If-None-Match"] = etag
@@ -194,7 +208,7 @@ class Fetcher:
             headers["If-Modified-Since"] = last_modified
         deadline = time.monotonic() + self.limits.timeout
         try:
-            with self.http.stream("GET", url, headers=headers) as response:
+            with self.http.stream("GET", address, headers=headers) as response:
                 if response.status_code == 304 and (etag or last_modified):
                     return NOT_MODIFIED
                 if response.status_code >= 400:

@@ -125,7 +125,11 @@ class WebSource(SourceDefaults):
                 if self.folders and not self._inside(mark.folders):
                     outside += 1
                     continue
-                source = page_source(mark.url)
+                try:
+                    source = page_source(mark.url)
+                except ValueError as exc:  # one bad address fails alone, by name
+                    listing.failed.append(Failure(mark.url, f"not a valid web address ({exc})"))
+                    continue
                 entry = entries.get(source)
                 if entry is None:
                     entries[source] = _Entry(mark.url, Marks(mark.title, (mark.folders,),
@@ -187,6 +191,9 @@ class WebSource(SourceDefaults):
             return str(exc)
         except FormatError as exc:
             return exc.reason
+        except Exception as exc:  # one page's reader failing never stops the sync of the rest
+            log.exception("web: %s could not be read (a bug: please report it)", url)
+            return f"could not be read ({type(exc).__name__}: {exc})"
 
     def read(self, item: Item, *, max_bytes: int) -> Note:
         entry = self._entries[item.source]

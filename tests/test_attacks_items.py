@@ -1,0 +1,177 @@
+"""Attacks by one hostile item, kept as repeatable cases (issue 46's live attack found each one
+stopping every sync): a malformed bookmark address, a file nested thousands deep (frontmatter, a
+canvas, a `.json`, a notebook, a Chromium Bookmarks file), a YAML alias bomb. The rule they
+check: one hostile item fails alone, by name, with a one-line reason of bounded length, and the
+sync of everything else goes on (kb.core.limits, the per-item guard of kb.ingest.prepare, the
+watcher's).
+
+Real files, a real loopback web site (tests/web_fixtures.py), the real MiniLM embedder and
+embedded Qdrant. Sizes are small enough to fail fast with the limits and large enough to stop a
+sync without them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import BREAD, KIMCHI, make_settings, write
+from web_fixtures import Mark, Site, netscape_bookmarks
+
+import kb.app.watch
+from kb.app.backend import Backend, embed_client, open_store
+from kb.app.ingest import run
+from kb.app.remember import SaveError, fetch_page
+from kb.app.watch import Watcher
+from kb.core.limits import MAX_ALIASED, MAX_DEPTH, MAX_REASON
+from kb.core.settings import Settings
+from kb.ingest.progress import Summary
+from kb.sources.web.page import page_source
+
+MALFORMED = [  # each stopped every sync (issue 46, 1)
+    "http://127.0.0.1:99999/x",
+    "http://[::1/x",
+    "http://127.0.0.1:-1/x",
+    "http://①②⑦.0.0.1/x",
+]
+
+
+def sync(settings: Settings) -> Summary:
+    with open_store(settings) as store, embed_client(settings) as client:
+        return run(settings, client, store)
+
+
+def failures(summary: Summary) -> dict[str, str]:
+    reasons = {f.source: f.reason for f in summary.failed}
+    for reason in reasons.values():  # bounded, on one line
+        assert len(reason) <= MAX_REASON and "\n" not in reason, reason[:200]
+    return reasons
+
+
+def deep_json(key: str, depth: int) -> str:
+    return f'{{"{key}": [{"[" * depth}{"]" * depth}]}}'
+
+
+def alias_bomb(levels: int, key: str = "related") -> str:
+    """YAML whose last anchor stands for 9**levels strings, in a few hundred bytes."""
+    lines = ['l0: &l0 ["[[x]]", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for n in range(1, levels):
+        lines.append(f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]")
+    return "\n".join([*lines, f"{key}: *l{levels - 1}"])
+
+
+def note(frontmatter: str) -> str:
+    return f"---\n{frontmatter}\n---\n# A note\n\nIts body reads as any other.\n"
+
+
+BOMB_LEVELS = 5  # 9**5 = 59,049 values: past MAX_ALIASED, cheap to walk if it got through
+assert 9**BOMB_LEVELS > MAX_ALIASED
+
+
+def test_files_nested_thousands_deep_or_alias_bombs_fail_alone_and_the_rest_syncs(
+    tmp_path: Path, embedder_url: str
+) -> None:
+    vault = tmp_path / "vault"
+    hostile = {
+        "deep-list.md": (note("key: " + "[" * 5000 + "]" * 5000), "nested deeper"),
+        "deep-map.md": (note("key: " + "{a: " * 3000 + "1" + "}" * 3000), "nested deeper"),
+        "board.canvas": (deep_json("nodes", 100_000), "nested deeper"),
+        "data.json": (deep_json("data", 100_000), "nested deeper"),
+        "lab.ipynb": (deep_json("cells", 100_000), "nested deeper"),
+        "config.yaml": ("key: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+        "bomb.md": (note(alias_bomb(BOMB_LEVELS)), "aliases stand for"),
+        "private-bomb.md": (note(alias_bomb(BOMB_LEVELS, "private")), "aliases stand for"),
+        "dated-bomb.md": (note(alias_bomb(BOMB_LEVELS, "document_date")), "aliases stand for"),
+        # no alias: a long value's repr is no long reason
+        "long-date.md": (note("document_date: [" + ", ".join(["x" * 50] * 2000) + "]"), "not a"),
+    }
+    for name, (text, _) in hostile.items():
+        write(vault / name, text)
+    write(vault / "kimchi.md", KIMCHI)
+    settings = make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+    write(settings.NOTES_DIR / "bread.md", BREAD)
+    write(settings.NOTES_DIR / "deep-inbox.md", note("key: " + "[" * 5000 + "]" * 5000))
+
+    summary = sync(settings)
+    assert sorted(summary.added) == ["bread.md", "vault/kimchi.md"]
+    reasons = failures(summary)
+    assert set(reasons) == {*(f"vault/{name}" for name in hostile), "deep-inbox.md"}
+    for name, (_, said) in hostile.items():
+        assert said in reasons[f"vault/{name}"], (name, reasons[f"vault/{name}"])
+    assert f"{MAX_DEPTH} levels" in reasons["vault/board.canvas"]
+    assert f"{MAX_ALIASED:,} values" in reasons["vault/bomb.md"]
+    assert (settings.NOTES_DIR / "deep-inbox.md").exists()  # left where it was, untouched
+
+
+def test_malformed_bookmark_addresses_and_a_deep_bookmarks_file_fail_alone(
+    tmp_path: Path, embedder_url: str, web_site: Site
+) -> None:
+    good = web_site.page("bike-lanes-news.html")
+    marks = [Mark(url, f"bad {n}", ()) for n, url in enumerate(MALFORMED)]
+    listed = netscape_bookmarks(tmp_path / "b.html", [*marks, Mark(good, "good", ())])
+    deep = tmp_path / "Bookmarks"
+    deep.write_text('{"roots": {"bookmark_bar": ' + deep_json("children", 5000) + "}}")
+    settings = make_settings(
+        tmp_path, embedder_url, BOOKMARKS=f"{listed},{deep}", WEB_ALLOW_PRIVATE=True
+    )
+    write(settings.NOTES_DIR / "bread.md", BREAD)
+
+    summary = sync(settings)
+    assert sorted(summary.added) == ["bread.md", page_source(good)]
+    reasons = failures(summary)
+    assert set(reasons) == {*MALFORMED, str(deep)}
+    for url in MALFORMED:
+        assert reasons[url].startswith("not a valid web address"), reasons[url]
+    assert "nested deeper" in reasons[str(deep)]
+
+
+@pytest.mark.parametrize("url", MALFORMED)
+def test_save_url_refuses_a_malformed_address_with_a_reason(
+    tmp_path: Path, embedder_url: str, url: str
+) -> None:
+    settings = make_settings(tmp_path, embedder_url, WEB_ALLOW_PRIVATE=True)
+    with pytest.raises(SaveError, match="not saved: not a valid web address"):
+        fetch_page(settings, url)
+
+
+def wait_for(check: Callable[[], object], what: str, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, f"timed out waiting until {what}"
+        time.sleep(0.05)
+
+
+def test_a_bug_in_one_batch_is_logged_and_the_watcher_keeps_watching(
+    tmp_path: Path, embedder_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path, embedder_url)
+    calls = []
+    real_run = kb.app.watch.run
+
+    def first_fails(*args: object, **kwargs: object) -> Summary:
+        calls.append(1)
+        if len(calls) == 1:  # what a reader's RecursionError did before the per-item guard
+            raise RecursionError("maximum recursion depth exceeded")
+        return real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kb.app.watch, "run", first_fails)
+    backend = Backend(settings)
+    stop = threading.Event()
+    watcher = Watcher(backend, stop=stop, retry_s=(0.1, 0.2))
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: watcher.failures >= 1 or not thread.is_alive(), "the first batch failed")
+        write(settings.NOTES_DIR / "bread.md", BREAD)
+        wait_for(
+            lambda: (watcher.last and "bread.md" in watcher.last.added) or not thread.is_alive(),
+            "bread.md is synced",
+        )
+        assert thread.is_alive(), "the watcher stopped"
+    finally:
+        stop.set()
+        thread.join(30)
+        backend.close()
