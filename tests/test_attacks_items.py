@@ -12,9 +12,13 @@ sync without them.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import socket
 import threading
 import time
-from collections.abc import Callable
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,7 @@ from kb.app.watch import Watcher
 from kb.core.limits import MAX_ALIASED, MAX_DEPTH, MAX_REASON
 from kb.core.settings import Settings
 from kb.ingest.progress import Summary
+from kb.sources.web.fetch import Fetcher, FetchError, Limits
 from kb.sources.web.page import page_source
 
 MALFORMED = [  # each stopped every sync (issue 46, 1)
@@ -175,3 +180,149 @@ def test_a_bug_in_one_batch_is_logged_and_the_watcher_keeps_watching(
         stop.set()
         thread.join(30)
         backend.close()
+
+
+# --- a hostile web server on loopback: bombs and trickles (issue 46, 2 and 3) ----------------
+
+
+class Hostile:
+    """A web server on 127.0.0.1 that answers every request with `answer(path, send)`; `sent`
+    counts the bytes it got out before the client hung up."""
+
+    def __init__(self, answer: Callable[[str, Callable[[bytes], None]], None]) -> None:
+        self.answer = answer
+        self.sent = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                got = conn.recv(4096)
+                if not got:
+                    return
+                request += got
+            path = request.split(b" ", 2)[1].decode()
+
+            def send(data: bytes) -> None:
+                if self.stop.is_set():
+                    raise OSError("stopped")
+                conn.sendall(data)
+                self.sent += len(data)
+
+            with contextlib.suppress(OSError):
+                self.answer(path, send)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@contextlib.contextmanager
+def hostile(answer: Callable[[str, Callable[[bytes], None]], None]) -> Iterator[Hostile]:
+    server = Hostile(answer)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def head(length: int | None = None, **fields: str) -> bytes:
+    lines = ["HTTP/1.1 200 OK", "Content-Type: text/html"]
+    lines += [f"{k.replace('_', '-')}: {v}" for k, v in fields.items()]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+CAP = 100_000  # WEB_MAX_BYTES in these cases
+ZEROS = 50_000_000  # what the bombs decode to: 500 times CAP
+
+
+def fetch_error(url: str, **limits: object) -> str:
+    limited = Limits(allow_private=True, robots=False, **limits)  # type: ignore[arg-type]
+    with Fetcher(limited) as fetcher, pytest.raises(FetchError) as caught:
+        fetcher.fetch(url)
+    return str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    return gzip.compress(b"\0" * ZEROS, compresslevel=9)
+
+
+def test_a_gzip_bomb_is_cut_off_at_the_limit_in_decoded_bytes_in_bounded_memory(
+    bomb: bytes,
+) -> None:
+    assert len(bomb) < CAP  # on the wire it is within the limit
+    with hostile(lambda _, send: send(head(len(bomb), Content_Encoding="gzip") + bomb)) as site:
+        tracemalloc.start()
+        try:
+            reason = fetch_error(site.url + "/page", max_bytes=CAP)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 20 * CAP, f"{peak:,} bytes held while decoding it"  # not ZEROS
+    assert reason == f"more than WEB_MAX_BYTES={CAP:,} bytes decoded"
+
+
+def test_a_body_encoded_twice_is_refused_before_anything_is_decoded(bomb: bytes) -> None:
+    twice = gzip.compress(bomb)
+    answer = head(len(twice), Content_Encoding="gzip, gzip") + twice
+    with hostile(lambda _, send: send(answer)) as site:
+        tracemalloc.start()
+        try:
+            reason = fetch_error(site.url + "/page", max_bytes=CAP)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 20 * CAP, f"{peak:,} bytes held while decoding it"
+    assert reason == "content encoded 2 times: refused (one at most)"
+
+
+TRICKLE_S = 0.05  # a byte every 50 ms: each read gets one in time, the fetch never would
+TRICKLED = 400  # the most a trickle sends (20 s) when nothing cuts it off
+
+
+def trickle(send: Callable[[bytes], None], data: bytes) -> None:
+    for byte in data[:TRICKLED]:
+        send(bytes([byte]))
+        time.sleep(TRICKLE_S)
+
+
+def test_headers_or_a_body_trickled_a_byte_at_a_time_end_at_the_total_timeout() -> None:
+    def answer(path: str, send: Callable[[bytes], None]) -> None:
+        if path == "/headers":
+            trickle(send, head(None, X_Padding="x" * 1000))
+        else:
+            send(head(1000))
+            trickle(send, b"<p>" + b"x" * 997)
+
+    for path in ("/headers", "/body"):
+        with hostile(answer) as site:
+            reason = fetch_error(site.url + path, timeout=0.5)
+            sent = site.sent
+        assert "WEB_TIMEOUT=0.5s" in reason, reason
+        # 0.5 s of trickle is about 10 bytes (and its head); never all of TRICKLED
+        assert sent < 200 + (len(head(1000)) if path == "/body" else 0), (path, sent)
+
+
+def test_robots_txt_trickled_a_byte_at_a_time_ends_within_the_same_timeout() -> None:
+    with hostile(lambda _, send: trickle(send, head(None, X_Padding="x" * 1000))) as site:
+        limited = Limits(allow_private=True, timeout=0.5)
+        with Fetcher(limited) as fetcher, pytest.raises(FetchError) as caught:
+            fetcher.fetch(site.url + "/page")
+        sent = site.sent
+    assert "robots.txt could not be read" in str(caught.value)
+    assert sent < 200, sent

@@ -9,8 +9,12 @@ address it checked, so a name whose DNS answer changes between a check and the c
 (rebinding) cannot slip through. No proxy is used (the environment's proxy settings are not
 read): a proxy would resolve the name where the guard cannot see it.
 
-Limits (settings): WEB_TIMEOUT for the whole fetch (connect, each read and the total), WEB_MAX_BYTES
-(Content-Length first, then as the body streams), WEB_MAX_REDIRECTS, WEB_CONTENT_TYPES. With
+Limits (settings): WEB_TIMEOUT for the whole fetch, robots.txt and redirects included (every
+connect, read and write of the socket gets only what is left of it: a server trickling its
+headers or body a byte at a time is cut off at the deadline), WEB_MAX_BYTES for the bytes on the
+wire (Content-Length first, then as the body streams) and again for the bytes decoded (decoded
+here as they stream, never more than a chunk past the limit: a gzip bomb costs no memory; one
+content coding at most, gzip or deflate), WEB_MAX_REDIRECTS, WEB_CONTENT_TYPES. With
 WEB_ROBOTS, a page its site's robots.txt disallows for our user agent is not fetched (RFC 9309:
 a robots.txt missing or 4xx allows everything, one that fails to load allows nothing this time).
 A refresh sends the ETag and Last-Modified it got: `304 Not Modified` costs no download.
@@ -24,7 +28,8 @@ import socket
 import threading
 import time
 import urllib.robotparser
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any
@@ -35,6 +40,7 @@ import httpx
 USER_AGENT = "personal-vector-mcp/0.1 (+a personal knowledge base fetching its user's bookmarks)"
 ROBOTS_AGENT = "personal-vector-mcp"  # the token robots.txt rules name
 CHUNK = 64 * 1024
+CODINGS = ("gzip", "x-gzip", "deflate")  # the content codings read (decoded here, bounded)
 ROBOTS_MAX_BYTES = 500_000  # RFC 9309 asks crawlers to read at least 500 KiB of it
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -60,15 +66,66 @@ def resolve(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
 
 
+def no_deadline() -> float | None:
+    return None
+
+
+def left(
+    deadline: Callable[[], float | None], timeout: float | None, late: type[Exception]
+) -> float | None:
+    """The timeout an operation gets: `timeout`, or less when `deadline()` comes first; `late`
+    (an httpcore timeout, which httpx reports as one) once it is past."""
+    at = deadline()
+    if at is None:
+        return timeout
+    remaining = at - time.monotonic()
+    if remaining <= 0:
+        raise late("past the fetch's deadline")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+class Timed(httpcore.NetworkStream):
+    """A connection whose every read and write gets at most what is left until `deadline()`
+    (a monotonic time, None: no deadline): a per-read timeout alone lets a server trickling a
+    byte at a time hold a fetch for ever."""
+
+    def __init__(self, inner: httpcore.NetworkStream, deadline: Callable[[], float | None]):
+        self.inner = inner
+        self.deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, left(self.deadline, timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, left(self.deadline, timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        timeout = left(self.deadline, timeout, httpcore.ConnectTimeout)
+        return Timed(self.inner.start_tls(ssl_context, server_hostname, timeout), self.deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
 @dataclass
 class Guard(httpcore.SyncBackend):
     """httpcore's network backend, connecting only to addresses `allowed` accepts (by default
-    public ones), to the address it checked (see the module docstring)."""
+    public ones), to the address it checked (see the module docstring), each connection held
+    to `deadline` (Timed)."""
 
     allowed: Callable[[Address], bool] = is_public
     resolve: Callable[[str, int], Iterable[str]] = field(
         default=lambda host, port: resolve(host, port)
     )
+    deadline: Callable[[], float | None] = no_deadline
 
     def connect_tcp(
         self,
@@ -89,9 +146,11 @@ class Guard(httpcore.SyncBackend):
                 f"{host} is {shown}, not a public address: pages on this machine or your own "
                 "network are not fetched (WEB_ALLOW_PRIVATE=true allows them)"
             )
-        return super().connect_tcp(
+        timeout = left(self.deadline, timeout, httpcore.ConnectTimeout)
+        stream = super().connect_tcp(
             str(usable[0]), port, timeout, local_address, socket_options=socket_options
         )
+        return Timed(stream, self.deadline)
 
 
 def everywhere(address: Address) -> bool:
@@ -161,6 +220,30 @@ def web_address(url: str) -> httpx.URL:
     return address
 
 
+def inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
+    """A gzip or deflate body decoded as it streams, CHUNK bytes at a time at most: the reader
+    stops asking past its limit, so a bomb is never inflated further than that."""
+    unpack = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, told by the header
+    first = True
+    try:
+        for chunk in chunks:
+            data = chunk
+            while data and not unpack.eof:
+                try:
+                    out = unpack.decompress(data, CHUNK)
+                except zlib.error:
+                    if not (first and coding == "deflate"):
+                        raise
+                    unpack = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some send it
+                    out = unpack.decompress(data, CHUNK)
+                first = False
+                data = unpack.unconsumed_tail
+                yield out
+        yield unpack.flush()
+    except zlib.error as exc:
+        raise FetchError(f"its {coding} encoding does not decode ({exc})") from None
+
+
 class Fetcher:
     """One httpx client for a sync (connections kept alive per site), within `limits`; `allowed`
     replaces the guard's test of an address (tests allow one loopback address, refuse another)."""
@@ -170,15 +253,21 @@ class Fetcher:
         test = allowed or (everywhere if limits.allow_private else is_public)
         transport = httpx.HTTPTransport(retries=0, trust_env=False)
         # httpx takes no network backend of its own: its pool is rebuilt with the guard's
+        self._until = threading.local()  # the deadline of the fetch this thread runs
+        guard = Guard(test, deadline=lambda: getattr(self._until, "at", None))
         transport._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), network_backend=Guard(test), retries=0
+            ssl_context=httpx.create_ssl_context(), network_backend=guard, retries=0
         )
         self.http = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(limits.timeout),
             follow_redirects=True,
             max_redirects=limits.max_redirects,
-            headers={"User-Agent": USER_AGENT, "Accept": ", ".join(limits.content_types)},
+            headers={
+                "User-Agent": USER_AGENT,
+                "Accept": ", ".join(limits.content_types),
+                "Accept-Encoding": "gzip, deflate",  # CODINGS: none that httpx would decode
+            },
             trust_env=False,
         )
         self._robots: dict[str, urllib.robotparser.RobotFileParser | str] = {}
@@ -199,6 +288,15 @@ class Fetcher:
         """The page at `url`, or NOT_MODIFIED when the ETag/Last-Modified still hold;
         FetchError saying why not."""
         address = web_address(url)
+        self._until.at = time.monotonic() + self.limits.timeout
+        try:
+            return self._fetch(address, etag, last_modified)
+        finally:
+            self._until.at = None
+
+    def _fetch(
+        self, address: httpx.URL, etag: str | None, last_modified: str | None
+    ) -> Fetched | str:
         if self.limits.robots:
             self._check_robots(address)
         headers = {}
@@ -206,7 +304,6 @@ class Fetcher:
             headers["If-None-Match"] = etag
         if last_modified:
             headers["If-Modified-Since"] = last_modified
-        deadline = time.monotonic() + self.limits.timeout
         try:
             with self.http.stream("GET", address, headers=headers) as response:
                 if response.status_code == 304 and (etag or last_modified):
@@ -218,7 +315,7 @@ class Fetcher:
                 kind, charset = media_type(response.headers.get("content-type"))
                 if kind and kind != "application/octet-stream":
                     self._check_type(kind)
-                body = self._body(response, deadline)
+                body = self._body(response)
                 if not kind or kind == "application/octet-stream":
                     kind = sniffed(body)
                     self._check_type(kind)
@@ -242,19 +339,34 @@ class Fetcher:
         if kind not in self.limits.content_types:
             raise FetchError(f"content type {kind} is not one of WEB_CONTENT_TYPES")
 
-    def _body(self, response: httpx.Response, deadline: float, cap: int | None = None) -> bytes:
+    def _body(self, response: httpx.Response, cap: int | None = None) -> bytes:
+        """The body, decoded, within `cap` bytes on the wire and `cap` decoded."""
         cap = cap or self.limits.max_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
             raise FetchError(f"{int(declared):,} bytes, more than WEB_MAX_BYTES={cap:,}")
+        said = response.headers.get("content-encoding", "").lower().split(",")
+        codings = [c.strip() for c in said if c.strip() not in ("", "identity")]
+        if len(codings) > 1:
+            raise FetchError(f"content encoded {len(codings)} times: refused (one at most)")
+        if codings and codings[0] not in CODINGS:
+            raise FetchError(f"content encoding {codings[0][:40]} is not gzip or deflate")
+        wire = 0
+
+        def raw() -> Iterator[bytes]:
+            nonlocal wire
+            for part in response.iter_raw(CHUNK):
+                wire += len(part)
+                if wire > cap:
+                    raise FetchError(f"more than WEB_MAX_BYTES={cap:,} bytes")
+                yield part
+
         parts: list[bytes] = []
         size = 0
-        for part in response.iter_bytes(CHUNK):
+        for part in inflate(raw(), codings[0]) if codings else raw():
             size += len(part)
             if size > cap:
-                raise FetchError(f"more than WEB_MAX_BYTES={cap:,} bytes")
-            if time.monotonic() > deadline:  # a server trickling bytes never trips a read timeout
-                raise FetchError(f"not downloaded within WEB_TIMEOUT={self.limits.timeout:g}s")
+                raise FetchError(f"more than WEB_MAX_BYTES={cap:,} bytes decoded")
             parts.append(part)
         return b"".join(parts)
 
@@ -275,11 +387,10 @@ class Fetcher:
         """The site's robots.txt rules, or why none could be read (then nothing is fetched
         from the site this sync)."""
         rules = urllib.robotparser.RobotFileParser()
-        deadline = time.monotonic() + self.limits.timeout
         try:
             with self.http.stream("GET", f"{site}/robots.txt") as response:
                 status = response.status_code
-                body = self._body(response, deadline, ROBOTS_MAX_BYTES) if status == 200 else b""
+                body = self._body(response, ROBOTS_MAX_BYTES) if status == 200 else b""
         except Refused as exc:
             return f"refused: {exc}"
         except (httpx.HTTPError, FetchError) as exc:
