@@ -125,7 +125,19 @@ def test_a_recorded_article_keeps_its_text_and_metadata_and_loses_its_boilerplat
             line.lstrip("#").strip() for line in page.text.split("\n") if line.startswith("##")
         ]
         assert headings == expected["headings"], name
-        assert page.link == expected["canonical"]
+        assert page.link == page.final_url  # its canonical URL is on another host
+
+
+def test_a_canonical_url_counts_on_the_host_fetched_and_never_on_another(web_site: Site) -> None:
+    html = web_site.pages["/pages/bike-lanes-news.html"].decode()
+    elsewhere = EXPECTED["bike-lanes-news.html"]["canonical"]
+    for canonical, link in (
+        (elsewhere, web_site.page("news.html")),  # another host: the address fetched
+        (web_site.url + "/local/bike-lanes", web_site.url + "/local/bike-lanes"),
+    ):
+        web_site.pages["/pages/news.html"] = html.replace(elsewhere, canonical).encode()
+        page = read_page(fetched(web_site, "/pages/news.html"), web_site.page("news.html"), STAMP)
+        assert (page.canonical, page.link) == (canonical, link)
 
 
 def test_a_page_read_twice_in_one_process_keeps_all_its_text(web_site: Site) -> None:

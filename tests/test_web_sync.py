@@ -123,7 +123,7 @@ def test_a_browsers_bookmarks_sync_convergently_add_change_remove_restore(
     expected = EXPECTED["sourdough-blog.html"]
     assert (first["kind"], first["origin"], first["title"]) == ("web", "web", "Starter routine")
     assert (first["url"], first["site"], first["author"], first["document_date"]) == (
-        expected["canonical"],
+        blog,  # the address fetched: its canonical URL is on another host
         expected["site"],
         expected["author"],
         expected["published"],
@@ -221,7 +221,7 @@ def test_the_folder_filter_and_bookmarks_folders_keep_only_read_later(
     assert none.hits == [] and {h.kind for h in webs.hits} == {"web"}
     hit = later.hits[0]
     assert (hit.url, hit.site, hit.author) == (
-        EXPECTED["shakshuka-recipe.html"]["canonical"],
+        marks[0].url,
         "Olive & Ember Kitchen",
         "Samir Haddad",
     )
@@ -373,13 +373,13 @@ def test_a_bookmarked_page_reads_as_its_stored_text_and_shows_its_site_on_the_da
             SearchRequest("sourdough starter in the fridge", k=1),
         ).hits
     expected = EXPECTED["sourdough-blog.html"]
-    assert passage.text.startswith(f"1\t{expected['title']}\n2\t{expected['canonical']}")
+    assert passage.text.startswith(f"1\t{expected['title']}\n2\t{url}")
     assert "Cold does not kill the culture" in passage.text
     page = templates.get_template("_results.html").render(
         hits=hits, params={"q": "sourdough", "mode": "hybrid", "domain": "all"}
     )
     assert f'<span class="site">{expected["site"]}</span>' in page
-    assert f'href="{expected["canonical"]}"' in page and "Bookmarks bar/Bread" in page
+    assert f'href="{url}"' in page and "Bookmarks bar/Bread" in page
 
 
 def test_ingest_py_save_url_keeps_a_page_as_a_note_and_refuses_loopback_by_default(
@@ -399,5 +399,5 @@ def test_ingest_py_save_url_keeps_a_page_as_a_note_and_refuses_loopback_by_defau
     )
     assert done.returncode == 0, done.stderr
     title = EXPECTED["bike-lanes-news.html"]["title"]
-    assert done.stdout.startswith("saved ingested/web/herald.example.net/council-approves")
+    assert done.stdout.startswith("saved ingested/web/127.0.0.1/council-approves")
     assert f": {title} (" in done.stdout and "passages)" in done.stdout

@@ -52,9 +52,15 @@ class Page:
 
     @property
     def link(self) -> str:
-        """The link results cite: the canonical URL when the page names a web one."""
+        """The link results cite (the note's `url`, its inbox folder, the dashboard's link): the
+        address fetched, or the canonical URL the page names on that same host. A page cannot
+        choose another site as its provenance: a canonical elsewhere stays in `canonical` only."""
         canonical = self.canonical or ""
-        return canonical if canonical.startswith(("http://", "https://")) else self.final_url
+        if canonical.startswith(("http://", "https://")) and host_of(canonical) == host_of(
+            self.final_url
+        ):
+            return canonical
+        return self.final_url
 
     def same_text(self, other: Page) -> bool:
         """Whether `other` reads as this page does (fetch times and validators aside)."""
