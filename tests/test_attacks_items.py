@@ -26,13 +26,17 @@ from ingest_fixtures import BREAD, KIMCHI, make_settings, write
 from web_fixtures import Mark, Site, netscape_bookmarks
 
 import kb.app.watch
-from kb.app.backend import Backend, embed_client, open_store
+from kb.app.backend import Backend, embed_client, open_store, read_config
+from kb.app.backend import searcher as make_searcher
 from kb.app.ingest import run
-from kb.app.remember import SaveError, fetch_page
+from kb.app.remember import SaveError, fetch_page, inbox_folder, write_note
 from kb.app.watch import Watcher
 from kb.core.limits import MAX_ALIASED, MAX_DEPTH, MAX_REASON
 from kb.core.settings import Settings
 from kb.ingest.progress import Summary
+from kb.search import SearchRequest, search
+from kb.search.preview import preview
+from kb.search.read import read_item
 from kb.sources.web.fetch import Fetcher, FetchError, Limits
 from kb.sources.web.page import page_source
 
@@ -326,3 +330,73 @@ def test_robots_txt_trickled_a_byte_at_a_time_ends_within_the_same_timeout() -> 
         sent = site.sent
     assert "robots.txt could not be read" in str(caught.value)
     assert sent < 200, sent
+
+
+# --- save_note through a linked folder (issue 46, 5; a NUL: 8) -------------------------------
+
+
+@pytest.mark.parametrize("folder", ["lnk", "lnk/deeper", "real/lnk", "real/file.md/x"])
+def test_save_note_never_writes_through_a_linked_folder_or_a_file(
+    tmp_path: Path, folder: str
+) -> None:
+    settings = make_settings(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write(settings.NOTES_DIR / "real" / "file.md", BREAD)
+    (settings.NOTES_DIR / "lnk").symlink_to(elsewhere)
+    (settings.NOTES_DIR / "real" / "lnk").symlink_to(elsewhere)
+    with pytest.raises(SaveError, match="is a link or a file, not a folder of the inbox"):
+        write_note(settings, inbox_folder(settings, folder), "Hello", "# Hello\n\nthere\n")
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in settings.NOTES_DIR.rglob("*.md")) == ["file.md"]
+
+
+def test_save_note_writes_into_a_new_folder_inside_the_notes(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    settings.NOTES_DIR.mkdir(parents=True, exist_ok=True)
+    source = write_note(settings, inbox_folder(settings, "new/inner"), "Hello", "# Hello\n")
+    assert source == "new/inner/hello.md"
+    assert (settings.NOTES_DIR / source).read_text() == "# Hello\n"
+
+
+def test_a_control_character_in_save_notes_folder_is_refused_by_name(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    for folder in ("a\x00b", "a\x1b[2Jb"):
+        with pytest.raises(SaveError, match="without control characters"):
+            inbox_folder(settings, folder)
+
+
+# --- %%comments%% (issue 46, 8): Obsidian hides them, so nothing returns them ---------------
+
+COMMENTED = """# Release plan
+
+The launch moves to March. %%the vault password is swordfish%% Marketing starts in February.
+
+%%
+the board does not know about the layoffs yet
+%%
+
+Support gets two more people before the launch.
+"""
+
+
+def test_comments_are_neither_stored_nor_returned_by_search_preview_or_read_note(
+    tmp_path: Path, embedder_url: str
+) -> None:
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "plan.md", COMMENTED)
+    assert sync(settings).added == ["plan.md"]
+    with open_store(settings) as store, embed_client(settings) as client:
+        stored = " ".join(str(p["text"]) for _, p in store.payloads())
+        hits = search(
+            make_searcher(settings, store, client, client),
+            SearchRequest("when does the launch happen", k=3),
+        ).hits
+        shown = preview(store, "plan.md")
+        passage = read_item(read_config(settings), [store], "plan.md")
+    returned = [stored, *(h.text for h in hits), *(s.text for s in shown.segments), passage.text]
+    assert "Marketing starts in February" in stored and hits
+    for text in returned:
+        assert "swordfish" not in text and "layoffs" not in text, text
+    # read_note's lines still match the file's line numbers
+    assert passage.text.split("\n")[8].endswith("Support gets two more people before the launch.")

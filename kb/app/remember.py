@@ -16,6 +16,8 @@ written and the caller is told so; the answer names the file where it now is (in
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import re
@@ -24,7 +26,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import yaml
 
@@ -40,7 +42,7 @@ from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
 from kb.ingest.run import ingest
 from kb.sources.folder import parse as folder_names
-from kb.sources.inbox import INGESTED, InboxSource, makedirs_durably
+from kb.sources.inbox import INGESTED, InboxSource
 from kb.sources.picked import Picked
 from kb.sources.web.fetch import Fetcher, FetchError
 from kb.sources.web.page import PREFIX, Page, host_of, read_page, saved_note
@@ -76,6 +78,8 @@ def inbox_folder(settings: Settings, folder: str | None) -> PurePosixPath:
     parts = [p for p in path.parts if p]
     if not text:
         return PurePosixPath()
+    if any(unicodedata.category(c) == "Cc" for c in text):
+        raise SaveError(f"folder {folder!r}: a folder name without control characters (NUL ...)")
     if any(p in (".", "..") or p.startswith(".") for p in parts) or text.startswith("~"):
         raise SaveError(f"folder {folder!r}: a folder inside the notes, without '..' or '.' names")
     reserved = {INGESTED, *(name for name, _ in folder_names(settings.NOTE_FOLDERS))}
@@ -92,32 +96,63 @@ def write_note(settings: Settings, folder: PurePosixPath, title: str, content: s
     if not root.is_dir():
         raise SaveError(f"NOTES_DIR {root} is not a folder here: the note cannot be saved")
     base = slug(title)
-    target = root / folder
-    makedirs_durably(target)
     mode = stat.S_IMODE(root.stat().st_mode) & 0o666  # as open as the inbox: the user's file
-    for n in range(1, MAX_TRIES + 1):
-        name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
-        source = (folder / name).as_posix()
-        if os.path.lexists(root / INGESTED / source):
-            continue
-        try:
-            fd = os.open(target / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        except FileExistsError:
-            continue
-        try:
-            os.fchmod(fd, mode)  # whatever this process's umask (owner-only: kb.core.state)
-            os.write(fd, content.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        directory = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
-        try:
+    directory = open_folder(root, folder)
+    try:
+        for n in range(1, MAX_TRIES + 1):
+            name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
+            source = (folder / name).as_posix()
+            if os.path.lexists(root / INGESTED / source):
+                continue
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                fd = os.open(name, flags, mode, dir_fd=directory)
+            except FileExistsError:
+                continue
+            try:
+                os.fchmod(fd, mode)  # whatever this process's umask (owner-only: kb.core.state)
+                os.write(fd, content.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.fsync(directory)
-        finally:
-            os.close(directory)
-        log.info("saved a note as %s", source)
-        return source
+            log.info("saved a note as %s", source)
+            return source
+    finally:
+        os.close(directory)
     raise SaveError(f"{folder / base}.md and {MAX_TRIES - 1} numbered names are all taken")
+
+
+def open_folder(root: Path, folder: PurePosixPath) -> int:
+    """A descriptor of `folder` inside `root`, its missing parts made (each as open as the one
+    above it, its entry synced), each part opened without following a link: a folder that is a
+    link (`data/lnk -> /elsewhere`) or a file is refused, so a note is only ever written inside
+    NOTES_DIR, whatever is swapped in meanwhile."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in folder.parts:
+            made = False
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=fd)
+                made = True
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise SaveError(
+                    f"folder {folder}: {part} is a link or a file, not a folder of the inbox "
+                    "(notes are saved only inside NOTES_DIR)"
+                ) from None
+            if made:  # the user's folder, not ours: as open as the one above it (kb.core.state)
+                os.fchmod(inner, stat.S_IMODE(os.fstat(fd).st_mode))
+                os.fsync(fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def note_text(title: str, text: str, tags: Sequence[str]) -> str:

@@ -46,7 +46,7 @@ _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)]|#|`{3}|~{3})|\s*$")
 @dataclass(frozen=True)
 class Chunk:
     index: int  # position in the note, from 0
-    text: str  # trimmed chunk text, exactly text[char_start:char_end] of the file
+    text: str  # trimmed chunk text, text[char_start:char_end] of the file less its %%comments%%
     char_start: int  # offsets into the whole file text (frontmatter included)
     char_end: int
     line_start: int  # 1-based, inclusive
@@ -276,9 +276,11 @@ def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
         chunks = chunk_markdown(note.text, start=note.body_start, max_chars=max_chars)
     if note.edits:  # Obsidian syntax: embed what Obsidian shows; a chunk showing nothing goes
         shown = [obsidian.apply(note.text, note.edits, c.char_start, c.char_end) for c in chunks]
-        chunks = [
-            replace(c, embedded=text.strip()) for c, text in zip(chunks, shown, strict=True)
-            if text.strip()
+        chunks = [  # and store it without its comments
+            replace(c, embedded=text.strip(),
+                    text=obsidian.without_comments(note.text, note.edits, c.char_start,
+                                                   c.char_end).strip())
+            for c, text in zip(chunks, shown, strict=True) if text.strip()
         ]  # fmt: skip
     return [
         replace(c, index=i, locator=c.locator or _locator(c, note)) for i, c in enumerate(chunks)

@@ -14,7 +14,8 @@ names another note.
   type), a task's `[ ]` / `[x]` box and a line's `^block-id` go.
 
 Nothing is read inside code (fenced blocks, inline code spans) or comments. The stored text stays
-the file's: the edits only change what is embedded (kb.content.chunking).
+the file's, but for its comments (a remark hidden in one is never stored, searched or shown): the
+other edits only change what is embedded (kb.content.chunking).
 
 `Vault` resolves a link to an indexed note the way Obsidian does: the path as written (vault-rooted
 or relative to the linking note), else the one note whose path ends with it (case-insensitive; if
@@ -35,7 +36,7 @@ import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
@@ -71,6 +72,7 @@ class Edit:
     start: int
     end: int
     text: str = ""
+    hidden: bool = False  # a `%%comment%%`: left out of what is stored and shown too
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Syntax:
                 close = line.find("%%", pos)
                 if close < 0:
                     break
-                edits.append(Edit(comment, here + close + 2))
+                edits.append(Edit(comment, here + close + 2, hidden=True))
                 comment, pos = None, close + 2
                 continue
             found = _INLINE.search(line, pos)
@@ -197,7 +199,7 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Syntax:
             elif kind == "block":
                 edits.append(Edit(here + at, here + pos))
     if comment is not None:  # an unclosed `%%` hides the rest of the note, as in Obsidian
-        edits.append(Edit(comment, end))
+        edits.append(Edit(comment, end, hidden=True))
     edits.sort(key=lambda e: (e.start, e.end))
     return Syntax(tuple(tags), tuple(links), tuple(edits))
 
@@ -236,6 +238,15 @@ def apply(text: str, edits: Sequence[Edit], start: int = 0, end: int | None = No
         at = max(at, hi)
     out.append(text[at:end])
     return "".join(out)
+
+
+def without_comments(
+    text: str, edits: Sequence[Edit], start: int = 0, end: int | None = None
+) -> str:
+    """`text[start:end]` without its `%%comments%%` (the `hidden` edits), their line breaks kept:
+    line numbers still match the file's."""
+    hidden = [replace(e, text="\n" * text.count("\n", e.start, e.end)) for e in edits if e.hidden]
+    return apply(text, hidden, start, end) if hidden else text[start:end]
 
 
 def clean(text: str) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kb.content.notes import NoteError, is_private, read_note
+from kb.content.obsidian import without_comments
 from kb.content.redact import redact_text
 from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
@@ -139,7 +140,7 @@ def file_text(config: ReadConfig, source: str, origin: str) -> str:
         raise NoteNotFound(
             f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
         )
-    return note.text
+    return without_comments(note.text, note.edits)  # as the index holds it
 
 
 @lru_cache(maxsize=4)
