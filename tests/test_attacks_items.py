@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import ipaddress
 import socket
 import threading
 import time
@@ -37,7 +38,7 @@ from kb.ingest.progress import Summary
 from kb.search import SearchRequest, search
 from kb.search.preview import preview
 from kb.search.read import read_item
-from kb.sources.web.fetch import Fetcher, FetchError, Limits
+from kb.sources.web.fetch import Fetcher, FetchError, Guard, Limits, Refused, is_public
 from kb.sources.web.page import page_source
 
 MALFORMED = [  # each stopped every sync (issue 46, 1)
@@ -400,3 +401,31 @@ def test_comments_are_neither_stored_nor_returned_by_search_preview_or_read_note
         assert "swordfish" not in text and "layoffs" not in text, text
     # read_note's lines still match the file's line numbers
     assert passage.text.split("\n")[8].endswith("Support gets two more people before the launch.")
+
+
+# --- IPv6 forms of a loopback address (issue 46, 8) ------------------------------------------
+
+LOOPBACK_IN_IPV6 = [
+    "::127.0.0.1",  # IPv4-compatible
+    "::ffff:0:127.0.0.1",  # SIIT
+    "64:ff9b::127.0.0.1",  # NAT64
+    "64:ff9b:1::7f00:1",  # NAT64, local use
+    "2002:7f00:1::1",  # 6to4
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+]
+
+
+@pytest.mark.parametrize("address", LOOPBACK_IN_IPV6)
+def test_ipv6_forms_of_a_loopback_address_are_refused_before_any_connection(
+    address: str, web_site: Site
+) -> None:
+    assert not is_public(ipaddress.ip_address(address))
+    port = int(web_site.url.rsplit(":", 1)[1])
+    with pytest.raises(Refused, match="not a public address"):
+        Guard(resolve=lambda host, port: [address]).connect_tcp("gateway.example", port)
+    assert web_site.requests == []
+
+
+def test_ipv6_forms_of_a_public_address_stay_public() -> None:
+    for address in ("64:ff9b::8.8.8.8", "2002:808:808::1", "::ffff:0:8.8.8.8", "2606:4700::1111"):
+        assert is_public(ipaddress.ip_address(address)), address

@@ -53,12 +53,34 @@ class Refused(Exception):
     """A connection the guard refused (raised inside httpx's connect, caught by `fetch`)."""
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway may reach: IPv4-compatible
+# (::/96), SIIT (::ffff:0:0:0/96), NAT64 (64:ff9b::/96 and the local-use 64:ff9b:1::/48)
+_EMBEDDING = [ipaddress.ip_network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96",
+                                                "64:ff9b:1::/48")]  # fmt: skip
+
+
+def embedded(address: Address) -> list[Address]:
+    """The address and every IPv4 address it carries (IPv4-mapped, -compatible, SIIT, NAT64,
+    6to4, Teredo's client): a gateway on the way may connect to any of them."""
+    found: list[Address] = [address]
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            found.append(address.ipv4_mapped)
+        if any(address in net for net in _EMBEDDING):
+            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        if address.sixtofour is not None:
+            found.append(address.sixtofour)
+        if address.teredo is not None:
+            found.extend(address.teredo)
+    return found
+
+
 def is_public(address: Address) -> bool:
     """An address on the public internet: not loopback, private, link-local, shared (CGNAT),
-    reserved, multicast or unspecified."""
+    reserved, multicast or unspecified, nor an IPv6 form carrying such an IPv4 address."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast
+    return all(a.is_global and not a.is_multicast for a in embedded(address))
 
 
 def resolve(host: str, port: int) -> list[str]:
