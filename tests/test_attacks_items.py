@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import ipaddress
 import socket
 import threading
@@ -29,12 +30,14 @@ from web_fixtures import Mark, Site, netscape_bookmarks
 import kb.app.watch
 from kb.app.backend import Backend, embed_client, open_store, read_config
 from kb.app.backend import searcher as make_searcher
+from kb.app.cli import fail
 from kb.app.ingest import run
 from kb.app.remember import SaveError, fetch_page, inbox_folder, write_note
 from kb.app.watch import Watcher
+from kb.core.errors import IngestError
 from kb.core.limits import MAX_ALIASED, MAX_DEPTH, MAX_REASON
 from kb.core.settings import Settings
-from kb.ingest.progress import Summary
+from kb.ingest.progress import Summary, format_summary
 from kb.search import SearchRequest, search
 from kb.search.preview import preview
 from kb.search.read import read_item
@@ -429,3 +432,23 @@ def test_ipv6_forms_of_a_loopback_address_are_refused_before_any_connection(
 def test_ipv6_forms_of_a_public_address_stay_public() -> None:
     for address in ("64:ff9b::8.8.8.8", "2002:808:808::1", "::ffff:0:8.8.8.8", "2606:4700::1111"):
         assert is_public(ipaddress.ip_address(address)), address
+
+
+def test_file_names_holding_escape_sequences_are_printed_escaped(
+    tmp_path: Path, embedder_url: str
+) -> None:
+    settings = make_settings(tmp_path, embedder_url)
+    write(settings.NOTES_DIR / "title\x1b]0;pwned\x07.md", "---\ntags: a\n---\n")  # no text
+    write(settings.NOTES_DIR / "clear\x1b[2J.xyz", "not a note kind")
+    write(settings.NOTES_DIR / "bread.md", BREAD)
+    printed = format_summary(sync(settings), verbose=True)
+    assert "title\\x1b]0;pwned\\x07.md" in printed and "clear\\x1b[2J.xyz" in printed
+    assert "\x1b" not in printed and "\x07" not in printed
+    # an error line naming one (the inbox stops on frontmatter that is not YAML) too
+    write(settings.NOTES_DIR / "stop\x1b[2J.md", "---\ntags: [a\n---\nbody\n")
+    with pytest.raises(IngestError) as caught:
+        sync(settings)
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        fail(str(caught.value))
+    assert "stop\\x1b[2J.md" in stderr.getvalue() and "\x1b" not in stderr.getvalue()

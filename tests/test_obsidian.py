@@ -119,7 +119,8 @@ def test_the_embedded_text_of_a_vault_note_shows_links_as_their_text_and_no_comm
     assert "Decided in ADR-7, raised at 2024-03-04 Kickoff > Pain points" in embedded
     for gone in ("[[Priya", "%%", "Marta", "landlord", "[!warning]", "^rebuild", "- [ ]", "=="):
         assert gone not in embedded, gone
-    assert "%%ask Marta in finance%%" in stored and "[[Priya]]" in stored
+    # stored as written, but for its comments: Obsidian never shows them (issue 46)
+    assert "Marta" not in stored and "%%" not in stored and "[[Priya]]" in stored
     assert "[[Not a link]]" in embedded  # code is embedded as it is
 
 

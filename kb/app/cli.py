@@ -18,13 +18,14 @@ from collections.abc import Callable
 from typing import ParamSpec
 
 from kb.core.errors import KbError
+from kb.core.limits import escaped
 from kb.core.state import owner_only
 
 P = ParamSpec("P")
 
 
 def fail(message: str, code: int = 1) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {escaped(message)}", file=sys.stderr)  # it may name a hostile file
     return code
 
 

@@ -7,7 +7,8 @@ anything else (docs/guide/security.md lists them with the web's):
 - MAX_ALIASED: how many values a YAML document's aliases may stand for, all told (a ~350-byte
   alias bomb stands for billions, and every walk of it visits each);
 - MAX_REASON: how long a failure's reason may be (it goes to the log, the summary, status and
-  the dashboard), one line.
+  the dashboard), one line; MAX_NAME the name it fails under; both `escaped` (a file name
+  holding an ESC sequence cannot drive the terminal that prints it).
 
 Constants, not settings: no real note comes near them.
 """
@@ -23,6 +24,7 @@ import yaml
 MAX_DEPTH = 100
 MAX_ALIASED = 10_000
 MAX_REASON = 300
+MAX_NAME = 1_000  # a failure's name: a path (4,096 bytes at most) or a bookmark's URL (any length)
 
 _shown = reprlib.Repr()
 _shown.maxlevel, _shown.maxstring, _shown.maxother = 2, 60, 60
@@ -34,12 +36,19 @@ class TooComplex(ValueError):
 
 
 def bounded(reason: str, limit: int = MAX_REASON) -> str:
-    """`reason` on one line (control characters shown as spaces), cut to `limit` characters."""
+    """`reason` on one line (`escaped`), cut to `limit` characters."""
     head = reason[: 2 * limit]  # what the first words need, never the whole of a huge one
-    line = " ".join("".join(c if c.isprintable() else " " for c in head).split())
+    line = escaped(" ".join(head.split()))
     if len(line) > limit or len(reason) > len(head):
         line = line[: limit - 1] + "…"
     return line
+
+
+def escaped(text: str) -> str:
+    """`text` for a terminal: control characters written as escapes (`\\x1b`), so a file
+    name holding an ESC sequence cannot drive the terminal that prints it."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode()
+                   for c in text)  # fmt: skip
 
 
 def shown(value: object) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from kb.core.limits import escaped
 from kb.sources.base import Failure
 
 
@@ -213,4 +214,4 @@ def format_summary(summary: Summary, *, verbose: bool = False) -> str:
     if verbose:
         lines += [f"  skipped {path} ({gate})" for path, gate in summary.skipped_paths]
     lines += [f"  deleted: {name}" for name in summary.deleted]
-    return "\n".join(lines)
+    return "\n".join(escaped(line) for line in lines)  # file names may hold ESC sequences

@@ -20,7 +20,7 @@ from typing import ClassVar, Protocol
 
 from kb.content.notes import Note
 from kb.core.kinds import CODE, PROSE, Domain
-from kb.core.limits import bounded
+from kb.core.limits import MAX_NAME, bounded, escaped
 from kb.core.schema import FILE_DELETED
 
 
@@ -30,7 +30,7 @@ class Failure:
     reason: str
 
     def __post_init__(self) -> None:  # the one place a failure's words are bounded
-        object.__setattr__(self, "source", bounded(self.source))
+        object.__setattr__(self, "source", escaped(self.source[:MAX_NAME]))
         object.__setattr__(self, "reason", bounded(self.reason))
 
 
