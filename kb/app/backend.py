@@ -6,8 +6,9 @@ server and its dashboard) share.
 
 from __future__ import annotations
 
+import re
 import threading
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from kb.content.notes import normalise_tags
@@ -112,6 +113,14 @@ def embedder_message(exc: EmbedError) -> str:
     return f"embedder failed: {exc.message}"
 
 
+def model_name(model: object) -> object:
+    """A model as /health shows it (no token asked): a local path by its last part only, so the
+    answer names no folder of the machine; a model id (`Qwen/Qwen3-Embedding-0.6B`) as it is."""
+    if isinstance(model, str) and re.match(r"[/~.\\]|[A-Za-z]:[/\\]", model):
+        return PureWindowsPath(model).name or model
+    return model
+
+
 class Backend:
     """The embedder client and the store a server's requests share. The store opens on first
     use, so a server starts (and reports why in its health) while Qdrant or the storage folder
@@ -177,7 +186,7 @@ class Backend:
             found = collection.require(self.store())
             if embedder["ready"]:
                 collection.check_model(self.store(), embedder["model"], embedder["dimensions"])
-            store |= {"ready": True, "points": found.points, "model": found.model}
+            store |= {"ready": True, "points": found.points, "model": model_name(found.model)}
         except StoreError as exc:
             store |= {"ready": False, "error": str(exc)}
         # the code collection is optional: it exists once code was ingested, and never fails health
@@ -186,8 +195,10 @@ class Backend:
             found_code = collection.info(self.code_store()) if store["ready"] else None
             code |= {"exists": found_code is not None}
             if found_code is not None:
-                code |= {"points": found_code.points, "model": found_code.model}
+                code |= {"points": found_code.points, "model": model_name(found_code.model)}
         except StoreError as exc:
             code |= {"exists": False, "error": str(exc)}
         ok = embedder["ready"] and store["ready"]
+        if embedder.get("model") is not None:
+            embedder["model"] = model_name(embedder["model"])
         return {"ok": ok, "embedder": embedder, "store": store, "code": code}
