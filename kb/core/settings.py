@@ -274,9 +274,17 @@ class Settings(BaseSettings):
         description="Days after which a bookmarked page is fetched again (only what changed is "
         "embedded); 0: never.",
     )
-    WEB_TIMEOUT: float = Field(20.0, gt=0, description="Seconds one page's fetch may take.")
+    WEB_TIMEOUT: float = Field(
+        20.0,
+        gt=0,
+        description=(
+            "Seconds one page's fetch may take in all (robots.txt, redirects, headers and body)."
+        ),
+    )
     WEB_MAX_BYTES: int = Field(
-        10_000_000, ge=1, description="Pages larger than this (bytes) are not fetched."
+        10_000_000,
+        ge=1,
+        description="Pages larger than this (bytes, on the wire or decoded) are not fetched.",
     )
     WEB_MAX_REDIRECTS: int = Field(
         5, ge=0, description="Redirects a fetch follows at most (each one checked like the first)."
