@@ -23,8 +23,11 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from helpers import serve_in_thread
 from ingest_fixtures import BREAD, KIMCHI, make_settings, write
+from starlette.applications import Starlette
 from web_fixtures import Mark, Site, netscape_bookmarks
 
 import kb.app.watch
@@ -43,6 +46,9 @@ from kb.search.preview import preview
 from kb.search.read import read_item
 from kb.sources.web.fetch import Fetcher, FetchError, Guard, Limits, Refused, is_public
 from kb.sources.web.page import page_source
+from notes_server import dashboard
+from notes_server.dashboard_sync import SyncRun
+from notes_server.sessions import Sessions
 
 MALFORMED = [  # each stopped every sync (issue 46, 1)
     "http://127.0.0.1:99999/x",
@@ -452,3 +458,36 @@ def test_file_names_holding_escape_sequences_are_printed_escaped(
     with contextlib.redirect_stderr(stderr):
         fail(str(caught.value))
     assert "stop\\x1b[2J.md" in stderr.getvalue() and "\x1b" not in stderr.getvalue()
+
+
+# --- the dashboard's sync log (issue 46, 8): a client cannot hold hundreds open --------------
+
+
+def test_sync_logs_open_at_once_are_capped_and_a_closed_one_frees_its_place(
+    tmp_path: Path,
+) -> None:
+    backend = Backend(make_settings(tmp_path))
+    served = dashboard.routes(backend, Sessions())
+    page = served[0].endpoint.__self__  # type: ignore[attr-defined]
+    page.sync.current = SyncRun(started_at="2026-12-07T03:00:00+00:00")  # a sync still running
+    with (
+        serve_in_thread(Starlette(routes=served)) as base,
+        httpx.Client(base_url=base, timeout=10) as client,
+        contextlib.ExitStack() as held,
+    ):
+        streams = [
+            held.enter_context(client.stream("GET", "/sync/events"))
+            for _ in range(dashboard.EVENT_STREAMS)
+        ]
+        assert {s.status_code for s in streams} == {200}
+        refused = client.get("/sync/events")
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "10"
+        streams[0].close()
+
+        def admitted() -> bool:
+            with client.stream("GET", "/sync/events") as again:
+                return again.status_code == 200
+
+        wait_for(admitted, "a closed sync log frees its place", timeout=30)
+        page.sync.current.finish(ok=True)
+    backend.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -50,6 +50,9 @@ HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
 STATIC_FILES = {"htmx.min.js", "dashboard.js", "dashboard.css"}
 SEARCH_MAX_K = 50
+# sync logs (/sync/events) open at once: a tab holds one while its sync runs; a client opening
+# hundreds would hold as many open files (429 past it)
+EVENT_STREAMS = 8
 CHART_TAGS = 12
 # no inline script or style, nothing from elsewhere, never inside another site's frame
 HEADERS = {
@@ -95,6 +98,7 @@ class Dashboard:
         self.settings = backend.settings
         self.sessions = sessions
         self.sync = SyncRunner(backend)
+        self.streams = 0  # sync logs open now (one event loop: no lock needed)
 
     def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         # with a token, every page but the login form offers to sign out
@@ -219,7 +223,19 @@ class Dashboard:
                            running=message is None and blocked is None)  # fmt: skip
 
     async def sync_events(self, request: Request) -> Response:
-        return EventSourceResponse(stream(self.sync.current), headers=HEADERS, ping=15)
+        if self.streams >= EVENT_STREAMS:
+            return Response(f"{EVENT_STREAMS} sync logs are open already: close one", 429,
+                            headers={**HEADERS, "Retry-After": "10"})  # fmt: skip
+        return EventSourceResponse(self._counted(), headers=HEADERS, ping=15)
+
+    async def _counted(self) -> AsyncIterator[dict[str, str]]:
+        """The sync log's events, counted while the stream is open (however it ends)."""
+        self.streams += 1
+        try:
+            async for event in stream(self.sync.current):
+                yield event
+        finally:
+            self.streams -= 1
 
     def _deleted(self) -> dict[str, Any]:
         try:
