@@ -38,7 +38,7 @@ from kb.content import obsidian
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
 from kb.content.redact import redact_note, redact_text
-from kb.core.errors import IngestError
+from kb.core.errors import IngestError, KbError
 from kb.core.schema import INBOX, ChunkRecord, FileStat, fingerprint, folders_of, point_id
 from kb.embedding.keywords import TOKENIZER_VERSION
 from kb.ingest.progress import Progress, Summary
@@ -172,6 +172,8 @@ def prepare(
         except OSError as exc:
             failed.append(Failure(item.shown, f"cannot read it ({exc.strerror})"))
             continue
+        except KbError:
+            raise  # the run's own errors (the embedder, a quota) still end the run
         except Exception as exc:
             log.exception("%s could not be read (a bug: please report it)", item.shown)
             failed.append(Failure(item.shown, f"could not be read ({type(exc).__name__}: {exc})"))
