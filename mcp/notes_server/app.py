@@ -50,7 +50,8 @@ INSTRUCTIONS = (
 
 
 class NotesServer(MCPServer):
-    """The SDK's server, its resources/list the notes ingested last (notes_server.resources)."""
+    """The SDK's server, its resources/list the notes ingested last (notes_server.resources)
+    and an unknown prompt refused by name (notes_server.prompts)."""
 
     def __init__(self, backend: Backend, **options: Any) -> None:
         super().__init__("notes", **options)
@@ -58,6 +59,13 @@ class NotesServer(MCPServer):
 
     async def list_resources(self) -> list[mcp_types.Resource]:
         return await resources.listed(self.backend)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        # the SDK answers an unknown name with "Internal server error" and a logged traceback
+        prompts.known(name, [prompt.name for prompt in await self.list_prompts()])
+        return await super().get_prompt(name, arguments, context)
 
 
 def build_server(backend: Backend) -> MCPServer:

@@ -116,6 +116,14 @@ PROMPTS: list[tuple[Callable[..., str], str]] = [
 ]
 
 
+def known(name: str, names: list[str]) -> None:
+    """Refuse a prompt name that is not one of `names`, naming them."""
+    if name not in names:
+        raise MCPError(
+            mcp_types.INVALID_PARAMS, f"unknown prompt {name!r}; the prompts: {', '.join(names)}"
+        )
+
+
 def register(server: MCPServer) -> None:
     for fn, title in PROMPTS:
         server.add_prompt(CheckedPrompt.from_function(fn, title=title))
