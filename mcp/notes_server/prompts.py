@@ -1,5 +1,6 @@
 """MCP prompts: the requests users repeat, as commands (Claude Code: `/mcp__notes__<name>`,
-its arguments in order after the name, quoted when they hold spaces).
+its arguments in order after the name, one word each: Claude Code splits them on spaces, so a
+question is optional and can follow in the next message).
 
 Each prompt returns one user message that asks the assistant to use this server's tools and
 cite what it found; nothing is searched or read here, so a prompt costs no store call and its
@@ -58,7 +59,9 @@ class CheckedPrompt(Prompt):
         return await super().render(given, context)
 
 
-Question = Annotated[str, Field(description="What to ask the notes, in your words.")]
+Question = Annotated[
+    str, Field(description="What to ask the notes; optional: the question that follows.")
+]
 Topic = Annotated[str, Field(description="The subject, in a few words.")]
 Since = Annotated[str, Field(description="Saved on or after this date (2024-03-01); optional.")]
 Until = Annotated[str, Field(description="Saved on or before this date; optional.")]
@@ -67,10 +70,15 @@ FilePath = Annotated[
 ]
 
 
-def ask(question: Question) -> str:
+def ask(question: Question = "") -> str:
     """Answer a question from my notes, citing each note and its lines."""
+    asked = (
+        f"Answer from my notes: {question}"
+        if question.strip()
+        else ("Answer the question I ask next from my notes.")
+    )
     return (
-        f"Answer from my notes: {question}\n\n"
+        f"{asked}\n\n"
         "Search them with search_notes in my words (pass `alternates` if the first search is "
         "thin: exact terms as 'keyword: ...', a paraphrase); read around the best passages with "
         f"read_note when a passage is cut short. {CITE} {QUOTED}"
