@@ -242,6 +242,7 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "aliases": [],  # points written before the vault's graph: no names, no links
         "links_out": 0,
         "links_in": None,  # counted by the search entry, which kb.search.query alone is not
+        "uri": "notes:///old.md",  # the whole note: no lines stored
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector

@@ -62,7 +62,7 @@ class CheckedPrompt(Prompt):
 Question = Annotated[
     str, Field(description="What to ask the notes; optional: the question that follows.")
 ]
-Topic = Annotated[str, Field(description="The subject, in a few words.")]
+Topic = Annotated[str, Field(description="The subject, such as sourdough.")]
 Since = Annotated[str, Field(description="Saved on or after this date (2024-03-01); optional.")]
 Until = Annotated[str, Field(description="Saved on or before this date; optional.")]
 FilePath = Annotated[

@@ -5,8 +5,12 @@ One resource template, kb.core.schema.NOTE_URI (`notes:///<source>{?lines}`): an
 video or page by its `source` (percent-encoded, slashes kept), all of it or `?lines=10-20`.
 Reading one is `read_note`'s read (Backend.read: the ingest's gates, private notes, redaction,
 invisible characters removed, at most MAX_LINES lines and MAX_BYTES per read), its numbered
-lines followed by a bracketed line when something was left out or removed. Search results carry
-the URI of their passage (`uri`).
+lines followed by a bracketed line when something was left out or removed.
+
+Search results carry their passage's URI as a field (`uri`, kb.search.hits), not as a
+`resource_link` content block per result: Claude Code reads both, but a field reaches the model
+in whichever form a result travels (structured content, or the text made from it) for about 45
+characters, where a block would repeat the hit's source and title beside it.
 
 resources/list lists the LISTED most recently ingested items (one `browse`), not every note: a
 client fetches every page of the list at start (Claude Code does, to fill its `@` menu), so a
