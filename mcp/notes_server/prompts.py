@@ -36,16 +36,11 @@ class CheckedPrompt(Prompt):
     names on and word a missing one as a Python set)."""
 
     async def render(self, arguments: dict[str, Any] | None, context: Any) -> Any:
-        given = {name: value for name, value in (arguments or {}).items()}
-        names = [argument.name for argument in self.arguments or []]
-        usage = " ".join(
-            f"<{a.name}>" if a.required else f"[{a.name}]" for a in self.arguments or []
-        )
-        unknown = sorted(set(given) - set(names))
+        given = dict(arguments or {})
+        declared = self.arguments or []
+        unknown = sorted(set(given) - {a.name for a in declared})
         missing = [
-            a.name
-            for a in self.arguments or []
-            if a.required and not str(given.get(a.name) or "").strip()
+            a.name for a in declared if a.required and not str(given.get(a.name, "")).strip()
         ]
         if unknown or missing:
             what = (
@@ -53,6 +48,7 @@ class CheckedPrompt(Prompt):
                 if unknown
                 else f"missing {', '.join(missing)}"
             )
+            usage = " ".join(f"<{a.name}>" if a.required else f"[{a.name}]" for a in declared)
             raise MCPError(
                 mcp_types.INVALID_PARAMS, f"prompt {self.name}: {what}; usage: {self.name} {usage}"
             )
