@@ -242,6 +242,7 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
         "aliases": [],  # points written before the vault's graph: no names, no links
         "links_out": 0,
         "links_in": None,  # counted by the search entry, which kb.search.query alone is not
+        "uri": "notes:///old.md",  # the whole note: no lines stored
     }
     assert hit.score > 0.5  # cosine similarity in semantic mode
     assert hybrid.source == "old.md"  # found by meaning although it has no keyword vector
@@ -344,3 +345,14 @@ def test_a_search_through_the_mcp_server_sends_every_filter_by_its_argument_name
     assert {spec.name for spec in FILTERS} <= set(sent) <= set(tool["inputSchema"]["properties"])
     assert (sent["tags"], sent["path"], sent["min_duration"]) == (["a"], "x", 60)
     assert (sent["k"], sent["per_note"], sent["rerank"]) == (30, 0, False)  # the tool clamps k
+
+
+def test_a_result_from_the_mcp_server_reads_back_as_the_hit_it_was_with_its_uri_remade():
+    from pydantic import TypeAdapter
+
+    from kb.app import remote
+
+    hit = Hit(text="t", source="a b/ü.md", score=0.5, line_start=2, line_end=3)
+    sent = TypeAdapter(Hit).dump_python(hit, mode="json")  # what search_notes returns
+    assert sent["uri"] == "notes:///a%20b/%C3%BC.md?lines=2-3"
+    assert remote.hit_of(sent) == hit

@@ -13,6 +13,7 @@ from kb.core.schema import (
     Hit,
     fingerprint,
     folders_of,
+    note_uri,
     point_id,
 )
 
@@ -57,7 +58,9 @@ def test_a_hit_reads_back_every_user_field_of_a_stored_payload():
     expected = {k: v for k, v in stored.items() if k in HIT_FIELDS}
     made_by_search = {"score": 0.5, "hidden_chars_removed": 0, "rerank_score": None,
                       "links_out": 0, "links_in": None,
-                      "stale": None, "confidence": None, "explain": None}  # fmt: skip
+                      "stale": None, "confidence": None, "explain": None,
+                      "uri": note_uri(stored["source"], stored["line_start"],
+                                      stored["line_end"])}  # fmt: skip
     assert hit.to_dict() == expected | made_by_search
 
 

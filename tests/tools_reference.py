@@ -1,19 +1,26 @@
 """The tables the docs are built from: docs/guide/tools.md from the tools' snapshot (what
 `tools/list`
-answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py), README's filter table
+answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py) and from what the server
+answers to resources/templates/list and prompts/list (asked in-process), README's filter table
 from kb.search.filters. tests/test_readme.py compares them with the files;
 `UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py` rewrites them."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from helpers import REPO_ROOT
+import anyio
+from helpers import REPO_ROOT, build_settings
+from mcp import Client
 
+from kb.app.backend import Backend
 from kb.search.filters import FILTERS
 from kb.search.hits import RESULT_FIELDS
+from notes_server.app import build_server
+from notes_server.resources import LISTED
 
 TOOLS_MD = REPO_ROOT / "docs" / "guide" / "tools.md"
 FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/test_readme.py) -->"
@@ -27,10 +34,11 @@ EXAMPLES = {
     "folder": ' "read later"',
 }
 
-TOOLS_HEADER = """# The MCP tools
+TOOLS_HEADER = """# The MCP tools, resources and prompts
 
 What an assistant sees of the server (`tools/list`), generated from
-`tests/snapshots/tools_list_write_tools.json` by `tests/test_readme.py`: after changing a tool,
+`tests/snapshots/tools_list_write_tools.json` by `tests/test_readme.py` (the [resources](#resources)
+and [prompts](#prompts) at the end from the server itself): after changing a tool,
 `UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_server.py tests/test_mcp_write_tools.py
 tests/test_readme.py` rewrites the snapshots and this page. Each description is the prompt the
 model reads. `search_notes`, `browse_notes` and `answer_question` take the same filters, built
@@ -111,6 +119,76 @@ def render_tools(tools: list[dict[str, Any]]) -> str:
         lines += [f"## {tool['name']}", "", kind, "", *quoted, "", *_arguments(tool), ""]
         lines += [*_returns(tool), ""] if tool.get("outputSchema") else []
     return "\n".join(lines).rstrip() + "\n"
+
+
+RESOURCES = f"""## Resources
+
+Every indexed note, document, code file, saved video or page is also an MCP resource, read as
+`read_note` reads it (the same gates, private notes refused, credentials redacted, invisible
+characters removed, at most 2,000 lines and 500 KB per read; a bracketed last line says where
+the rest is). Each search result's `uri` names its passage. `resources/list` names the {LISTED}
+items ingested last, newest first, rather than the whole index: a client fetches the whole list
+when it connects, and the template reaches every other note.
+
+In Claude Code (its documentation, *Connect Claude Code to tools via MCP*, "Use MCP
+resources"), type `@` to pick a listed note from the menu, where resources appear beside files,
+or reference one as `@notes:` followed by its URI, e.g.
+`@notes:notes:///recipes/bread.md?lines=10-20`; a referenced resource is fetched and attached to
+the message, and Claude Code gives the model tools to list and read resources by URI.
+"""
+
+PROMPTS = """## Prompts
+
+Claude Code shows each prompt as a command, `/mcp__notes__<name>` (its documentation, *Connect
+Claude Code to tools via MCP*, "Use MCP prompts as commands"), its arguments after the name in
+the order below. Claude Code splits them on spaces (a quoted phrase too, as its issue tracker
+reports), so give each argument as one word (`/mcp__notes__saved_about sourdough 2024-01-01`), or
+run `/mcp__notes__ask` alone and ask the question in the next message. A missing, unknown or
+malformed argument is refused in one line naming it and the usage. Each prompt asks the assistant
+to use the tools above and cite what they return; it reads nothing itself.
+"""
+
+
+def surface_extras() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """resources/templates/list and prompts/list as the server answers them (in-process, with
+    no store: neither list reads one)."""
+
+    async def ask(client: Client) -> tuple[Any, Any]:
+        return await client.list_resource_templates(), await client.list_prompts()
+
+    async def run(backend: Backend) -> tuple[Any, Any]:
+        async with Client(build_server(backend)) as client:
+            return await ask(client)
+
+    with tempfile.TemporaryDirectory() as root:
+        backend = Backend(build_settings(root=Path(root)))
+        try:
+            templates, prompts = anyio.run(run, backend)
+        finally:
+            backend.close()
+    dump = {"mode": "json", "by_alias": True, "exclude_none": True}
+    return (
+        [t.model_dump(**dump) for t in templates.resource_templates],
+        [p.model_dump(**dump) for p in prompts.prompts],
+    )
+
+
+def render_extras(templates: list[dict[str, Any]], prompts: list[dict[str, Any]]) -> str:
+    """docs/guide/tools.md's sections on the resources and the prompts."""
+    lines = [RESOURCES, "| URI template | MIME type | What it is |", "|---|---|---|"]
+    lines += [
+        f"| `{t['uriTemplate']}` | {t['mimeType']} | {_cell(t['description'])} |" for t in templates
+    ]
+    lines += ["", PROMPTS, "| Prompt | Arguments | What it asks |", "|---|---|---|"]
+    for prompt in prompts:
+        arguments = "<br>".join(
+            f"`{a['name']}`{' (required)' if a.get('required') else ''}: {_cell(a['description'])}"
+            for a in prompt.get("arguments", [])
+        )
+        lines.append(
+            f"| `{prompt['name']}` | {arguments or 'none'} | {_cell(prompt['description'])} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def render_filters() -> str:

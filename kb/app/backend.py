@@ -17,7 +17,7 @@ from kb.core.schema import INBOX
 from kb.core.settings import Settings, from_root
 from kb.embedding.client import EmbedClient
 from kb.search import RerankOptions, Searcher
-from kb.search.read import ReadConfig
+from kb.search.read import Passage, ReadConfig, read_item
 from kb.sources.folder import parse
 from kb.sources.inbox import INGESTED
 from kb.store import collection
@@ -159,6 +159,12 @@ class Backend:
             rerank_options(self.settings),
             roots(self.settings),
         )
+
+    def read(self, source: str, start_line: int, lines: int) -> Passage:
+        """Lines of an indexed item, as `read_note` and the notes' MCP resources return them
+        (kb.search.read: the ingest's gates, private notes, redaction, invisible characters)."""
+        stores = [self.store(), self.code_store()]
+        return read_item(read_config(self.settings), stores, source, start_line, lines)
 
     def close(self) -> None:
         with self._lock:

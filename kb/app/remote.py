@@ -22,7 +22,7 @@ from kb.search import SearchRequest
 from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
-_HIT_FIELDS = [f.name for f in fields(Hit)]
+_HIT_FIELDS = [f.name for f in fields(Hit) if f.init]  # uri is made from the others
 
 
 class RemoteError(Exception):

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 from kb.core.invisible import strip_invisible
 
@@ -322,6 +323,19 @@ class Explanation:
     indexed_at: str | None = None  # when its text was indexed (UTC, ISO)
 
 
+# An indexed item as an MCP resource (RFC 6570; notes_server.resources reads it): its source
+# percent-encoded with its slashes kept, and optionally a passage, `?lines=FIRST-LAST`.
+NOTE_URI = "notes:///{+source}{?lines}"
+
+
+def note_uri(source: str, first: int | None = None, last: int | None = None) -> str:
+    """The URI of `source` (lines `first`-`last` with both): `NOTE_URI` expanded. Every
+    character but unreserved ones and `/` is encoded (spaces, non-ASCII, `?`, `#`, `%`, `+`),
+    so the template's match gives the source back exactly."""
+    uri = NOTE_URI.split("{", 1)[0] + quote(source, safe="/")
+    return f"{uri}?lines={first}-{last}" if first is not None and last is not None else uri
+
+
 @dataclass(frozen=True)
 class Hit:
     """One search result: a stored chunk and its score. Fields a point lacks (written by an
@@ -372,6 +386,13 @@ class Hit:
     stale: bool | None = None  # the file changed since its text was indexed (None: unknown)
     confidence: float | None = None  # calibrated chance that it is relevant (kb.search.confidence)
     explain: Explanation | None = None  # with `explain`: how it was found
+    # made from the fields above (also by dataclasses.replace, which budget's merges use):
+    uri: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        # a file's lines are read_note's; a video's or page's stored text has its own
+        lines = (self.line_start, self.line_end) if self.kind == NOTE else (None, None)
+        object.__setattr__(self, "uri", note_uri(self.source, *lines) if self.source else "")
 
     @classmethod
     def from_payload(cls, score: float, payload: dict[str, Any]) -> Hit:
@@ -444,6 +465,7 @@ RESULT_ONLY_FIELDS = frozenset(
         "explain",
         "links_out",
         "links_in",
+        "uri",
     }
 )  # made by a search (or counted from the payload), not stored
 assert HIT_FIELDS - RESULT_ONLY_FIELDS <= PAYLOAD_FIELDS

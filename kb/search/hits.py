@@ -19,6 +19,8 @@ RESULT_FIELDS: dict[str, str] = {
     "keyword bonus (-1..2; -1..3 for a query of identifiers only), semantic = cosine (-1..1), "
     "keyword = BM25 (0 and up); with "
     "`alternates`, or notes and code merged, a rank-fusion score. Compare within one search.",
+    "uri": "The passage as an MCP resource (without ?lines=, the whole note): read it, or "
+    "attach it as @notes:<uri>.",
     "title": "The note's title (its first # heading, or its file name).",
     "heading_path": "Headings above the passage, outermost first.",
     "tags": "The note's tags, frontmatter and inline; a nested tag (project/alpha) also "

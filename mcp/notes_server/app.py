@@ -1,6 +1,7 @@
 """MCP server: the user's notes as tools for AI assistants (notes_server.tools: search_notes,
 browse_notes, list_tags, read_note, status, list_deleted, answer_question; with MCP_WRITE_TOOLS
-also delete_note, restore_note), and the dashboard's web pages beside them (dashboard.py).
+also delete_note, restore_note), as resources (notes_server.resources), with prompts
+(notes_server.prompts), and the dashboard's web pages beside them (dashboard.py).
 
 Run `uv run mcp/server.py` for streamable HTTP on MCP_HOST:MCP_PORT (path /mcp, stateless, JSON
 responses), or `uv run mcp/server.py --stdio` for a client that launches the server itself.
@@ -15,9 +16,10 @@ import logging
 import signal
 import sys
 from contextlib import ExitStack
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import anyio
+import mcp_types
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.requests import Request
@@ -31,7 +33,7 @@ from kb.app.watch import in_background
 from kb.core.errors import ConfigError, KbError
 from kb.core.settings import LOG_LEVELS, Settings, get_settings
 from kb.core.state import owner_only
-from notes_server import dashboard
+from notes_server import dashboard, prompts, resources
 from notes_server.ingest_route import add_ingest_route
 from notes_server.security import HEALTH_PATH, Guard, log_config, transport_security
 from notes_server.sessions import Sessions
@@ -47,10 +49,29 @@ INSTRUCTIONS = (
 )
 
 
+class NotesServer(MCPServer):
+    """The SDK's server, its resources/list the notes ingested last (notes_server.resources)
+    and an unknown prompt refused by name (notes_server.prompts)."""
+
+    def __init__(self, backend: Backend, **options: Any) -> None:
+        super().__init__("notes", **options)
+        self.backend = backend
+
+    async def list_resources(self) -> list[mcp_types.Resource]:
+        return await resources.listed(self.backend)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        # the SDK answers an unknown name with "Internal server error" and a logged traceback
+        prompts.known(name, [prompt.name for prompt in await self.list_prompts()])
+        return await super().get_prompt(name, arguments, context)
+
+
 def build_server(backend: Backend) -> MCPServer:
-    """The MCP server with the tools of notes_server.tools."""
-    return MCPServer(
-        "notes",
+    """The MCP server with the tools of notes_server.tools, the note resources and prompts."""
+    server = NotesServer(
+        backend,
         instructions=INSTRUCTIONS,
         log_level=_log_level(backend.settings),
         tools=all_tools(backend),
@@ -58,6 +79,9 @@ def build_server(backend: Backend) -> MCPServer:
         # one more open file in this process for as long as a client liked
         subscriptions=False,
     )
+    resources.register(server, backend)
+    prompts.register(server)
+    return server
 
 
 def build_app(backend: Backend, ingest_key: str = "") -> ASGIApp:

@@ -12,7 +12,7 @@ from mcp.server.mcpserver.tools import Tool
 
 from kb.app import status as kb_status
 from kb.app import why as kb_why
-from kb.app.backend import Backend, read_config
+from kb.app.backend import Backend
 from kb.core.errors import StoreError
 from kb.ingest import lifecycle
 from kb.search import read as reading
@@ -81,13 +81,7 @@ def tools(backend: Backend) -> list[Tool]:
             raise ToolError("validation error for read_note: start_line must be 1 or more")
         count = max(1, min(reading.MAX_LINES, lines))
 
-        def read() -> reading.Passage:
-            stores = [backend.store(), backend.code_store()]
-            return reading.read_item(
-                read_config(backend.settings), stores, source, start_line, count
-            )
-
-        passage = await off_loop(read)
+        passage = await off_loop(lambda: backend.read(source, start_line, count))
         log.info("read_note lines=%d truncated=%s", passage.end_line, passage.truncated)
         return NoteText.model_validate(passage, from_attributes=True)
 
