@@ -32,7 +32,7 @@ from kb.search import query as kb_query
 from kb.search.domains import DOMAINS, Domain, search_all
 from kb.search.filters import Filters
 from kb.search.related import backlink_counts
-from kb.search.rerank import Reranked, rerank
+from kb.search.rerank import Reranked, rerank, unloaded
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -143,7 +143,8 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
 
     client, options = searcher.client, searcher.rerank
     if request.rerank is False or (request.rerank is None and client.reranker_off):
-        found = Reranked(first(k))
+        failure = client.reranker_failure if request.rerank is None else None
+        found = Reranked(first(k), note=unloaded(failure) if failure else None)
         ordered = found.hits
     else:
         depth = min(kb_query.MAX_K, max(k, options.candidates))
