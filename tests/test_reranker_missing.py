@@ -16,7 +16,9 @@ from mcp_fixtures import call_tool, make_settings, results, serve_in_process
 
 MISSING = "cross-encoder/not-fetched-here"
 FETCH = f"`uvx --from huggingface-hub hf download {MISSING}`"
-LINE = f"not reranked: RERANK_MODEL {MISSING} is not in the Hugging Face cache: fetch it with {FETCH}"
+LINE = (
+    f"not reranked: RERANK_MODEL {MISSING} is not in the Hugging Face cache: fetch it with {FETCH}"
+)
 
 
 @pytest.fixture(scope="module")

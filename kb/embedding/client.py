@@ -83,7 +83,7 @@ class EmbedClient:
         self.rerank_calls = 0  # POST /v1/rerank requests made
         # until when (monotonic) the embedder is taken to serve no reranker: it said so
         self._no_reranker_until = 0.0
-        self._reranker_failure: str | None = None  # why, when it did not load (the embedder's words)
+        self._reranker_failure: str | None = None  # why it did not load (the embedder's words)
         self._health: dict[str, Any] | None = None
         # query text -> (when, vector): a query repeated within QUERY_CACHE_S skips the embedder
         self._queries: OrderedDict[str, tuple[float, list[float]]] = OrderedDict()
