@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from kb.core.errors import EmbedError
 from kb.core.kinds import PROSE
 from kb.core.schema import NOTE, Hit
-from kb.search import budget, fresh
+from kb.search import budget, fresh, paths
 from kb.search import confidence as calibrated
 from kb.search import explain as explaining
 from kb.search import query as kb_query
@@ -113,6 +113,12 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     least k): the reranker puts prose and code on one scale. Without a reranker to read more
     than k, the first stage fetches only k. Then confidence, staleness, explanations and the
     budget (see the module docstring). EmbedError, StoreError as the stages raise them."""
+    if request.filters.path:  # as the index names it (a folder's notes start with its name)
+        stores = [store for store, _ in searcher.collections().values()]
+        where = paths.resolve(stores, request.filters.path)
+        if where.problem:
+            return Reranked([], note=where.problem)
+        request = replace(request, filters=replace(request.filters, path=where.path))
     packing = request.max_chars is not None
     k = max(request.k, budget.CANDIDATES) if packing else request.k
     per_note = None if packing else request.per_note  # packing counts merged passages
