@@ -49,6 +49,7 @@ def test_the_mcp_tools_take_a_folders_path_without_its_name(folders: Settings) -
         note = call_tool(server.url, "read_note", {"source": "Projects/kimchi.md"})
         links = call_tool(server.url, "related_notes", {"source": "Projects/alpha.md"})
         why = call_tool(server.url, "why_not_found", {"source": "Projects/kimchi.md"})
+        listed = call_tool(server.url, "browse_notes", {"path": "Projects"})
     assert sorted(r["source"] for r in found) == ["vault/Projects/alpha.md",
                                                   "vault/Projects/kimchi.md"]  # fmt: skip
     assert note.structured_content is not None
@@ -60,6 +61,7 @@ def test_the_mcp_tools_take_a_folders_path_without_its_name(folders: Settings) -
     assert why.structured_content is not None
     assert why.structured_content["source"] == "vault/Projects/kimchi.md"
     assert why.structured_content["state"] == "indexed"
+    assert listed.structured_content is not None and listed.structured_content["total"] == 2
 
 
 def test_a_path_nothing_holds_names_the_folders_prefixes_and_two_folders_are_named(
