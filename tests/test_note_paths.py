@@ -16,6 +16,7 @@ from mcp_fixtures import call_tool, error_text, results, serve_in_process
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
 from kb.core.settings import Settings
+from kb.search import paths
 
 KIMCHI = "# Kimchi\n\nSalt the cabbage for two hours, then rub in the chilli paste.\n"
 ALPHA = "# Alpha\n\nThe alpha project ferments cabbage: see [[kimchi]].\n"
@@ -96,3 +97,10 @@ def test_query_path_and_why_resolve_the_same_way_and_an_unknown_path_says_the_pr
     assert NOWHERE in outside.stderr and outside.stderr.startswith("note: ")
     assert why.returncode == 0, why.stderr
     assert json.loads(why.stdout)["source"] == "vault/Projects/kimchi.md"
+
+
+def test_before_anything_is_ingested_a_path_is_left_for_the_caller_to_report(
+    tmp_path: Path,
+) -> None:
+    with open_store(make_settings(tmp_path)) as store:  # no collection yet
+        assert paths.resolve([store], "Projects/") == paths.Resolved("Projects")

@@ -29,18 +29,18 @@ class Resolved:
 def resolve(stores: Sequence[Store], path: str) -> Resolved:
     """`path` (a note or a folder, normalised as the `path` filter does) in the index of
     `stores`: see the module docstring."""
-    path = Filters(path=path).path or ""
+    written, path = path, Filters(path=path).path or ""
     live = [s for s in stores if collection.info(s) is not None]
-    if not path or _held(live, path):
-        return Resolved(path)
+    if not path or not live or _held(live, path):  # nothing ingested: the caller says so
+        return Resolved(path or written)
     names = _folders(live)
     found = [f"{name}/{path}" for name in names if _held(live, f"{name}/{path}")]
     if len(found) == 1:
         return Resolved(found[0])
     if found:
-        return Resolved(path, f"{path!r} is in several folders: write {' or '.join(found)}")
+        return Resolved(written, f"{path!r} is in several folders: write {' or '.join(found)}")
     named = ", ".join(f"folder {name!r} are named '{name}/...'" for name in names)
-    return Resolved(path, f"nothing is under or named {path!r}" + (
+    return Resolved(written, f"nothing is under or named {path!r}" + (
         f"; notes of {named}" if names else ""))  # fmt: skip
 
 
