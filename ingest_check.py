@@ -1,9 +1,10 @@
 """End-to-end check of ingest + search against the configured embedder and Qdrant.
 
 Uses its own temporary notes folder and its own collection (COLLECTION + "_ingest_check_<random>"),
-never your notes or your collection, and removes both afterwards. With embedded storage
-(QDRANT_PATH) that collection lives in a temporary storage folder of its own: embedded Qdrant is
-one process per folder, and the MCP server may be holding yours. Checks: frontmatter (tags,
+never your notes, folders, playlists, bookmarks or collection (every setting marked SOURCE in
+kb.core.settings is cleared), and removes both afterwards. With embedded storage (QDRANT_PATH)
+that collection lives in a temporary storage folder of its own: embedded Qdrant is one process
+per folder, and the MCP server may be holding yours. Checks: frontmatter (tags,
 topic, document_date), date_ingested, the move into ingested/, search with a tag filter,
 replacement of a re-dropped note (no stale chunks) and that a bad-YAML note stops the run.
 Prints `ingest ok`, or one `error:` line and exits 1.
@@ -20,7 +21,7 @@ from kb.app.backend import embed_client, open_store
 from kb.app.cli import fail, script
 from kb.app.ingest import run
 from kb.core.errors import IngestError
-from kb.core.settings import Settings, get_settings
+from kb.core.settings import Settings, get_settings, without_sources
 from kb.embedding.client import EmbedClient
 from kb.search.filters import Filters
 from kb.search.query import search, tag_usage
@@ -149,12 +150,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ingest-check-") as tmp:
         notes = Path(tmp) / "notes"
         notes.mkdir()
-        # never the user's notes, state or (embedded: held by the MCP server?) storage folder
-        own: dict[str, Path | str] = {"NOTES_DIR": notes, "STATE_DIR": Path(tmp) / "state"}
+        # never the user's sources (folders, playlists, pages: only its own inbox), state or
+        # (embedded: held by the MCP server?) storage folder
+        own: dict[str, Path | str] = {"STATE_DIR": Path(tmp) / "state"}
         own["CODE_COLLECTION"] = f"{name}_code"  # never the user's code collection either
         if settings.QDRANT_PATH:
             own["QDRANT_PATH"] = str(Path(tmp) / "qdrant")
-        settings = settings.model_copy(update=own)
+        settings = without_sources(settings.model_copy(update=own), notes)
         with open_store(settings, name) as store, embed_client(settings) as client:
             client.health()  # a down embedder is reported as such, before any work
             try:

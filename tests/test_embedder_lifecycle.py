@@ -165,9 +165,9 @@ def test_a_model_that_cannot_load_is_reported_on_health_and_requests(
     wait_until(lambda: httpx.get(f"{server.url}/health").status_code == 500, what="load failed")
     error = httpx.get(f"{server.url}/health").json()["error"]
     assert error["code"] == "model_load_failed"
-    assert (
-        "'someone/not-downloaded-model' is not a folder and not in the Hugging Face cache"
-        in (error["message"])
+    assert error["message"].startswith(
+        "EMBED_MODEL someone/not-downloaded-model is not in the Hugging Face cache: fetch it "
+        "with `uvx --from huggingface-hub hf download someone/not-downloaded-model`"
     )
     response = httpx.post(f"{server.url}/v1/embeddings", json={"input": "a"})
     assert response.status_code == 500

@@ -11,9 +11,13 @@ from ingest_fixtures import (
     write,
 )
 from mcp_fixtures import COLLECTION, ServerFactory, call_tool, results
+from web_fixtures import Mark, chromium_bookmarks
 
 from kb.app.backend import open_store
-from kb.core.errors import StoreUnavailable
+from kb.app.ingest import sources
+from kb.core.errors import ConfigError, StoreUnavailable
+from kb.core.settings import Settings, source_settings, without_sources
+from kb.core.state import State
 
 
 def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_collection_alone(
@@ -57,3 +61,59 @@ def test_ingest_check_passes_while_the_mcp_server_holds_the_embedded_store(
     server.stop()
     with open_store(settings) as store:  # the user's store holds only the user's collection
         assert store.collection_names() == [COLLECTION]
+
+
+def test_ingest_check_reads_none_of_the_users_folders_playlists_or_bookmarks(
+    tmp_path: Path, embedder_url: str
+):
+    # a user with every kind of source: the check indexes its own notes, nothing of theirs
+    settings = make_settings(tmp_path, embedder_url)
+    vault = tmp_path / "vault"
+    write(vault / "mine.md", KIMCHI)
+    before = tree_state(vault)
+    marks = [Mark("http://127.0.0.1:9/read-later", "A page", ("Read later",))]
+    env = script_env(
+        settings,
+        NOTE_FOLDERS=f"vault={vault}",
+        YOUTUBE_PLAYLISTS="PLcheckmustnotread",
+        BOOKMARKS=str(chromium_bookmarks(tmp_path / "Bookmarks", marks)),
+    )
+    result = run_script("ingest_check.py", env=env, cwd=tmp_path, timeout=300)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ingest ok\n", "")
+    assert tree_state(vault) == before
+    assert not settings.STATE_DIR.exists()  # no playlist or page state of the user's either
+
+
+def sources_of(settings: Settings) -> list[tuple[str, Path]]:
+    """The sources an ingest would read with these settings: (origin, folder read)."""
+    return [(s.origin, s.root) for s in sources(settings, State(settings.STATE_DIR))]
+
+
+def test_every_setting_that_adds_a_source_is_marked_so_the_check_clears_it(tmp_path: Path):
+    # ingest_check.py clears the settings marked SOURCE: a new kind of source whose setting
+    # is not marked would reach the user's notes again. Every setting a user fills in (empty by
+    # default) or switches, set on its own, must add no source unless it is marked; and each
+    # marked one does add a source (or is refused for the value, as a source's setting is).
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    somewhere = tmp_path / "somewhere"
+    write(somewhere / "note.md", KIMCHI)
+    bare = without_sources(make_settings(tmp_path), inbox)
+    only_its_inbox = [("inbox", inbox)]
+    assert sources_of(bare) == only_its_inbox
+    for name, field in Settings.model_fields.items():
+        if field.annotation is bool:
+            value: object = not field.default
+        elif field.default == "" or isinstance(field.default, Path):
+            value = str(somewhere) if field.annotation is str else somewhere
+        else:
+            continue  # numbers and settings with a value by default: limits, not sources
+        changed = bare.model_copy(update={name: value})
+        if name in source_settings():
+            try:
+                added = sources_of(changed)
+            except ConfigError:
+                continue
+            assert added != only_its_inbox, f"{name} is marked SOURCE but changes no source"
+        else:
+            assert sources_of(changed) == only_its_inbox, f"{name} adds a source: mark it SOURCE"

@@ -178,7 +178,8 @@ class EmbedderSettings(BaseSettings):
     RERANK_MODEL: str = Field(
         "cross-encoder/ms-marco-TinyBERT-L2-v2",
         description="Cross-encoder served at POST /v1/rerank: a local folder, or a hub id already "
-        "in the Hugging Face cache (the Docker image bakes it in at build time, like EMBED_MODEL). "
+        "in the Hugging Face cache (the Docker image bakes it in at build time, like EMBED_MODEL; "
+        "without Docker: `uvx --from huggingface-hub hf download <id>`). "
         "The default is the one that adds under 1 s for 30 passages on a busy 2-core CPU; "
         "cross-encoder/ms-marco-MiniLM-L6-v2 ranks better at ~13x the cost "
         "(docs/design/reranking.md). "

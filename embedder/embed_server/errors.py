@@ -27,6 +27,16 @@ class ModelLoadError(Exception):
     """The configured model cannot be served; the message says why (shown on /health)."""
 
 
+def not_downloaded(setting: str, name: str) -> ModelLoadError:
+    """A hub id `name` (EMBED_MODEL, RERANK_MODEL) absent from the Hugging Face cache: the one
+    message that says how to fetch it, which /health, the host's status and searches relay."""
+    return ModelLoadError(
+        f"{setting} {name} is not in the Hugging Face cache: fetch it with `uvx --from "
+        f"huggingface-hub hf download {name}` and restart the embedder (the Docker image has "
+        f"it; {setting} may also be a folder)"
+    )
+
+
 class APIError(Exception):
     def __init__(
         self,

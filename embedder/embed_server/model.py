@@ -27,7 +27,7 @@ from transformers.utils import logging as hf_logging
 from embed_server import autotune, hardware, int8
 from embed_server.batching import plan_batches
 from embed_server.config import EmbedderSettings
-from embed_server.errors import ModelLoadError
+from embed_server.errors import ModelLoadError, not_downloaded
 from embed_server.hardware import (
     int8_down_projection,
     int8_full_range,
@@ -90,10 +90,7 @@ def resolve_model(name: str) -> Path:
     try:
         return Path(snapshot_download(repo_id=name, local_files_only=True))
     except LocalEntryNotFoundError:
-        raise ModelLoadError(
-            f"EMBED_MODEL {name!r} is not a folder and not in the Hugging Face cache; download it "
-            "beforehand (the Docker image does this at build time) or point EMBED_MODEL at a folder"
-        ) from None
+        raise not_downloaded("EMBED_MODEL", name) from None
 
 
 def _prompts(folder: Path, is_qwen3: bool, query_task: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 from transformers.utils import logging as hf_logging
 
 from embed_server.config import EmbedderSettings
-from embed_server.errors import ModelLoadError
+from embed_server.errors import ModelLoadError, not_downloaded
 from embed_server.hardware import resolve_device, resolve_rerank_dtype
 from embed_server.model import _TORCH_DTYPES, int8_linear
 from embed_server.threads import MAX_SIDE_BY_SIDE, PassThreads
@@ -47,10 +47,7 @@ def resolve_rerank_model(name: str) -> Path:
     try:
         return Path(snapshot_download(repo_id=name, local_files_only=True))
     except LocalEntryNotFoundError:
-        raise ModelLoadError(
-            f"RERANK_MODEL {name!r} is not a folder and not in the Hugging Face cache; the "
-            "Docker image downloads it at build time, or point RERANK_MODEL at a folder"
-        ) from None
+        raise not_downloaded("RERANK_MODEL", name) from None
 
 
 class Reranker:

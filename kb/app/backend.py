@@ -15,9 +15,10 @@ from kb.content.notes import normalise_tags
 from kb.core.errors import ConfigError, EmbedError, StoreError
 from kb.core.schema import INBOX
 from kb.core.settings import Settings, from_root
-from kb.embedding.client import EmbedClient
+from kb.embedding.client import EmbedClient, reranker_failure
 from kb.search import RerankOptions, Searcher
 from kb.search.read import Passage, ReadConfig, read_item
+from kb.search.rerank import unloaded
 from kb.sources.folder import parse
 from kb.sources.inbox import INGESTED
 from kb.store import collection
@@ -121,6 +122,12 @@ def model_name(model: object) -> object:
     return model
 
 
+def reranker_problem(health: dict[str, Any]) -> str | None:
+    """From the embedder's /health answer: the line to show while its reranker did not load."""
+    failure = reranker_failure(health)
+    return unloaded(failure) if failure else None
+
+
 class Backend:
     """The embedder client and the store a server's requests share. The store opens on first
     use, so a server starts (and reports why in its health) while Qdrant or the storage folder
@@ -174,6 +181,14 @@ class Backend:
         self.client.close()
         self.code_client.close()
 
+    def reranker_problem(self) -> str | None:
+        """The line to show while the embedder's configured reranker did not load (None too
+        when the embedder cannot be asked: its own state is reported where it is shown)."""
+        try:
+            return reranker_problem(self.client.health())
+        except EmbedError:
+            return None
+
     def health(self) -> dict[str, Any]:
         """Embedder and store state (blocking: run it in a worker thread)."""
         embedder: dict[str, Any] = {"url": self.settings.EMBED_URL}
@@ -185,6 +200,8 @@ class Backend:
                 "dimensions": info.get("dimensions"),
                 "rerank": info.get("rerank"),  # null: no reranker served
             }
+            if problem := reranker_problem(info):  # ready, but searches are not reranked
+                embedder["problem"] = problem
         except EmbedError as exc:
             embedder |= {"ready": False, "error": embedder_message(exc)}
         store: dict[str, Any] = {"collection": self.settings.COLLECTION}

@@ -147,6 +147,17 @@ def file_sources(settings: Settings, options: IngestOptions) -> list[Source]:
     return files
 
 
+def sources(settings: Settings, state: State, options: IngestOptions = DEFAULTS) -> list[Source]:
+    """Every source a run reads, in the order it syncs them: the inbox and the folders, the
+    playlists (none with `options.only`: a watcher's batch spends no YouTube quota), the
+    BOOKMARKS pages (not with `youtube_only`; with `only`, when it names "web")."""
+    files = file_sources(settings, options)
+    videos = playlists(settings, state) if options.only is None else []
+    wanted = not options.youtube_only and (options.only is None or WEB in options.only)
+    pages = web_sources(settings, state) if wanted else []
+    return [*files, *videos, *pages]
+
+
 def run(
     settings: Settings, client: EmbedClient, store: Store, options: IngestOptions = DEFAULTS
 ) -> Summary:
@@ -163,11 +174,8 @@ def run(
             f"rebuild {rebuild!r}: not a collection of this index (COLLECTION "
             f"{settings.COLLECTION} or CODE_COLLECTION {settings.CODE_COLLECTION})"
         )
-    files = file_sources(settings, options)
     state = State(settings.STATE_DIR)
-    videos = playlists(settings, state) if options.only is None else []
-    wanted = not options.youtube_only and (options.only is None or WEB in options.only)
-    pages: list[Source] = list(web_sources(settings, state)) if wanted else []
+    everything = sources(settings, state, options)
     try:
         with embed_client(settings, code=True) as code_client:
             code_live = store.beside(settings.CODE_COLLECTION)
@@ -175,10 +183,10 @@ def run(
             prose = ingest_run.Target(switch.begin(store, client), client)
             code = ingest_run.Target(switch.begin(code_live, code_client), code_client)
             config = ingest_config(settings)
-            summary = ingest_run.run([*files, *videos, *pages], prose, code, state, config, options)
+            summary = ingest_run.run(everything, prose, code, state, config, options)
             if options.only is None and not options.youtube_only:  # every source: whole
                 switch.finish(store, prose.store)
                 switch.finish(code_live, code.store)
             return summary
     finally:
-        youtube.close(videos)
+        youtube.close([s for s in everything if isinstance(s, youtube.PlaylistSource)])

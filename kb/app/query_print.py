@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from kb.content.chunking import PATH_SEPARATOR
 from kb.core.settings import Settings
@@ -70,8 +71,11 @@ def explained(hit: Hit) -> str:
 
 
 def print_results(found: Reranked, *, as_json: bool) -> int:
-    """A search's results, one per line (or as JSON), and the last line when none matches well."""
+    """A search's results, one per line (or as JSON), and the last line when none matches well;
+    the search's note (e.g. why it is not reranked) on stderr."""
     hits = found.hits
+    if found.note:
+        print(f"note: {found.note}", file=sys.stderr)
     if as_json:
         body = {"results": [hit.to_dict() for hit in hits], "no_good_match": found.no_good_match}
         print(json.dumps(body, ensure_ascii=False))

@@ -28,7 +28,7 @@ from kb.core.errors import EmbedError, StoreError
 from kb.core.schema import DELETED_AT, DELETED_CAUSE, INBOX, FileStat
 from kb.core.settings import Settings
 from kb.ingest.prepare import is_private
-from kb.search import Searcher, fresh
+from kb.search import Searcher, fresh, paths
 from kb.search import query as kb_query
 from kb.search.filters import FILTERS, Filters
 from kb.sources.files import GONE, git_files, listed_now
@@ -88,6 +88,9 @@ def why_not_found(
     if not parts or name.startswith("/") or ".." in parts:
         raise ValueError(f"source {source!r} is not a note's path (relative, no '..')")
     filters = filters or Filters()
+    # a folder's note named without the folder's name (kb.search.paths)
+    found = paths.resolve([store for store, _ in searcher.collections().values()], name)
+    name = found.path
     why = Why(name, "never_seen")
     stored = _stored(searcher, name)
     file, shown, gate = _file(settings, name)
@@ -102,7 +105,7 @@ def why_not_found(
         why.story.append(
             f"never seen: no file {name} in NOTES_DIR ({settings.NOTES_DIR}), its {INGESTED}/ "
             "or a NOTE_FOLDERS folder; names are relative to those (search results name notes "
-            "so)"
+            "so)" + (f"; {found.problem}" if found.problem else "")
         )
     if why.state in ("indexed", "stale") and query:
         _ranked(why, searcher, query, filters, per_note)

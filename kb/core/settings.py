@@ -27,6 +27,10 @@ from kb.core.errors import ConfigError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Marks a setting that adds notes to the index (a source: the inbox, folders, playlists, pages),
+# so what must be emptied to index nothing of the user's (ingest_check.py) is read from the
+# fields themselves; tests/test_ingest_check.py checks no other setting adds a source.
+SOURCE: dict[str, Any] = {"source": True}
 
 
 def log_level(value: str) -> str:
@@ -147,7 +151,9 @@ class Settings(BaseSettings):
 
     # --- notes -----------------------------------------------------------------------
     NOTES_DIR: Path = Field(
-        REPO_ROOT / "data", description="Inbox of notes; ingested notes move to NOTES_DIR/ingested."
+        REPO_ROOT / "data",
+        description="Inbox of notes; ingested notes move to NOTES_DIR/ingested.",
+        json_schema_extra=SOURCE,
     )
     NOTE_MAX_BYTES: int = Field(
         5_000_000,
@@ -166,6 +172,7 @@ class Settings(BaseSettings):
         description="Folders indexed in place (never moved or written): comma-separated "
         "name=path pairs, e.g. vault=~/Obsidian/Main,handbook=~/src/handbook; the name defaults "
         "to the folder's own name and starts each result's source (vault/projects/kimchi.md).",
+        json_schema_extra=SOURCE,
     )
     NOTE_FOLDERS_GIT: bool = Field(
         True,
@@ -216,6 +223,7 @@ class Settings(BaseSettings):
         "",
         description="Comma-separated YouTube playlist ids synced as sources (each video one "
         "item, results under youtube/<id>/); WL is Watch Later (read with yt-dlp and cookies).",
+        json_schema_extra=SOURCE,
     )
     YOUTUBE_API_KEY: str = Field(
         "", description="YouTube Data API v3 key: video details and custom playlists."
@@ -262,6 +270,7 @@ class Settings(BaseSettings):
         description="Comma-separated browser bookmark files synced as a source (each page one "
         "item, results under web/<site>/): Chromium/Chrome/Edge/Brave `Bookmarks`, Firefox "
         "`places.sqlite`, or an exported bookmarks HTML.",
+        json_schema_extra=SOURCE,
     )
     BOOKMARKS_FOLDERS: str = Field(
         "",
@@ -416,6 +425,24 @@ class Settings(BaseSettings):
         if ":" in host:  # an IPv6 address
             host = f"[{host}]"
         return f"http://{host}:{self.MCP_PORT}/mcp"
+
+
+def source_settings() -> tuple[str, ...]:
+    """The settings marked SOURCE: those that add notes to the index."""
+    return tuple(
+        name
+        for name, field in Settings.model_fields.items()
+        if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("source")
+    )
+
+
+def without_sources(settings: Settings, inbox: Path) -> Settings:
+    """`settings` with no source of notes but the inbox `inbox`: every SOURCE setting at its
+    default (none), NOTES_DIR `inbox`."""
+    cleared: dict[str, Any] = {
+        name: Settings.model_fields[name].default for name in source_settings()
+    }
+    return settings.model_copy(update=cleared | {"NOTES_DIR": inbox})
 
 
 def from_root(path: Path) -> Path:

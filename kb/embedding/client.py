@@ -25,6 +25,7 @@ from kb.core.errors import EmbedError
 
 QUERY_CACHE_S = 60.0  # how long a query's vector is reused
 RERANK_DISABLED = "rerank_disabled"  # the error code of an embedder that serves no reranker
+RERANK_FAILED = "model_load_failed"  # ... and of one whose reranker did not load (its reason)
 QUERY_CACHE_SIZE = 256  # queries remembered (a 1024-d vector is ~8 KB as floats)
 
 RETRY_STATUSES = frozenset({429, 503})
@@ -82,6 +83,7 @@ class EmbedClient:
         self.rerank_calls = 0  # POST /v1/rerank requests made
         # until when (monotonic) the embedder is taken to serve no reranker: it said so
         self._no_reranker_until = 0.0
+        self._reranker_failure: str | None = None  # why it did not load (the embedder's words)
         self._health: dict[str, Any] | None = None
         # query text -> (when, vector): a query repeated within QUERY_CACHE_S skips the embedder
         self._queries: OrderedDict[str, tuple[float, list[float]]] = OrderedDict()
@@ -297,6 +299,12 @@ class EmbedClient:
         """The embedder said within the last QUERY_CACHE_S that it serves no reranker."""
         return time.monotonic() < self._no_reranker_until
 
+    @property
+    def reranker_failure(self) -> str | None:
+        """While `reranker_off` because the configured reranker did not load: the embedder's
+        reason (which says how to fix it)."""
+        return self._reranker_failure if self.reranker_off else None
+
     def rerank(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
         """POST /v1/rerank once: the relevance of each document, in input order. No retry: a
         reranker that is loading or busy is skipped by the caller, not waited for. EmbedError
@@ -309,8 +317,11 @@ class EmbedClient:
             raise self._unreachable(exc) from None
         if response.status_code != 200:
             error = self._http_error(response)
-            if error.code == RERANK_DISABLED:  # asked again in a minute, not every search
+            if error.code in (RERANK_DISABLED, RERANK_FAILED):  # asked again in a minute
                 self._no_reranker_until = time.monotonic() + QUERY_CACHE_S
+                self._reranker_failure = (
+                    envelope_message(response) if error.code == RERANK_FAILED else None
+                )
             raise error
         scores = [0.0] * len(documents)
         try:
@@ -343,6 +354,23 @@ def key_refused(url: str, api_key: str) -> EmbedError:
     return EmbedError(
         f"embedder at {url} refused the request (401): {message}", 401, "invalid_api_key"
     )
+
+
+def reranker_failure(health: dict[str, Any]) -> str | None:
+    """Why the reranker an embedder's /health answer lists did not load (None: it serves one,
+    loads it, or has none configured)."""
+    rerank = health.get("rerank")
+    if isinstance(rerank, dict) and rerank.get("status") == "failed":
+        return str(rerank.get("error") or "it did not load")
+    return None
+
+
+def envelope_message(response: httpx.Response) -> str | None:
+    """The message of an embedder's error envelope, as it wrote it."""
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def http_error(url: str, response: httpx.Response, api_key: str = "") -> EmbedError:

@@ -8,7 +8,7 @@ only: a note has no such value, and the count says how many have one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from kb.core.schema import (
@@ -19,6 +19,7 @@ from kb.core.schema import (
     VIEW_COUNT,
     Hit,
 )
+from kb.search import paths
 from kb.search.filters import Filters
 from kb.store import collection
 from kb.store.points import Store
@@ -68,8 +69,11 @@ def browse(
         raise ValueError(f"offset must be between 0 and {MAX_OFFSET}, got {offset}")
     collection.require(store)
     key = ORDER_BY[order_by]
+    filters = filters or Filters()
+    if filters.path:  # as the index names it (kb.search.paths); none found: nothing listed
+        filters = replace(filters, path=paths.resolve([store], filters.path).path)
     # one row per note, with a value to order by: the count matches what order_by can list
-    flt = listing_filter((filters or Filters()).where(), key)
+    flt = listing_filter(filters.where(), key)
     total = store.count(flt)
     if count_only:
         return Browsed(total, [])

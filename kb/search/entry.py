@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING
 from kb.core.errors import EmbedError
 from kb.core.kinds import PROSE
 from kb.core.schema import NOTE, Hit
-from kb.search import budget, fresh
+from kb.search import budget, fresh, paths
 from kb.search import confidence as calibrated
 from kb.search import explain as explaining
 from kb.search import query as kb_query
 from kb.search.domains import DOMAINS, Domain, search_all
 from kb.search.filters import Filters
 from kb.search.related import backlink_counts
-from kb.search.rerank import Reranked, rerank
+from kb.search.rerank import Reranked, rerank, unloaded
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -113,6 +113,12 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     least k): the reranker puts prose and code on one scale. Without a reranker to read more
     than k, the first stage fetches only k. Then confidence, staleness, explanations and the
     budget (see the module docstring). EmbedError, StoreError as the stages raise them."""
+    if request.filters.path:  # as the index names it (a folder's notes start with its name)
+        stores = [store for store, _ in searcher.collections().values()]
+        where = paths.resolve(stores, request.filters.path)
+        if where.problem:
+            return Reranked([], note=where.problem)
+        request = replace(request, filters=replace(request.filters, path=where.path))
     packing = request.max_chars is not None
     k = max(request.k, budget.CANDIDATES) if packing else request.k
     per_note = None if packing else request.per_note  # packing counts merged passages
@@ -143,7 +149,8 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
 
     client, options = searcher.client, searcher.rerank
     if request.rerank is False or (request.rerank is None and client.reranker_off):
-        found = Reranked(first(k))
+        failure = client.reranker_failure if request.rerank is None else None
+        found = Reranked(first(k), note=unloaded(failure) if failure else None)
         ordered = found.hits
     else:
         depth = min(kb_query.MAX_K, max(k, options.candidates))

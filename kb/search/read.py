@@ -33,6 +33,7 @@ from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
 from kb.core.properties import Properties
 from kb.core.schema import ALIASES, INBOX, LINKS, TRANSCRIPT, VIDEO, WEB
+from kb.search import paths
 from kb.search.related import backlink_counts
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
@@ -76,8 +77,11 @@ def stored_payloads(stores: Sequence[Store], source: str) -> list[dict[str, Any]
     return holding(stores, source)[1]
 
 
-def holding(stores: Sequence[Store], source: str) -> tuple[Store, list[dict[str, Any]]]:
-    """The store that holds an item, and its payloads; NoteNotFound as `stored_payloads`."""
+def holding(
+    stores: Sequence[Store], source: str, hint: str | None = None
+) -> tuple[Store, list[dict[str, Any]]]:
+    """The store that holds an item, and its payloads; NoteNotFound as `stored_payloads` (with
+    `hint`, kb.search.paths' problem, when none holds it)."""
     for store in stores:
         if collection.info(store) is None:
             continue
@@ -87,7 +91,9 @@ def holding(stores: Sequence[Store], source: str) -> tuple[Store, list[dict[str,
         if payloads[0].get("deleted_at"):
             raise NoteNotFound(f"{source} is deleted (restore it first to read it)")
         return store, payloads
-    raise NoteNotFound(f"no indexed note is named {source!r}; use a source search_notes gave")
+    raise NoteNotFound(
+        f"no indexed note is named {source!r}; {hint or 'use a source search_notes gave'}"
+    )
 
 
 def video_text(payloads: Sequence[dict[str, Any]]) -> str:
@@ -172,7 +178,9 @@ def read_item(
         raise ValueError(f"start_line must be 1 or more, got {start_line}")
     if not 1 <= lines <= MAX_LINES:
         raise ValueError(f"lines must be between 1 and {MAX_LINES}, got {lines}")
-    store, payloads = holding(stores, source)
+    found = paths.resolve(stores, source)  # a folder's note named without the folder's name
+    source = found.path
+    store, payloads = holding(stores, source, found.problem)
     if payloads[0].get("kind") == VIDEO or payloads[0].get("origin") == WEB:
         text = video_text(payloads)
     else:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
 from kb.core.schema import ALIASES, LINKS, ORIGIN, TITLE, UNRESOLVED
+from kb.search import paths
 from kb.store import collection
 from kb.store.points import Store
 from kb.store.query import first_chunks, linking_to, sources_in, with_unresolved
@@ -81,9 +82,12 @@ def related(store: Store, source: str, k: int = 5) -> Related:
     if not 0 <= k <= MAX_K:
         raise ValueError(f"k must be between 0 and {MAX_K}, got {k}")
     collection.require(store)
+    where = paths.resolve([store], source)  # a folder's note named without the folder's name
+    source = where.path
     found = store.notes([TITLE, ALIASES, LINKS, UNRESOLVED], sources_in([source]))
     if not found:
-        raise NoteNotFound(f"no indexed note is named {source!r}; use a source search_notes gave")
+        hint = where.problem or "use a source search_notes gave"
+        raise NoteNotFound(f"no indexed note is named {source!r}; {hint}")
     note = found[0]
     shown = _Shown()
     outgoing = _strings(note.get(LINKS))

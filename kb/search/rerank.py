@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kb.core.errors import EmbedError
 from kb.core.schema import Hit
-from kb.embedding.client import RERANK_DISABLED
+from kb.embedding.client import RERANK_DISABLED, RERANK_FAILED
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 # Reciprocal-rank constant of the blend (RERANK_WEIGHT < 1), as in reciprocal rank fusion.
 BLEND_K = 60
 DISABLED = RERANK_DISABLED  # the embedder's error code when it serves no reranker
+
+
+def unloaded(reason: str) -> str:
+    """The one line every surface (search notes, status, /health, the dashboard, query.py)
+    shows while the configured reranker did not load; `reason` is the embedder's, which says
+    how to fix it (e.g. the command that fetches a RERANK_MODEL missing from the cache)."""
+    return f"not reranked: {reason}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ def rerank(
                 if requested
                 else None
             )
+        elif exc.code == RERANK_FAILED:  # said on every search: nothing else tells the user
+            note = unloaded(client.reranker_failure or exc.message)
         else:
             note = f"reranker unavailable ({exc.message}): results are in first-stage order"
         return Reranked(list(hits[:k]), note=note)

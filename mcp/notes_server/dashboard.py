@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from kb.app import status
-from kb.app.backend import Backend, embedder_message
+from kb.app.backend import Backend, embedder_message, reranker_problem
 from kb.content.formats import CODE
 from kb.core.errors import EmbedError, KbError, NoteNotFound, StoreError
 from kb.core.state import State
@@ -118,7 +118,8 @@ class Dashboard:
         try:
             info = self.backend.client.health()
             embedder = {"state": "ready", "model": info.get("model"),
-                        "dimensions": info.get("dimensions")}  # fmt: skip
+                        "dimensions": info.get("dimensions"),
+                        "reranker": reranker_problem(info)}  # fmt: skip
         except EmbedError as exc:
             state = "loading" if exc.status == 503 else "down"
             embedder = {"state": state, "error": embedder_message(exc)}
@@ -167,12 +168,16 @@ class Dashboard:
                   "rerank": query.get("rerank", "on") == "on",
                   "explain": query.get("explain") == "on",
                   "tag": [t for t in query.getlist("tag") if t]}  # fmt: skip
+        # a reranker that did not load: the box is off (and disabled), the page says why
+        unranked = await blocking(self.backend.reranker_problem)
+        params["rerank"] = params["rerank"] and not unranked
         found = await blocking(lambda: self._search(params))
+        found["note"] = found["note"] or unranked
         if found["hits"] or params["q"]:
             log.info("dashboard search mode=%s k=%d hits=%d", mode, k, len(found["hits"]))
         name = "_results.html" if request.headers.get("hx-target") == "results" else "search.html"
         return self.render(name, page="search", params=params, modes=MODES, domains=DOMAINS,
-                           **found)  # fmt: skip
+                           unranked=unranked, **found)  # fmt: skip
 
     async def preview_page(self, request: Request) -> Response:
         source = request.query_params.get("source") or ""

@@ -232,6 +232,9 @@ class StatusReport(BaseModel):
     switch: SwitchState | None = Field(
         None, description="A rebuild for a new model or chunker under way (searches unaffected)."
     )
+    reranker: str | None = Field(
+        None, description="Why searches are not reranked, when the reranker did not load."
+    )
 
 
 class ModeRank(BaseModel):

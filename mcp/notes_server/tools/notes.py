@@ -93,8 +93,9 @@ def tools(backend: Backend) -> list[Tool]:
 
     async def status() -> StatusReport:
         report = await off_loop(lambda: kb_status.status(backend.settings, open_or_none(backend)))
+        reranker = await off_loop(backend.reranker_problem)
         log.info("status sources=%d notes=%d", len(report.sources), report.notes)
-        return StatusReport.model_validate(asdict(report))
+        return StatusReport.model_validate(asdict(report) | {"reranker": reranker})
 
     async def list_deleted(cause: DeleteCause = None, since: DeletedSince = None) -> DeletedList:
         try:
