@@ -7,7 +7,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT, free_port
 from ingest_fixtures import KIMCHI, SHOCK, make_settings, run_script, script_env, write
+
+from bench.first_answer import fresh_clone, user_env
 
 STARTUP_S = 300
 
@@ -122,21 +123,6 @@ def log_text(log, chars: int | None = 3000) -> str:
     return log.read()[-chars:] if chars else log.read()
 
 
-def fresh_clone(folder: Path) -> Path:
-    """This working tree as a fresh clone holds it: the files git tracks or would track (no
-    .venv, no data, no .env), uncommitted changes included."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, listed):
-        source = REPO_ROOT / name
-        if source.is_file():  # a tracked file deleted in the working tree is left out
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, folder / name)
-    return folder
-
-
 def in_terminal(argv: list[str], env: dict[str, str], cwd: Path, ready: str) -> tuple[int, str]:
     """Run `argv` on a terminal of its own, as a user does; once `ready` is shown, press
     Ctrl-C (the terminal sends SIGINT to its foreground process group, `make` included).
@@ -194,13 +180,7 @@ def test_make_local_on_a_fresh_clone_installs_what_it_runs_and_ctrl_c_stops_it_c
         EMBED_THREADS="2",
         LOG_LEVEL="INFO",
     )
-    # as from the user's shell: not this suite's virtual environment
-    env.pop("VIRTUAL_ENV", None)
-    env.pop("UV_PROJECT_ENVIRONMENT", None)
-    ours = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != ours)
-
-    status, shown = in_terminal(["make", "local"], env, clone, "MCP server ready")
+    status, shown = in_terminal(["make", "local"], user_env(**env), clone, "MCP server ready")
 
     assert f"MCP server ready at http://127.0.0.1:{mcp_port}/mcp" in shown
     assert (clone / ".venv").is_dir()
@@ -210,3 +190,23 @@ def test_make_local_on_a_fresh_clone_installs_what_it_runs_and_ctrl_c_stops_it_c
     assert sorted(stops) == ["stopped the MCP server", "stopped the embedder"], shown[-3000:]
     assert "Traceback" not in shown and "make: ***" not in shown, shown[-3000:]
     assert "GET /health" not in shown, shown[-3000:]
+
+
+def test_make_local_stops_at_once_naming_a_model_that_is_not_in_the_cache(tmp_path: Path):
+    settings = make_settings(tmp_path, f"http://127.0.0.1:{free_port()}")
+    env = script_env(
+        settings,
+        MCP_PORT=str(free_port()),
+        EMBED_MODEL="someone/not-downloaded-model",
+        HF_HOME=str(tmp_path / "hf"),
+        RERANK_MODEL="",
+    )
+    # a failed load never recovers: one error line, not a 10-minute wait for /health
+    done = subprocess.run(
+        make_local_command(), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the embedder cannot serve: EMBED_MODEL 'someone/not-downloaded")
+    assert "not in the Hugging Face cache" in last
+    assert "stopped the embedder" in done.stdout and "stopped the MCP server" in done.stdout

@@ -89,7 +89,8 @@ class Stack:
         embedder, server = self.children
         base = self.settings.mcp_url.removesuffix("/mcp")
         health = f"{self.settings.EMBED_URL.rstrip('/')}/health"
-        embedder.wait_ready(health, READY_S, siblings=[server])
+        # 500: the model cannot load (not in the cache, say), and never will: no 10-minute wait
+        embedder.wait_ready(health, READY_S, failed=(500,), siblings=[server])
         self.say(f"embedder ready at {self.settings.EMBED_URL}")
         # the server answers; 503 says what it still waits for (e.g. a first ingest)
         server.wait_ready(f"{base}/health", READY_S, ready=(200, 503), siblings=[embedder])

@@ -74,6 +74,14 @@ def terminal_foreground() -> Iterator[None]:
         os.close(tty)
 
 
+def _message(response: httpx.Response) -> str:
+    """The `{"error": {"message"}}` of an answer (the embedder's envelope), else its text."""
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
 class Child:
     """`argv` started from the repository root (the images' WORKDIR holds the same layout).
 
@@ -153,13 +161,14 @@ class Child:
         deadline_s: float,
         *,
         ready: Collection[int] = (200,),
+        failed: Collection[int] = (),
         siblings: Sequence[Child] = (),
     ) -> httpx.Response:
         """Poll GET `url` until it answers with a status in `ready` and return that answer.
 
-        ChildError at once when the child (or one of `siblings`, started beside it) exits, or
-        after `deadline_s` seconds naming the last answer seen (a 503 while a model loads, or
-        no answer at all).
+        ChildError at once when the child (or one of `siblings`, started beside it) exits or
+        answers with a status in `failed` (naming its error's message), or after `deadline_s`
+        seconds naming the last answer seen (a 503 while a model loads, or no answer at all).
         """
         end = time.monotonic() + deadline_s
         last = "no answer"
@@ -171,6 +180,8 @@ class Child:
                     response = http.get(url)
                     if response.status_code in ready:
                         return response
+                    if response.status_code in failed:
+                        raise ChildError(f"the {self.name} cannot serve: {_message(response)}")
                     last = f"HTTP {response.status_code}: {response.text[:200]}"
                 except httpx.TransportError as exc:
                     last = type(exc).__name__

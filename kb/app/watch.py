@@ -9,7 +9,7 @@ events. Changes made while a batch runs are buffered by the watcher and make the
 The first batch syncs every source (what changed while nobody watched). A batch that fails
 (the embedder restarting, Qdrant away, another ingest holding the lock, a folder unmounted)
 keeps its dirty sources and is tried again with a growing delay: a change is delayed, never
-lost. `stop` (Ctrl-C, the MCP server shutting down) ends the watch after the current batch.
+lost. `stop` (Ctrl-C, the MCP server shutting down) ends the watch between two groups of notes.
 
 While watching, STATE_DIR/watcher.json says so (kb.core.state.WATCHER_NAME); it is removed on exit.
 """
@@ -145,10 +145,12 @@ class Watcher:
     def sync(self, origins: set[str]) -> bool:
         """One batch: the convergent sync of `origins`; False (logged) when it must be retried."""
         try:
-            options = IngestOptions(only=frozenset(origins), progress=self.progress)
+            options = IngestOptions(only=frozenset(origins), progress=self.progress, stop=self.stop)
             with self.state.lock():
                 summary = run(self.settings, self.backend.client, self.backend.store(), options)
         except KbError as exc:
+            if self.stop.is_set():
+                return False  # stopped mid-batch: "watch stopped" says what is left
             self.failures += 1
             log.warning("watch: syncing %s failed: %s", ", ".join(sorted(origins)), exc)
             return False
@@ -185,7 +187,8 @@ class Watcher:
 @contextmanager
 def in_background(backend: Backend) -> Iterator[Watcher]:
     """A Watcher in a daemon thread for the life of the block (the MCP server with MCP_WATCH,
-    sharing its store: embedded storage opens in one process only); stopped after its batch."""
+    sharing its store: embedded storage opens in one process only); stopped between two groups
+    of notes of a batch (what is left syncs next time), or while it waits for the embedder."""
     stop = threading.Event()
     watcher = Watcher(backend, stop=stop)
 
