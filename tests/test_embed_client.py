@@ -135,9 +135,9 @@ def test_waiting_for_the_embedder_ends_once_stop_is_set(clock: Clock) -> None:
     # the MCP server's watcher waits while the embedder loads: a stop must not wait it out
     stop = threading.Event()
     stop.set()
-    with EmbedClient(f"http://127.0.0.1:{free_port()}", retries=0) as client:
-        with pytest.raises(EmbedError, match="stopped while waiting for the embedder"):
-            client.wait_ready(timeout=600, stop=stop)
+    client = EmbedClient(f"http://127.0.0.1:{free_port()}", retries=0)
+    with client, pytest.raises(EmbedError, match="stopped while waiting for the embedder"):
+        client.wait_ready(timeout=600, stop=stop)
     assert clock.slept == []
 
 
