@@ -124,11 +124,12 @@ class Stack:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        """Stop each child once, side by side; one line per child."""
-        running = [child for child in self.children if child.running()]
-        for child in running:
-            child.send(signal.SIGINT)  # as Ctrl-C does: each shuts down cleanly
-        for child in running:
+        """Stop each child once, the MCP server first (its watcher may be waiting for the
+        embedder, which answers meanwhile); one line per child."""
+        for child in reversed(self.children):
+            if not child.running():
+                continue
+            child.send(signal.SIGINT)  # as Ctrl-C does: a clean shutdown
             if child.wait_stopped(STOP_S):
                 self.say(f"stopped the {child.name}")
             else:

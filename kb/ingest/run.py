@@ -34,7 +34,6 @@ inbox moves it into ingested/, unindexed, so its earlier version there is replac
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -144,18 +143,15 @@ class _Writer:
             self.progress.done(name, len(p.chunks))
 
 
-def _embedder_model(
-    client: EmbedClient, wait_s: float, stop: threading.Event | None
-) -> tuple[str, int]:
-    """The embedder's model and dimension, waiting up to `wait_s` while it loads the model
-    (or until `stop` is set: Ctrl-C, or the MCP server's watcher stopping)."""
+def _embedder_model(client: EmbedClient, wait_s: float) -> tuple[str, int]:
+    """The embedder's model and dimension, waiting up to `wait_s` while it loads the model."""
     try:
         client.health()
     except EmbedError as exc:
         if exc.status != 503:
             raise
         log.info("the embedder is still loading its model; waiting up to %.0fs", wait_s)
-        client.wait_ready(timeout=wait_s, stop=stop)
+        client.wait_ready(timeout=wait_s)
     return client.model, client.dimensions
 
 
@@ -241,7 +237,7 @@ def _run(job: _Job) -> None:
         hand_over_private(source, read, summary, progress)
     if not prepared and not full:
         return
-    model, dimensions = _embedder_model(client, client.timeout, job.options.stop)
+    model, dimensions = _embedder_model(client, client.timeout)
     refilling = any(not p.item.pending for p in prepared)
     created = collection.ready_for_writes(store, build, model, dimensions, refilling=refilling)
     wanted = {p.note.source: p.points(model, dimensions) for p in prepared}
