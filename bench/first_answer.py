@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from bench.common import REPO_ROOT, cpu_name, free_port
@@ -46,14 +47,12 @@ def fresh_clone(folder: Path) -> Path:
     return folder
 
 
-def user_env(**settings: str) -> dict[str, str]:
-    """The environment of a user's shell: none of this process's virtual environment."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
-    }
+def user_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` as from a user's shell: none of this process's virtual environment."""
+    shell = {k: v for k, v in env.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
     ours = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != ours)
-    return env | settings
+    shell["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != ours)
+    return shell
 
 
 def stack_cached() -> bool:
@@ -72,7 +71,7 @@ def main() -> int:
         root = Path(tmp)
         clone = fresh_clone(root / "clone")
         shutil.copytree(args.notes, root / "inbox")
-        env = user_env(
+        env = user_env(os.environ) | dict(
             EMBED_MODEL=str(args.model),
             RERANK_MODEL="",
             EMBED_URL=f"http://127.0.0.1:{free_port()}",

@@ -180,7 +180,7 @@ def test_make_local_on_a_fresh_clone_installs_what_it_runs_and_ctrl_c_stops_it_c
         EMBED_THREADS="2",
         LOG_LEVEL="INFO",
     )
-    status, shown = in_terminal(["make", "local"], user_env(**env), clone, "MCP server ready")
+    status, shown = in_terminal(["make", "local"], user_env(env), clone, "MCP server ready")
 
     assert f"MCP server ready at http://127.0.0.1:{mcp_port}/mcp" in shown
     assert (clone / ".venv").is_dir()
