@@ -48,7 +48,7 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
 
 
-def test_make_local_serves_ingest_search_and_stops_everything_on_ctrl_c(
+def test_make_local_serves_ingest_search_and_stops_everything_on_sigterm(
     tmp_path: Path, minilm_path: Path
 ):
     embed_url = f"http://127.0.0.1:{free_port()}"
@@ -96,7 +96,8 @@ def test_make_local_serves_ingest_search_and_stops_everything_on_ctrl_c(
         query = run_script("query.py", "supersonic shock wave", env=env, cwd=tmp_path)
         assert query.returncode == 0 and "shock.md" in query.stdout, query.stderr
 
-        proc.send_signal(signal.SIGINT)
+        # as a service manager stops it (Ctrl-C on a terminal: the fresh-clone test below)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log_text(log)
         said = proc.stdout.read()
         assert "stopped the embedder" in said and "stopped the MCP server" in said, said
