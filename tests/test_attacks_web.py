@@ -84,8 +84,11 @@ def test_a_page_on_another_loopback_port_gets_nothing_that_works_on_mcp(
 def test_the_access_log_keeps_paths_but_no_query_and_no_token(
     start_server: ServerFactory, embedder_url: str, store_copy: Any
 ) -> None:
-    server = start_server(
-        EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()), MCP_TOKEN=LOG_TOKEN
+    server = start_server(  # DEBUG: a line per request (INFO shows none)
+        EMBED_URL=embedder_url,
+        QDRANT_PATH=str(store_copy()),
+        MCP_TOKEN=LOG_TOKEN,
+        LOG_LEVEL="DEBUG",
     )
     signed = {"Authorization": f"Bearer {LOG_TOKEN}"}
     with httpx.Client(base_url=server.base, timeout=60) as client:

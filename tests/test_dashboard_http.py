@@ -3,6 +3,7 @@ of dashboard_fixtures, and kb.search.preview's layout of stored chunks."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -12,6 +13,7 @@ from helpers import free_port
 from mcp_fixtures import make_settings, serve_in_process
 
 from kb.search.preview import Segment, layout, window
+from notes_server import dashboard
 
 
 def test_pages_forbid_inline_script_framing_and_other_origins(reader: Dashboard) -> None:
@@ -68,6 +70,30 @@ def test_writes_are_refused_while_write_tools_are_off(guarded: Dashboard) -> Non
     )
     assert sync.status_code == 409 and "needs MCP_WRITE_TOOLS=true" in sync.text
     assert "sync started" not in sync.text
+
+
+def test_a_read_only_server_shows_its_sync_page_as_a_notice_not_an_error(
+    guarded: Dashboard,
+) -> None:
+    signed = {"Authorization": f"Bearer {TOKEN}"}
+    page = httpx.get(guarded.url("/sync"), headers=signed).text
+    assert 'class="notice" role="status" id="sync-blocked"' in page  # the default: no alarm
+    assert 'class="problem"' not in page and "needs MCP_WRITE_TOOLS=true" in page
+
+
+def test_times_are_readable_and_marked_for_the_readers_time_zone_and_dimensions_do_not_wrap(
+    reader: Dashboard,
+) -> None:
+    assert str(dashboard.when("2026-12-07T02:49:08.123+00:00")) == (
+        '<time datetime="2026-12-07T02:49:08.123000+00:00">2026-12-07 02:49 UTC</time>'
+    )
+    assert dashboard.when("not a time <b>") == "not a time <b>"  # escaped by the template
+    panel = httpx.get(reader.url("/status/panel")).text
+    assert re.search(
+        r'last: <span id="last-sync"><time datetime="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d UTC</time>',
+        panel,
+    ), panel
+    assert re.search(r'<span class="nowrap">\(\d+-d\)</span>', panel)
 
 
 def test_a_server_that_cannot_see_the_notes_shows_the_command_to_run(

@@ -131,6 +131,16 @@ def test_an_unreachable_embedder_is_retried_with_backoff_then_reported(clock: Cl
         assert caught.value.status is None
 
 
+def test_waiting_for_the_embedder_ends_once_stop_is_set(clock: Clock) -> None:
+    # the MCP server's watcher waits while the embedder loads: a stop must not wait it out
+    stop = threading.Event()
+    stop.set()
+    client = EmbedClient(f"http://127.0.0.1:{free_port()}", retries=0)
+    with client, pytest.raises(EmbedError, match="stopped while waiting for the embedder"):
+        client.wait_ready(timeout=600, stop=stop)
+    assert clock.slept == []
+
+
 class Scripted:
     """A tiny HTTP server answering /health and /v1/embeddings from a script of responses."""
 

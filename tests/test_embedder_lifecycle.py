@@ -157,7 +157,11 @@ def test_a_model_that_cannot_load_is_reported_on_health_and_requests(
     start_embedder: EmbedderFactory, tmp_path: Path
 ) -> None:
     server = start_embedder(
-        {"EMBED_MODEL": "someone/not-downloaded-model", "HF_HOME": str(tmp_path / "hf")},
+        {
+            "EMBED_MODEL": "someone/not-downloaded-model",
+            "HF_HOME": str(tmp_path / "hf"),
+            "LOG_LEVEL": "DEBUG",  # a line per request (the health polls counted below)
+        },
         wait=False,
     )
     server.wait_listening()

@@ -83,6 +83,23 @@ def test_the_step_creates_strong_distinct_keys_once_and_never_prints_them(tmp_pa
     assert env_file.read_text() == before and "kept" in again
 
 
+def test_a_missing_env_starts_from_the_template_and_a_copy_first_keeps_every_line(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(REPO_ROOT / ".env.example", tmp_path / ".env.example")
+    template = (tmp_path / ".env.example").read_text().splitlines()
+    env_file = tmp_path / ".env"
+    _run(env_file)  # `make up` on a fresh clone: .env is the template, with the keys
+    assert env_file.read_text().splitlines()[: len(template)] == template
+    assert _values(env_file)["QDRANT_API_KEY"]
+    # README's order: the copy first, settings set, then `make up`: every line is kept
+    mine = [*template, "NOTE_FOLDERS=vault=~/Obsidian", "EMBED_MODEL=/models/minilm"]
+    env_file.write_text("\n".join(mine) + "\n")
+    _run(env_file)
+    assert env_file.read_text().splitlines()[: len(mine)] == mine
+    assert _values(env_file)["QDRANT_READ_ONLY_API_KEY"]
+
+
 def test_the_step_keeps_existing_keys_and_fills_only_a_missing_one(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text("QDRANT_API_KEY=my-own-read-write-key\nQDRANT_READ_ONLY_API_KEY=\n")

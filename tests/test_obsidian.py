@@ -70,6 +70,16 @@ def test_inline_tags_are_read_outside_code_and_comments_and_nested_ones_bring_th
     assert note("tags: #x\n", "plain.txt", markdown=False).tags == ()
 
 
+def test_code_fenced_inside_a_callout_gives_no_tags_and_the_callout_after_it_does():
+    found = note(
+        "# T\n\n> [!note] Colours\n> ```css\n> a { color: #ff0000; }\n> #fenced\n> ```\n"
+        "> #palette after the fence\n\n>> ~~~\n>> #deeper\n> ~~~\n>> #still-code\n>> ~~~\n"
+        "#outside\n",
+        markdown=True,
+    )
+    assert found.tags == ("palette", "outside")
+
+
 def test_wikilinks_and_embeds_embed_their_shown_text_and_markdown_links_are_links_too():
     text = (
         "[[Note]], [[Folder/Other.md|shown]], [[Note#Risks]], [[Note#^block]], "

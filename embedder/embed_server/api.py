@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
+import signal
 import sys
 import threading
 import time
@@ -377,15 +379,23 @@ def main() -> int:
         )
         print(f"error: embedder settings: {problems}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.LOG_LEVEL.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    uvicorn.run(
-        create_app(settings),
-        host=settings.EMBED_HOST,
-        port=settings.EMBED_PORT,
-        log_config=None,  # our root logger format for uvicorn's messages too
-        timeout_graceful_shutdown=10,
-    )
+    level = settings.LOG_LEVEL.upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    debug = level == "DEBUG"
+    # A quiet console at INFO: no line per request (health polls while the model loads made
+    # hundreds), and uvicorn's start and stop chatter only at DEBUG (the model's lines say it).
+    quiet = max(logging.getLevelNamesMapping()[level], logging.WARNING)
+    logging.getLogger("uvicorn.error").setLevel(logging.DEBUG if debug else quiet)
+    # Ctrl-C or SIGTERM: uvicorn shuts down, then raises the signal again; SIGTERM's default
+    # would end the process by signal, so it raises KeyboardInterrupt as Ctrl-C does: status 0
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.run(
+            create_app(settings),
+            host=settings.EMBED_HOST,
+            port=settings.EMBED_PORT,
+            log_config=None,  # our root logger format for uvicorn's messages too
+            access_log=debug,
+            timeout_graceful_shutdown=10,
+        )
     return 0

@@ -94,6 +94,7 @@ class PassThreads:
         self._narrow_until = 0.0  # clock time until which small passes run on one thread
         self._cool_down = COOL_DOWN_S
         self._strikes = 0  # small passes in a row below SHARE_FLOOR
+        self._told = False  # the narrowing was said at INFO once
         self.last_share: float | None = None  # the last judged pass's CPU share
 
     def wanted(self, tokens: int, side_by_side: int = 1) -> int:
@@ -138,11 +139,14 @@ class PassThreads:
             if self._strikes < STRIKES:
                 return
             self._narrow_until = self._clock() + self._cool_down
-            log.info(
+            # said once at INFO; each later narrowing (doubling cool-downs) only at DEBUG
+            log.log(
+                logging.DEBUG if self._told else logging.INFO,
                 "%s: small passes on %d threads got %.2f of them (another process holds a "
                 "core): they run on one thread for %.0f s",
                 self.what, threads, share, self._cool_down,
             )  # fmt: skip
+            self._told = True
             self._cool_down = min(2 * self._cool_down, MAX_COOL_DOWN_S)
             self._strikes = STRIKES - 1  # the next try after the cool-down decides alone
 

@@ -5,7 +5,9 @@
 Standard library only, so it runs before any environment exists. Writes strong random values
 for QDRANT_API_KEY (read-write: Qdrant's service.api_key, used by the host scripts) and
 QDRANT_READ_ONLY_API_KEY (Qdrant's service.read_only_api_key) when they are missing or empty,
-and keeps existing ones. MCP_QDRANT_API_KEY, the key compose gives the MCP server, is derived
+and keeps existing ones and every other line, so `cp .env.example .env` before it loses nothing;
+a missing .env starts as a copy of the .env.example beside it, so copying that afterwards is not
+needed. MCP_QDRANT_API_KEY, the key compose gives the MCP server, is derived
 on every run: the read-only key, or the read-write one when MCP_WRITE_TOOLS is on. It never
 prints a key; the file is made readable by its owner only. docs/guide/security.md explains the keys.
 """
@@ -48,7 +50,10 @@ def _set(lines: list[str], name: str, value: str) -> None:
 
 def ensure_keys(env_file: Path) -> list[str]:
     """Create the missing keys in `env_file` and derive the MCP server's; the names created."""
-    lines = env_file.read_text(encoding="utf-8").splitlines() if env_file.exists() else []
+    # a first .env is the template beside it (every setting, commented), with the keys added
+    template = env_file.with_name(".env.example")
+    source = env_file if env_file.exists() else template
+    lines = source.read_text(encoding="utf-8").splitlines() if source.exists() else []
     values = _values(lines)
     created = []
     for name in (READ_WRITE, READ_ONLY):

@@ -5,12 +5,14 @@ The embedder listens where EMBED_URL points (it must be this machine) and loads 
 a folder or the Hugging Face cache, offline unless the user allows downloads. The MCP server
 runs with MCP_WATCH=true (the folder watcher in-process) and holds the storage folder, so
 `ingest.py` hands its runs to it (kb.app.handoff). Ctrl-C (or SIGTERM) stops both; so does either
-one exiting. On Linux each child also dies with this process (kb.app.process), so a killed
-parent leaves no orphan behind.
+one exiting: this process stops each child once and says so in one line (the children lead
+process groups of their own, so the terminal's Ctrl-C does not reach them twice). On Linux each
+child also dies with this process (kb.app.process), so a killed parent leaves no orphan behind.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import sys
@@ -30,6 +32,18 @@ DEFAULT_STORAGE = "qdrant_data"
 READY_S = 600.0  # loading Qwen3 on a slow laptop takes minutes
 STOP_S = 20.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# what the embedder imports beyond the host's packages: embedder/app.py's header pins them
+EMBEDDER_STACK = ("torch", "transformers", "fastapi")
+
+
+def check_installed() -> None:
+    """ConfigError naming the command when the embedder's stack is missing from this venv."""
+    missing = [name for name in EMBEDDER_STACK if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"the embedder's stack is not installed ({', '.join(missing)} missing): run "
+            "`make local`, which installs it, or `uv pip install -r embedder/app.py`"
+        )
 
 
 def child_env(settings: Settings) -> dict[str, str]:
@@ -64,16 +78,19 @@ class Stack:
         self.children: list[Child] = []
 
     def start(self) -> None:
+        check_installed()
         env = child_env(self.settings)
         for name, script in (("embedder", EMBEDDER), ("MCP server", MCP_SERVER)):
             if script == MCP_SERVER:
                 self.index()  # while the embedder loads its model
-            child = Child(name, [sys.executable, str(script)], env=env, die_with_parent=True)
+            argv = [sys.executable, str(script)]
+            child = Child(name, argv, env=env, die_with_parent=True, own_group=True)
             self.children.append(child)
         embedder, server = self.children
         base = self.settings.mcp_url.removesuffix("/mcp")
         health = f"{self.settings.EMBED_URL.rstrip('/')}/health"
-        embedder.wait_ready(health, READY_S, siblings=[server])
+        # 500: the model cannot load (not in the cache, say), and never will: no 10-minute wait
+        embedder.wait_ready(health, READY_S, failed=(500,), siblings=[server])
         self.say(f"embedder ready at {self.settings.EMBED_URL}")
         # the server answers; 503 says what it still waits for (e.g. a first ingest)
         server.wait_ready(f"{base}/health", READY_S, ready=(200, 503), siblings=[embedder])
@@ -107,10 +124,15 @@ class Stack:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        for child in self.children:
-            child.send(signal.SIGINT)  # as Ctrl-C does: each shuts down cleanly, side by side
-        for child in self.children:
-            if not child.wait_stopped(STOP_S):
+        """Stop each child once, the MCP server first (its watcher may be waiting for the
+        embedder, which answers meanwhile); one line per child."""
+        for child in reversed(self.children):
+            if not child.running():
+                continue
+            child.send(signal.SIGINT)  # as Ctrl-C does: a clean shutdown
+            if child.wait_stopped(STOP_S):
+                self.say(f"stopped the {child.name}")
+            else:
                 self.say(f"the {child.name} did not stop in {STOP_S:.0f} s: killed")
 
 

@@ -8,11 +8,13 @@ to a log file when one is given (else it is inherited), so an error can show the
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -36,12 +38,58 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+@contextmanager
+def terminal_foreground() -> Iterator[None]:
+    """Hold the terminal's foreground in a process group of this process's own while inside.
+
+    Ctrl-C then reaches this process alone, not `make` and `uv` above it: make reports any
+    recipe it saw interrupted as an error (`make: *** [...] Interrupt`, status 130), even for a
+    stop the user asked for that ended with status 0. Ctrl-Z is ignored meanwhile (a stopped
+    group the shell does not know of would hang it). Nothing changes without a terminal or in
+    the background (`make local &`).
+    """
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        yield
+        return
+    try:
+        previous = os.tcgetpgrp(tty)
+        if previous != os.getpgrp():
+            yield
+            return
+        if os.getpgrp() != os.getpid():
+            os.setpgid(0, 0)
+        # tcsetpgrp from a group not (or no longer) in the foreground sends SIGTTOU: ignored
+        ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        tstp = signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+        os.tcsetpgrp(tty, os.getpgrp())
+        try:
+            yield
+        finally:
+            os.tcsetpgrp(tty, previous)
+            signal.signal(signal.SIGTSTP, tstp)
+            signal.signal(signal.SIGTTOU, ttou)
+    finally:
+        os.close(tty)
+
+
+def _message(response: httpx.Response) -> str:
+    """The `{"error": {"message"}}` of an answer (the embedder's envelope), else its text."""
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
 class Child:
     """`argv` started from the repository root (the images' WORKDIR holds the same layout).
 
     `log`: a file for its stdout and stderr (appended to: a restarted child keeps one log).
     `die_with_parent`: on Linux the child gets SIGTERM when this process dies, so a killed
-    parent leaves no orphan behind.
+    parent leaves no orphan behind. `own_group`: the child leads a process group of its own, so
+    the terminal's Ctrl-C reaches only this process, which stops it once (a second SIGINT makes
+    uvicorn skip its shutdown and print tracebacks).
     """
 
     def __init__(
@@ -52,6 +100,7 @@ class Child:
         env: Mapping[str, str] | None = None,
         log: Path | None = None,
         die_with_parent: bool = False,
+        own_group: bool = False,
         cwd: Path = REPO_ROOT,
     ) -> None:
         self.name = name
@@ -60,6 +109,7 @@ class Child:
         self.log_path = log
         self.cwd = cwd
         self._die_with_parent = die_with_parent
+        self._own_group = own_group
         self._log: IO[bytes] | None = None
         self.proc = self._spawn()
 
@@ -73,6 +123,7 @@ class Child:
             stdout=self._log,
             stderr=subprocess.STDOUT if self._log is not None else None,
             preexec_fn=_die_with_parent if self._die_with_parent else None,
+            process_group=0 if self._own_group else None,
         )
 
     @property
@@ -110,13 +161,14 @@ class Child:
         deadline_s: float,
         *,
         ready: Collection[int] = (200,),
+        failed: Collection[int] = (),
         siblings: Sequence[Child] = (),
     ) -> httpx.Response:
         """Poll GET `url` until it answers with a status in `ready` and return that answer.
 
-        ChildError at once when the child (or one of `siblings`, started beside it) exits, or
-        after `deadline_s` seconds naming the last answer seen (a 503 while a model loads, or
-        no answer at all).
+        ChildError at once when the child (or one of `siblings`, started beside it) exits or
+        answers with a status in `failed` (naming its error's message), or after `deadline_s`
+        seconds naming the last answer seen (a 503 while a model loads, or no answer at all).
         """
         end = time.monotonic() + deadline_s
         last = "no answer"
@@ -128,6 +180,8 @@ class Child:
                     response = http.get(url)
                     if response.status_code in ready:
                         return response
+                    if response.status_code in failed:
+                        raise ChildError(f"the {self.name} cannot serve: {_message(response)}")
                     last = f"HTTP {response.status_code}: {response.text[:200]}"
                 except httpx.TransportError as exc:
                     last = type(exc).__name__

@@ -10,7 +10,8 @@ The first batch syncs every source (what changed while nobody watched). A batch 
 (the embedder restarting, Qdrant away, another ingest holding the lock, a folder unmounted, or
 a bug: logged with its traceback, the watch goes on) keeps its dirty sources and is tried
 again with a growing delay: a change is delayed, never lost. `stop` (Ctrl-C, the MCP server
-shutting down) ends the watch after the current batch.
+shutting down) ends the watch after the current batch, and a wait for the embedder still
+loading its model before one (nothing of it done yet).
 
 While watching, STATE_DIR/watcher.json says so (kb.core.state.WATCHER_NAME); it is removed on exit.
 """
@@ -31,7 +32,7 @@ import watchfiles
 
 from kb.app.backend import Backend
 from kb.app.ingest import folders, run
-from kb.core.errors import ConfigError, KbError
+from kb.core.errors import ConfigError, EmbedError, KbError
 from kb.core.schema import INBOX
 from kb.core.state import State
 from kb.ingest.options import IngestOptions
@@ -133,6 +134,8 @@ class Watcher:
                     continue
                 if self.sync(dirty):
                     dirty, wait = set(), 0.0
+                elif self.stop.is_set():
+                    break
                 else:
                     wait = min(self.retry_s[1], max(self.retry_s[0], wait * 2))
                     next_try = time.monotonic() + wait
@@ -146,10 +149,13 @@ class Watcher:
     def sync(self, origins: set[str]) -> bool:
         """One batch: the convergent sync of `origins`; False (logged) when it must be retried."""
         try:
+            self._wait_for_embedder()
             options = IngestOptions(only=frozenset(origins), progress=self.progress)
             with self.state.lock():
                 summary = run(self.settings, self.backend.client, self.backend.store(), options)
         except KbError as exc:
+            if self.stop.is_set():
+                return False  # stopped before the batch: "watch stopped" says what is left
             self.failures += 1
             log.warning("watch: syncing %s failed: %s", ", ".join(sorted(origins)), exc)
             return False
@@ -176,6 +182,17 @@ class Watcher:
         self._write_status()
         return True
 
+    def _wait_for_embedder(self) -> None:
+        """While the embedder loads its model (503), wait here, where `stop` ends the wait:
+        nothing of the batch is done yet, so a stop need not sit out a slow load."""
+        client = self.backend.client
+        try:
+            client.health()
+        except EmbedError as exc:
+            if exc.status == 503:
+                client.wait_ready(timeout=client.timeout, stop=self.stop)
+            # anything else: the run says it
+
     def _write_status(self) -> None:
         """watcher.json, replaced atomically (a reader never sees half a file)."""
         path = self.state.watcher_path
@@ -191,7 +208,8 @@ class Watcher:
 @contextmanager
 def in_background(backend: Backend) -> Iterator[Watcher]:
     """A Watcher in a daemon thread for the life of the block (the MCP server with MCP_WATCH,
-    sharing its store: embedded storage opens in one process only); stopped after its batch."""
+    sharing its store: embedded storage opens in one process only); stopped after its batch, or
+    while it waits for the embedder before one."""
     stop = threading.Event()
     watcher = Watcher(backend, stop=stop)
 

@@ -39,7 +39,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+# a code fence, inside a blockquote or callout too (`> ```css`): its `>` marks come first
+_FENCE = re.compile(r"((?: {0,3}>[ \t]?)*) {0,3}(`{3,}|~{3,})(.*)")
 _CALLOUT = re.compile(r"[ \t]*(?:>[ \t]?)+\[!([^\]\n]+)\]([+-]?)[ \t]*")
 _TASK = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*(?:[-*+]|\d+[.)])[ \t]+(\[[^\]\n]\][ \t]+)")
 _INLINE = re.compile(
@@ -83,14 +84,22 @@ class Syntax:
 
 
 def fence_after(line: str, fence: str | None) -> str | None:
-    """The open code fence's marker after `line` (None: outside any code block)."""
+    """The open code fence's marker after `line` (None: outside any code block), after the
+    `>` of the blockquotes it opened in: only a fence as deep in quotes closes it."""
     marker = _FENCE.fullmatch(line)
     if marker is None:
         return fence
-    run, rest = marker.groups()
-    if fence is None:
-        return None if run[0] == "`" and "`" in rest else run  # "```x`" is inline code
-    closes = run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
+    quotes, run, rest = marker.groups()
+    depth = quotes.count(">")
+    if fence is None:  # "```x`" is inline code
+        return None if run[0] == "`" and "`" in rest else ">" * depth + run
+    opened = fence.lstrip(">")
+    closes = (
+        depth == len(fence) - len(opened)
+        and run[0] == opened[0]
+        and len(run) >= len(opened)
+        and not rest.strip()
+    )
     return None if closes else fence
 
 

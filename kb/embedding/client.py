@@ -14,6 +14,7 @@ import array
 import base64
 import math
 import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -144,13 +145,18 @@ class EmbedClient:
         self._health = body
         return body
 
-    def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:
-        """Poll /health until the model is ready; EmbedError after `timeout` seconds.
+    def wait_ready(
+        self, timeout: float = 120.0, stop: threading.Event | None = None
+    ) -> dict[str, Any]:
+        """Poll /health until the model is ready; EmbedError after `timeout` seconds, or once
+        `stop` is set.
 
         A model that failed to load (500) does not recover by waiting: that raises at once.
         """
         deadline = time.monotonic() + timeout
         while True:
+            if stop is not None and stop.is_set():
+                raise EmbedError(f"stopped while waiting for the embedder at {self.url}")
             try:
                 return self.health()
             except EmbedError as exc:

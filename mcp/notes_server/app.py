@@ -115,6 +115,14 @@ def build_app(backend: Backend, ingest_key: str = "") -> ASGIApp:
     return Guard(app, security, settings.MCP_TOKEN, sessions)
 
 
+def _uvicorn_level(level: LogLevel) -> str:
+    """A quiet console at INFO: uvicorn's line per request (health polls made hundreds) and
+    its start and stop chatter only at DEBUG; this server logs where it serves."""
+    if level == "DEBUG":
+        return "debug"
+    return logging.getLevelName(max(logging.getLevelNamesMapping()[level], logging.WARNING)).lower()
+
+
 def _log_level(settings: Settings) -> LogLevel:
     level = settings.LOG_LEVEL.upper()
     if level not in LOG_LEVELS:
@@ -143,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if level != "DEBUG":  # httpx logs every embedder request at INFO: noise, not news
         logging.getLogger("httpx").setLevel(logging.WARNING)
+        # and the SDK its session manager's start and stop
+        logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         with ExitStack() as watching:
             if settings.MCP_WATCH:  # in-process: embedded storage opens in one process only
@@ -182,8 +192,8 @@ def serve(args: argparse.Namespace, backend: Backend) -> int:
             with contextlib.suppress(KeyboardInterrupt):
                 uvicorn.run(
                     app, host=settings.MCP_HOST, port=settings.MCP_PORT,
-                    log_level=level.lower(), log_config=log_config(),
-                    timeout_graceful_shutdown=STOP_S,
+                    log_level=_uvicorn_level(level), log_config=log_config(),
+                    access_log=level == "DEBUG", timeout_graceful_shutdown=STOP_S,
                 )  # fmt: skip
         finally:
             signal.signal(signal.SIGTERM, stopping)

@@ -17,12 +17,14 @@ import contextlib
 import hmac
 import logging
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -72,6 +74,22 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def when(value: object) -> Markup | object:
+    """An ISO 8601 time as `<time>`: readable in UTC here, in the reader's own time zone once
+    dashboard.js has run; anything else as it is."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    shown = moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if moment.tzinfo is not None else "")
+    return Markup('<time datetime="{}">{}</time>').format(moment.isoformat(), shown)
+
+
+templates.filters["when"] = when
 
 
 def render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -208,7 +226,8 @@ class Dashboard:
     async def sync_page(self, request: Request) -> Response:
         current = self.sync.current
         return self.render("sync.html", page="sync", blocked=self.sync_blocked(), run=current,
-                           running=current is not None and not current.done)  # fmt: skip
+                           running=current is not None and not current.done,
+                           read_only=not self.settings.MCP_WRITE_TOOLS)  # fmt: skip
 
     async def sync_start(self, request: Request) -> Response:
         blocked = self.sync_blocked()
@@ -225,7 +244,8 @@ class Dashboard:
             code = 200  # htmx swaps only 2xx answers in: the message must show
         return self.render("_sync_run.html" if partial else "sync.html", code, page="sync",
                            blocked=blocked, busy=message, run=self.sync.current,
-                           running=message is None and blocked is None)  # fmt: skip
+                           running=message is None and blocked is None,
+                           read_only=not self.settings.MCP_WRITE_TOOLS)  # fmt: skip
 
     async def sync_events(self, request: Request) -> Response:
         if self.streams >= EVENT_STREAMS:

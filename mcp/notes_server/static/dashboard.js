@@ -35,8 +35,18 @@
     });
   }
 
+  // times come as <time datetime="ISO">... UTC</time>: shown in the reader's own time zone
+  function localTime(time) {
+    var moment = new Date(time.getAttribute("datetime"));
+    if (!isNaN(moment)) {
+      time.textContent = moment.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+      time.title = time.getAttribute("datetime");
+    }
+  }
+
   function start(root) {
     root.querySelectorAll("[data-stream]").forEach(follow);
+    root.querySelectorAll("time[datetime]").forEach(localTime);
     var hit = root.querySelector ? root.querySelector("#hit") : null;
     if (hit) { hit.scrollIntoView({ block: "center" }); }
   }
