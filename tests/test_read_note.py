@@ -11,7 +11,7 @@ import pytest
 from format_files import PDF_PHRASE, three_page_pdf, write_bytes
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env
-from mcp_fixtures import call_tool, error_text, results, serve_in_process
+from mcp_fixtures import call_tool, error_text, results, serve_in_process, tool_answer
 
 from kb.app.backend import embed_client, open_store, read_config
 from kb.app.ingest import run
@@ -102,7 +102,7 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
     with serve_in_process(indexed) as app:
         result = call_tool(app.url, "read_note", {"source": "long.md", "start_line": 7, "lines": 2})
         assert not result.is_error
-        assert result.structured_content["text"] == (
+        assert tool_answer(result)["text"] == (
             "7\tline 7 of the long note\n8\tline 8 of the long note"
         )
         refused = call_tool(app.url, "read_note", {"source": "../secret.txt"})

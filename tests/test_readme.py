@@ -16,7 +16,14 @@ from helpers import REPO_ROOT, script_module
 from ingest_fixtures import KIMCHI, write
 from mcp_fixtures import SNAPSHOT
 from stack_files import embedder_settings_class
-from tools_reference import TOOLS_MD, filters_block, render_filters, render_tools, write_if_asked
+from tools_reference import (
+    TOOLS_MD,
+    filters_block,
+    render_filters,
+    render_tools,
+    result_schemas,
+    write_if_asked,
+)
 
 from kb.content.chunking import chunk_note
 from kb.content.notes import read_note
@@ -76,14 +83,14 @@ def test_the_tools_reference_lists_every_search_notes_argument_with_its_default(
 
 
 def test_the_tools_reference_names_every_field_of_a_search_notes_result() -> None:
-    note = tool("search_notes")["outputSchema"]["$defs"]["Hit"]["properties"]
+    note = result_schemas()["search_notes"]["$defs"]["Hit"]["properties"]
     section = tools_md_section("search_notes")
     returns = table_after("| Field | Type | Meaning |", section[section.index("Each `Hit`") :])
     assert set(note) <= {re.fullmatch(r"`(\w+)`", row[0])[1] for row in returns}
 
 
 def test_the_tools_reference_is_generated_from_the_tools_snapshot() -> None:
-    expected = render_tools(json.loads(ALL_TOOLS.read_text()))
+    expected = render_tools(json.loads(ALL_TOOLS.read_text()), result_schemas())
     write_if_asked(TOOLS_MD, expected, UPDATE)
     assert TOOLS_MD.read_text(encoding="utf-8") == expected, (
         "docs/guide/tools.md is not what the tools' snapshot says; after a deliberate change "

@@ -8,7 +8,7 @@ from dataclasses import replace
 import httpx
 import pytest
 from helpers import free_port
-from mcp_fixtures import call_tool, make_settings, serve_in_process
+from mcp_fixtures import call_tool, make_settings, serve_in_process, tool_answer
 
 from kb.app.backend import embed_client, open_store, rerank_options
 from kb.core.schema import Hit
@@ -161,10 +161,10 @@ def test_search_notes_carries_rerank_scores_and_can_turn_them_off(
 ) -> None:
     settings = make_settings(rerank_url, store_copy(), MCP_PORT=free_port(), RERANK_WEIGHT=1.0)
     with serve_in_process(settings) as server:
-        on = call_tool(server.url, "search_notes", {"query": QUERY, "k": 4}).structured_content
-        off = call_tool(
-            server.url, "search_notes", {"query": QUERY, "k": 4, "rerank": False}
-        ).structured_content
+        on = tool_answer(call_tool(server.url, "search_notes", {"query": QUERY, "k": 4}))
+        off = tool_answer(
+            call_tool(server.url, "search_notes", {"query": QUERY, "k": 4, "rerank": False})
+        )
     assert on["note"] is None and off["note"] is None
     scores = [r["rerank_score"] for r in on["results"]]
     assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)
@@ -180,5 +180,5 @@ def test_search_notes_reports_a_missing_reranker_in_a_note_not_an_error(
     with serve_in_process(settings) as server:
         result = call_tool(server.url, "search_notes", {"query": QUERY, "rerank": True})
     assert not result.is_error
-    content = result.structured_content
+    content = tool_answer(result)
     assert content["results"] and "RERANK_MODEL" in content["note"]

@@ -14,7 +14,15 @@ import httpx
 import pytest
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
-from mcp_fixtures import PYTEST, call_tool, error_text, results, serve_in_process, text_of
+from mcp_fixtures import (
+    PYTEST,
+    call_tool,
+    error_text,
+    results,
+    serve_in_process,
+    text_of,
+    tool_answer,
+)
 
 from kb.app.backend import embed_client, open_store, searcher
 from kb.app.ingest import run
@@ -79,8 +87,7 @@ def server(corpus: Settings) -> Iterator[str]:
 def search_tool(url: str, **arguments: object) -> dict:
     found = call_tool(url, "search_notes", arguments)
     results(found)  # fails, showing the error, on a tool error
-    assert isinstance(found.structured_content, dict)
-    return found.structured_content
+    return tool_answer(found)
 
 
 def test_explain_gives_each_result_its_place_in_every_ranking_over_mcp(server: str) -> None:
@@ -138,8 +145,7 @@ def test_why_not_found_tells_each_notes_story_over_mcp(server: str) -> None:
     def why(source: str, **more: object) -> dict:
         found = call_tool(server, "why_not_found", {"source": source, **more})
         assert not found.is_error, text_of(found)
-        assert isinstance(found.structured_content, dict)
-        return found.structured_content
+        return tool_answer(found)
 
     indexed = why("cooking/kimchi.md", query="fermenting cabbage", filters={"tags": ["gardening"]})
     assert indexed["state"] == "indexed" and indexed["chunks"] >= 1 and indexed["stale"] is False
