@@ -87,9 +87,9 @@ def test_search_notes_at_k_20_fits_in_40k_characters(corpus_url: str) -> None:
 
 
 def empties(value: Any, where: str = "") -> list[str]:
-    """Where `value` holds a null, an empty string or an empty list (below its top level)."""
+    """Where `value` holds a null, an empty string, list or object (below its top level)."""
     if isinstance(value, dict):
-        found = [f"{where}.{k}" for k, v in value.items() if v is None or v == "" or v == []]
+        found = [f"{where}.{k}" for k, v in value.items() if v in (None, "", [], {})]
         return found + [e for k, v in value.items() for e in empties(v, f"{where}.{k}")]
     if isinstance(value, list):
         return [e for i, v in enumerate(value) for e in empties(v, f"{where}[{i}]")]

@@ -107,7 +107,7 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
         )
         refused = call_tool(app.url, "read_note", {"source": "../secret.txt"})
         assert "no indexed note is named" in error_text(refused)
-        # search_notes narrows to a domain, and every result says its own
+        # search_notes narrows to a domain; a code result says so, prose is the default
         found = call_tool(app.url, "search_notes", {"query": "def tool", "domain": "code"})
         assert [(h["source"], h["domain"], h["locator"]) for h in results(found)] == [
             ("tool.py", "code", "L 1-2")
@@ -115,7 +115,7 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
         prose = results(
             call_tool(app.url, "search_notes", {"query": "def tool", "domain": "prose"})
         )
-        assert prose and all(h["domain"] == "prose" for h in prose)
+        assert prose and all("domain" not in h for h in prose)  # the default: left out
         # /health reports the code collection beside the notes (one function: one point)
         health = httpx.get(f"{app.base}/health").json()
         assert health["ok"] and health["code"]["collection"] == indexed.CODE_COLLECTION

@@ -11,8 +11,8 @@ searches or lists), and `make`, which builds every tool the same way (docs/desig
 - its arguments are checked by name before anything runs: an unknown one is refused with the
   valid names, a wrong value gets one line naming the argument.
 
-The surface is paid for in every assistant session's context: tests/test_mcp_budget.py holds
-tools/list and search_notes' results to a budget.
+The surface is paid for in every assistant session's context: tests/test_mcp_server.py holds
+tools/list to a budget, tests/test_mcp_budget.py search_notes' results.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def guess(name: str, names: list[str]) -> str:
 
 def wrong(error: Any) -> str:
     """One pydantic error as 'argument: what is wrong' (without the value, which may be long)."""
-    where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    where = error["loc"][0] if error["loc"] else "arguments"
     if error["type"] == "missing":
         return f"argument '{where}' is required"
     return f"argument '{where}': {' '.join(str(error['msg']).split())}"
@@ -190,18 +190,18 @@ def wrong(error: Any) -> str:
 
 def lean_json(result: Any) -> str:
     """`result` (a pydantic model of notes_server.surface) as compact JSON: a field that is null,
-    or an empty string or list below the top level, is left out (a video's fields on a note's
-    passage); the top level keeps its empty lists (no results is an answer)."""
+    or an empty string, list or object below the top level, is left out (a video's fields on a
+    note's passage); the top level keeps its empty lists (no results is an answer)."""
     data = to_jsonable_python(result)
     top = {key: lean(value) for key, value in data.items() if value is not None}
     return json.dumps(top, ensure_ascii=False, separators=(",", ":"))
 
 
 def lean(value: Any) -> Any:
-    if isinstance(value, float):  # scores: 4 decimals tell apart what a reader compares
-        return round(value, 4)
+    if isinstance(value, float):  # scores: 6 decimals, as close as anything compares them
+        return round(value, 6)
     if isinstance(value, dict):
-        return {k: lean(v) for k, v in value.items() if v is not None and v != "" and v != []}
+        return {k: lean(v) for k, v in value.items() if v not in (None, "", [], {})}
     if isinstance(value, list):
         return [lean(item) for item in value]
     return value
