@@ -165,10 +165,10 @@ def test_search_notes_carries_rerank_scores_and_can_turn_them_off(
         off = tool_answer(
             call_tool(server.url, "search_notes", {"query": QUERY, "k": 4, "rerank": False})
         )
-    assert on["note"] is None and off["note"] is None
+    assert "note" not in on and "note" not in off  # nothing to say: left out
     scores = [r["rerank_score"] for r in on["results"]]
     assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)
-    assert [r["rerank_score"] for r in off["results"]] == [None] * 4
+    assert len(off["results"]) == 4 and not any("rerank_score" in r for r in off["results"])
     first = first_stage(settings, QUERY, 4)
     assert [r["source"] for r in off["results"]] == [h.source for h in first]
 

@@ -9,7 +9,7 @@ back as kb.core.schema.Hit.
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
 import anyio
 import httpx2
@@ -24,6 +24,8 @@ from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit)]
+# an Explanation's fields a result leaves out when null (those without a default)
+_UNSET_EXPLANATION = {f.name: None for f in fields(Explanation) if f.default is MISSING}
 
 
 class RemoteError(Exception):
@@ -67,7 +69,8 @@ def hit_of(item: dict[str, object]) -> Hit:
     `source`, the one without a default that may be null, None)."""
     values = {"source": None} | {name: item[name] for name in _HIT_FIELDS if name in item}
     if isinstance(values.get("explain"), dict):
-        values["explain"] = Explanation(**values["explain"])  # type: ignore[arg-type]
+        given = _UNSET_EXPLANATION | values["explain"]  # type: ignore[operator]
+        values["explain"] = Explanation(**given)
     return Hit(**values)  # type: ignore[arg-type]
 
 
