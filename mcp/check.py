@@ -20,22 +20,24 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from kb.app.cli import fail, script
-from kb.app.remote import first_failure
+from kb.app.remote import answer_of, first_failure
 from kb.core.settings import get_settings
 
 TOOLS = {"search_notes", "list_tags"}
-# Field -> accepted types of one search_notes result (None = JSON null).
+# Field -> accepted types of one search_notes result; only the first three are always there (a
+# field with nothing to say is left out).
 FIELDS: dict[str, tuple[type, ...]] = {
     "text": (str,),
     "source": (str,),
     "score": (int, float),
-    "title": (str, type(None)),
+    "title": (str,),
     "heading_path": (list,),
     "tags": (list,),
-    "topic": (str, type(None)),
-    "document_date": (str, type(None)),
-    "date_ingested": (str, type(None)),
+    "topic": (str,),
+    "document_date": (str,),
+    "date_ingested": (str,),
 }
+REQUIRED = ("text", "source", "score")
 K = 3
 TIMEOUT_S = 60.0  # a first search may wait for the embedder's first batch
 
@@ -49,9 +51,10 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
     if result.is_error:
         text = " ".join(getattr(part, "text", "") for part in result.content)
         raise CheckFailed(f"{tool} failed: {text}")
-    if not isinstance(result.structured_content, dict):
-        raise CheckFailed(f"{tool} returned no structured content")
-    return result.structured_content
+    answer = answer_of(result)
+    if answer is None:
+        raise CheckFailed(f"{tool} returned no JSON object")
+    return answer
 
 
 def check_results(results: Any, k: int, what: str) -> list[dict[str, Any]]:
@@ -61,8 +64,10 @@ def check_results(results: Any, k: int, what: str) -> list[dict[str, Any]]:
         raise CheckFailed(f"{what} returned {len(results)} results for k={k}")
     for i, hit in enumerate(results):
         for field, types in FIELDS.items():
-            if field not in hit or not isinstance(hit[field], types):
-                raise CheckFailed(f"{what} result {i}: field {field!r} missing or of wrong type")
+            if field in REQUIRED and field not in hit:
+                raise CheckFailed(f"{what} result {i}: field {field!r} missing")
+            if field in hit and not isinstance(hit[field], types):
+                raise CheckFailed(f"{what} result {i}: field {field!r} of wrong type")
         if not hit["text"] or not hit["source"]:
             raise CheckFailed(f"{what} result {i}: empty text or source")
     scores = [hit["score"] for hit in results]

@@ -247,6 +247,8 @@ async def mcp_calls(url: str) -> dict[str, Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
+    from kb.app.remote import answer_of
+
     async with (
         httpx2.AsyncClient(timeout=120) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
@@ -256,7 +258,7 @@ async def mcp_calls(url: str) -> dict[str, Any]:
             result = await client.call_tool(tool, arguments)
             if result.is_error:
                 return {"error": " ".join(getattr(p, "text", "") for p in result.content)}
-            return result.structured_content
+            return answer_of(result) or {"error": "no JSON answer"}
 
         async def search() -> list[str]:
             # the embedding's order: the fixture reranker's head is random, its order noise

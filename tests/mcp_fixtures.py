@@ -11,6 +11,7 @@ pristine folder that is then closed and copied for every server that needs data.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -314,15 +315,24 @@ def text_of(result: CallToolResult) -> str:
 
 def error_text(result: CallToolResult) -> str:
     """The message of a tool error (fails if the call succeeded)."""
-    assert result.is_error, f"expected a tool error, got {result.structured_content}"
+    assert result.is_error, f"expected a tool error, got {text_of(result)}"
     return text_of(result)
+
+
+def tool_answer(result: CallToolResult) -> dict[str, Any]:
+    """A tool's answer as the server sends it: one text block of compact JSON, no structured
+    content (docs/design/tool-surface.md). Fails on a tool error, showing it."""
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is None
+    [block] = result.content
+    answer = json.loads(getattr(block, "text", ""))
+    assert isinstance(answer, dict)
+    return answer
 
 
 def results(result: CallToolResult) -> list[dict[str, Any]]:
     """search_notes' results (fails on a tool error, showing it)."""
-    assert not result.is_error, text_of(result)
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content["results"]
+    return tool_answer(result)["results"]
 
 
 RPC_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

@@ -17,7 +17,14 @@ from helpers import free_port, serve_in_thread
 from ingest_fixtures import run_script, script_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_fixtures import call_tool, error_text, list_tools, make_settings, serve_in_process
+from mcp_fixtures import (
+    call_tool,
+    error_text,
+    list_tools,
+    make_settings,
+    serve_in_process,
+    tool_answer,
+)
 from mcp_types import CallToolResult, CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from kb.app.backend import embed_client, open_store, searcher
@@ -90,7 +97,7 @@ def test_the_clients_model_writes_the_answer_through_sampling_and_cites_only_ret
     with serve_in_process(settings) as server:  # the stateless JSON transport the server runs
         result = sampled_call(server.url, {"question": QUESTION, "k": 4}, prompts)
     assert not result.is_error, result
-    body = result.structured_content
+    body = tool_answer(result)
     assert body["written_by"] == "client"
     assert "[1]" in prompts[0] and QUESTION in prompts[1]
     assert f"[1] {kb_answer.label(hits[0])}" in prompts[1]  # passages numbered, best first
@@ -132,7 +139,7 @@ def test_without_sampling_llm_url_writes_the_answer(
     hits = retrieved(settings, 3)
     with serve_in_process(settings) as server:
         result = call_tool(server.url, "answer_question", {"question": QUESTION, "k": 3})
-    body = result.structured_content
+    body = tool_answer(result)
     assert body["written_by"] == "llm_url"
     assert received[0]["model"] == "llama3.2"
     assert received[0]["messages"][0]["role"] == "system"
@@ -202,7 +209,7 @@ def test_answer_question_takes_every_filter_and_retrieves_only_what_they_keep(
         def answer(**filters: Any) -> dict[str, Any]:
             result = call_tool(server.url, "answer_question", {"question": QUESTION, **filters})
             assert not result.is_error, error_text(result)
-            return result.structured_content
+            return tool_answer(result)
 
         garden = answer(k=3, path="garden/")
         dated = answer(k=3, date_from="2024-01-01", all_tags=["Recipes"])

@@ -24,7 +24,7 @@ import pytest
 from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_fixtures import ServerFactory, ServerProcess, call_tool, error_text, results
+from mcp_fixtures import ServerFactory, ServerProcess, call_tool, error_text, results, tool_answer
 from mcp_types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from kb.app.backend import embed_client, open_store
@@ -165,8 +165,7 @@ def server(start_server: ServerFactory, hostile: Settings) -> ServerProcess:
 def read_note(server: ServerProcess, source: str, **arguments: Any) -> dict[str, Any]:
     result = call_tool(server.url, "read_note", {"source": source, **arguments})
     assert not result.is_error, error_text(result)
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
+    return tool_answer(result)
 
 
 def test_read_note_redacts_every_secret_and_keeps_the_files_line_numbers(
@@ -243,7 +242,7 @@ def sampled_prompt(url: str, question: str) -> tuple[str, dict[str, Any]]:
         async with http, client:
             result = await client.call_tool("answer_question", {"question": question, "k": 5})
         assert not result.is_error, result
-        return result.structured_content or {}
+        return tool_answer(result) or {}
 
     answer = anyio.run(ask)
     return prompts[0], answer

@@ -21,7 +21,7 @@ from ingest_fixtures import (
     tree_state,
     write,
 )
-from mcp_fixtures import ServerFactory, call_tool
+from mcp_fixtures import ServerFactory, call_tool, tool_answer
 
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
@@ -246,7 +246,7 @@ def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_it
         STATE_DIR=str(settings.STATE_DIR),
         NOTE_FOLDERS=settings.NOTE_FOLDERS,
     )
-    report = call_tool(server.url, "status").structured_content or {}
+    report = tool_answer(call_tool(server.url, "status")) or {}
     shown = {f["source"]: f["reason"] for f in report["sources"][1]["failed"]}
     assert "line 3" in shown["vault/food/kimchi.md"] and "line 3" in shown["vault/evil.md"]
     page = httpx.get(server.url.removesuffix("/mcp") + "/", timeout=30).text

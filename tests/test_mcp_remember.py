@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_fixtures import ServerFactory, ServerProcess, call_tool, error_text, list_tools, results
+from mcp_fixtures import (
+    ServerFactory,
+    ServerProcess,
+    call_tool,
+    error_text,
+    list_tools,
+    results,
+    tool_answer,
+)
 from web_fixtures import EXPECTED, Mark, Site, chromium_bookmarks, serving
 
 from kb.app.backend import Backend
@@ -80,7 +88,7 @@ def test_save_note_writes_a_new_note_that_search_finds_in_the_same_conversation(
         "save_note",
         {"title": "Ferry timetable", "text": text, "tags": ["Travel"], "folder": "read later"},
     )
-    assert saved.structured_content == {
+    assert tool_answer(saved) == {
         "file": "ingested/read later/ferry-timetable.md",
         "source": "read later/ferry-timetable.md",
         "title": "Ferry timetable",
@@ -99,7 +107,7 @@ def test_save_note_writes_a_new_note_that_search_finds_in_the_same_conversation(
         "save_note",
         {"title": "Ferry timetable", "text": "Winter: 08:10.", "folder": "read later"},
     )
-    assert again.structured_content["file"] == "ingested/read later/ferry-timetable-2.md"
+    assert tool_answer(again)["file"] == "ingested/read later/ferry-timetable-2.md"
     assert path.read_text().endswith(f"{text}\n")  # never written over
 
     for folder, why in (("../outside", "'..'"), ("ingested", "reserved"), (".hidden", "'.'")):
@@ -117,7 +125,7 @@ def test_save_url_saves_a_page_as_a_note_with_its_title_and_passages(
         "save_url",
         {"url": url, "tags": ["cycling"], "note": "for the residents' meeting"},
     )
-    content = saved.structured_content
+    content = tool_answer(saved)
     expected = EXPECTED["bike-lanes-news.html"]
     assert content["title"] == expected["title"] and content["passages"] >= 2
     # where it was fetched: its canonical URL on another host chooses neither folder nor url
@@ -150,9 +158,9 @@ def test_sync_syncs_every_source_or_one_and_is_refused_while_another_runs(
     writer: ServerProcess, home: Path, site: Site
 ) -> None:
     (home / "data" / "dropped.md").write_text("# Dropped\n\nA note dropped into the inbox.\n")
-    inbox = call_tool(writer.url, "sync", {"source": "inbox"}).structured_content
+    inbox = tool_answer(call_tool(writer.url, "sync", {"source": "inbox"}))
     assert inbox["added"] == 1 and inbox["failed"] == [] and "ingested 1" in inbox["summary"]
-    web = call_tool(writer.url, "sync", {"source": "web"}).structured_content
+    web = tool_answer(call_tool(writer.url, "sync", {"source": "web"}))
     assert web["added"] == 1 and web["failed"] == []
     [hit] = results(
         call_tool(
@@ -160,7 +168,7 @@ def test_sync_syncs_every_source_or_one_and_is_refused_while_another_runs(
         )
     )
     assert hit["source"] == page_source(site.page("shakshuka-recipe.html"))
-    every = call_tool(writer.url, "sync", {}).structured_content
+    every = tool_answer(call_tool(writer.url, "sync", {}))
     assert every["added"] == 0 and every["unchanged"] >= 1
     unknown = call_tool(writer.url, "sync", {"source": "dropbox"})
     assert "no source 'dropbox' to sync: one of inbox, web" in error_text(unknown)

@@ -33,6 +33,7 @@ from mcp_fixtures import (
     results,
     search_rpc,
     server_env,
+    tool_answer,
 )
 from mcp_types import CallToolResult
 
@@ -41,22 +42,12 @@ from kb.search.filters import FILTERS
 from kb.store import collection
 
 README = REPO_ROOT / "README.md"
-# descriptions + input schemas of the read-only tools, in characters of JSON (was 15.7k with
-# answer_question taking 7 filters; every session pays it before the first question)
-CONTEXT_BUDGET = 10_000
-FIELDS = {
-    "text",
-    "source",
-    "score",
-    "title",
-    "heading_path",
-    "tags",
-    "topic",
-    "document_date",
-    "date_ingested",
-    "line_start",
-    "line_end",
-}
+# tools/list of the read-only tools, in characters of compact JSON as the client receives it
+# (was 36.9k with output schemas; every session pays it before the first question)
+TOOLS_LIST_BUDGET = 15_000
+# what every passage of a note carries; a field with nothing to say (no topic) is left out
+FIELDS = {"text", "source", "score", "title", "date_ingested", "line_start", "line_end"}
+WHEN_GIVEN = {"heading_path", "tags", "topic", "document_date"}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +87,7 @@ def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess)
     }
     for tool in tools.values():
         assert tool["annotations"]["readOnlyHint"] is True
-        assert "outputSchema" in tool
+        assert "outputSchema" not in tool  # results are JSON text (docs/design/tool-surface.md)
     search_doc = tools["search_notes"]["description"]
     assert "unfiltered first" in search_doc and "list_tags" in search_doc
     assert "keyword" in search_doc and "line_start" in search_doc
@@ -107,29 +98,17 @@ def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess)
     assert schema["properties"]["k"]["default"] == 5
     assert schema["properties"]["mode"]["default"] == "hybrid"
     assert schema["properties"]["per_note"]["default"] == 1
-    score = tools["search_notes"]["outputSchema"]["$defs"]["Hit"]["properties"]["score"]
-    assert "higher is better" in score["description"]
 
 
-def test_the_read_only_tools_fit_in_10k_characters_of_the_assistants_context(
+def test_the_whole_tools_list_fits_in_15k_characters_as_the_client_receives_it(
     server: ServerProcess,
 ) -> None:
-    sizes = {
-        tool["name"]: (
-            len(tool["description"]),
-            len(json.dumps(tool["inputSchema"])),
-            len(json.dumps(tool.get("outputSchema", {}))),
-        )
-        for tool in list_tools(server.url)
-        if tool["annotations"]["readOnlyHint"]
-    }
-    for name, (description, inputs, outputs) in sizes.items():
-        print(f"{name:16} description {description:5}  input {inputs:5}  output {outputs:5}")
-    read = sum(description + inputs for description, inputs, _ in sizes.values())
-    print(
-        f"descriptions + input schemas {read}, output schemas {sum(s[2] for s in sizes.values())}"
-    )
-    assert read <= CONTEXT_BUDGET, sizes
+    tools = list_tools(server.url)
+    for tool in tools:
+        print(f"{tool['name']:16} {len(json.dumps(tool, separators=(',', ':'))):6}")
+    size = len(json.dumps(tools, separators=(",", ":")))
+    print(f"tools/list {size} characters compact")
+    assert size <= TOOLS_LIST_BUDGET
 
 
 def test_every_searching_tool_takes_every_filter_and_search_notes_describes_each_once(
@@ -150,6 +129,7 @@ def test_search_puts_the_answering_note_first_with_every_field(server: ServerPro
     for hit in hits:
         assert hit.keys() >= FIELDS
     top = hits[0]
+    assert top.keys() >= FIELDS | WHEN_GIVEN
     assert "napa cabbage" in top["text"] and "tags:" not in top["text"]  # chunk text only
     assert top["tags"] == ["korean cuisine", "recipes"]
     assert top["topic"] == "How I make kimchi at home."
@@ -221,7 +201,7 @@ def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
 ) -> None:
     result = call_tool(server.url, "list_tags")
     assert not result.is_error
-    tags = result.structured_content["tags"]
+    tags = tool_answer(result)["tags"]
     assert sorted((t["tag"], t["notes"]) for t in tags) == sorted(TAG_COUNTS)
     assert [t["tag"] for t in tags] == [
         t["tag"] for t in sorted(tags, key=lambda t: (-t["chunks"], t["tag"]))
@@ -236,7 +216,7 @@ def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
 
 def test_readme_describes_list_tags_as_the_server_answers(server: ServerProcess) -> None:
     [row] = [line for line in README.read_text().splitlines() if line.startswith("| `list_tags`")]
-    tags = call_tool(server.url, "list_tags").structured_content["tags"]
+    tags = tool_answer(call_tool(server.url, "list_tags"))["tags"]
     names = [t["tag"] for t in tags]
     # on this corpus the two orders differ: the answer shows which count it is sorted by
     ordered_by = [
@@ -325,6 +305,27 @@ def test_invalid_arguments_get_a_validation_error_naming_the_field(
 ) -> None:
     message = error_text(call_tool(server.url, "search_notes", arguments))
     assert "validation error" in message and named in message
+    assert "\n" not in message and "pydantic" not in message and len(message) < 400, message
+
+
+def test_an_unknown_argument_is_refused_with_the_valid_names(server: ServerProcess) -> None:
+    refused = call_tool(server.url, "read_note", {"source": "cooking/kimchi.md", "line": 18})
+    assert error_text(refused) == (
+        "Error executing tool read_note: validation error for read_note: no argument 'line' "
+        "(did you mean 'lines' or 'start_line'?); it takes source, start_line, lines"
+    )
+    typo = error_text(call_tool(server.url, "search_notes", {"query": "kimchi", "tag": ["x"]}))
+    assert "no argument 'tag' (did you mean 'tags'" in typo and "it takes query, k," in typo
+
+
+def test_a_wrong_type_gets_one_line_naming_the_argument(server: ServerProcess) -> None:
+    wrong = call_tool(server.url, "read_note", {"source": "cooking/kimchi.md", "lines": "ten"})
+    assert error_text(wrong) == (
+        "Error executing tool read_note: validation error for read_note: argument 'lines': "
+        "Input should be a valid integer, unable to parse string as an integer"
+    )
+    missing = error_text(call_tool(server.url, "related_notes", {"k": 2}))
+    assert missing.endswith("argument 'source' is required"), missing
 
 
 def test_health_reports_embedder_model_dimension_collection_and_points(
@@ -370,7 +371,7 @@ def test_embedder_down_is_a_tool_error_and_the_server_keeps_serving(
     # Still alive: what needs no embedder works (keyword search, list_tags), /health says why.
     hits = search(server, "gochugaru", mode="keyword")
     assert [hit["source"] for hit in hits] == ["cooking/kimchi.md"]
-    tags = call_tool(server.url, "list_tags").structured_content["tags"]
+    tags = tool_answer(call_tool(server.url, "list_tags"))["tags"]
     assert sorted((t["tag"], t["notes"]) for t in tags) == sorted(TAG_COUNTS)
     health = httpx.get(f"{server.base}/health")
     assert health.status_code == 503
@@ -424,7 +425,7 @@ def test_empty_collection_says_run_ingest_first(
     server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=settings.QDRANT_PATH)
     message = error_text(call_tool(server.url, "search_notes", {"query": "kimchi"}))
     assert "has no notes yet" in message and "ingest.py" in message
-    assert call_tool(server.url, "list_tags").structured_content == {"tags": []}
+    assert tool_answer(call_tool(server.url, "list_tags")) == {"tags": []}
 
 
 def test_a_store_folder_held_elsewhere_is_reported_and_recovered_from(
@@ -455,7 +456,7 @@ def test_stdio_mode_serves_the_same_tools(
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 found = await client.call_tool("search_notes", {"query": "tomato seedlings"})
-        return names, found.structured_content["results"]
+        return names, tool_answer(found)["results"]
 
     names, hits = anyio.run(run)
     assert names == {

@@ -17,6 +17,7 @@ from mcp_fixtures import (
     error_text,
     list_tools,
     results,
+    tool_answer,
 )
 
 from kb.core.state import State
@@ -48,7 +49,7 @@ def sources(server: ServerProcess, query: str = KIMCHI_QUERY) -> list[str]:
 
 
 def deleted(server: ServerProcess, **arguments) -> list[dict]:
-    return call_tool(server.url, "list_deleted", arguments).structured_content["notes"]
+    return tool_answer(call_tool(server.url, "list_deleted", arguments))["notes"]
 
 
 def test_write_tools_list_matches_their_snapshot(writer: ServerProcess) -> None:
@@ -92,15 +93,15 @@ def test_write_tools_are_annotated_and_ask_for_an_explicit_request(writer: Serve
 def test_delete_note_hides_a_note_until_restore_note_brings_it_back(writer: ServerProcess) -> None:
     assert sources(writer)[0] == "cooking/kimchi.md"
     gone = call_tool(writer.url, "delete_note", {"source": "cooking/kimchi.md"})
-    assert gone.structured_content == {"source": "cooking/kimchi.md", "outcome": "deleted"}
+    assert tool_answer(gone) == {"source": "cooking/kimchi.md", "outcome": "deleted"}
     again = call_tool(writer.url, "delete_note", {"source": "cooking/kimchi.md"})
-    assert again.structured_content["outcome"] == "already_deleted"
+    assert tool_answer(again)["outcome"] == "already_deleted"
     assert "cooking/kimchi.md" not in sources(writer)
     [note] = [n for n in deleted(writer, cause="user") if n["source"] == "cooking/kimchi.md"]
     assert note["origin"] == "inbox" and note["deleted_at"]
     assert deleted(writer, cause="file_deleted") == []
     back = call_tool(writer.url, "restore_note", {"source": "cooking/kimchi.md"})
-    assert back.structured_content["outcome"] == "restored"
+    assert tool_answer(back)["outcome"] == "restored"
     assert sources(writer)[0] == "cooking/kimchi.md"
     assert "cooking/kimchi.md" not in [n["source"] for n in deleted(writer)]
 
@@ -113,7 +114,7 @@ def test_a_hard_delete_needs_confirm_and_then_removes_the_note_for_good(
     assert "confirm" in error_text(refused)
     assert sources(writer, query)[0] == note
     done = call_tool(writer.url, "delete_note", {"source": note, "hard": True, "confirm": True})
-    assert done.structured_content["outcome"] == "deleted_for_good"
+    assert tool_answer(done)["outcome"] == "deleted_for_good"
     assert note not in sources(writer, query)
     assert note not in [n["source"] for n in deleted(writer)]
     assert "no note garden/tomatoes.md" in error_text(

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from helpers import EmbedderProcess, free_port
 from ingest_fixtures import make_settings, write
-from mcp_fixtures import call_tool, serve_in_process
+from mcp_fixtures import call_tool, serve_in_process, tool_answer
 
 from kb.app import status as kb_status
 from kb.app.backend import embed_client, open_store, searcher
@@ -178,7 +178,7 @@ def test_a_switch_under_way_shows_in_the_status_tool_and_the_dashboard_and_the_n
     ):
         run(after, client, store, IngestOptions(progress=StopAfter(stop), stop=stop))
     with serve_in_process(after) as served:
-        status = call_tool(served.url, "status").structured_content
+        status = tool_answer(call_tool(served.url, "status"))
         assert isinstance(status, dict) and status["switch"]["of"] == 30
         assert 0 < status["switch"]["notes"] < 30
         panel = httpx.get(f"{served.base}/status/panel", timeout=30).text

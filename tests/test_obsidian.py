@@ -19,7 +19,7 @@ import httpx
 import pytest
 from helpers import REPO_ROOT, free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
-from mcp_fixtures import call_tool, serve_in_process
+from mcp_fixtures import call_tool, serve_in_process, tool_answer
 
 from kb.app import status as kb_status
 from kb.app.backend import embed_client, open_store, read_config
@@ -406,15 +406,15 @@ def test_related_notes_status_and_list_tags_through_mcp_and_the_dashboard(
     with serve_in_process(settings) as server:
         answer = call_tool(server.url, "related_notes", {"source": ALPHA, "k": 2})
         assert not answer.is_error
-        notes = answer.structured_content["notes"]
+        notes = tool_answer(answer)["notes"]
         assert {n["source"]: n["why"] for n in notes}[DAILY] == "backlink"
         assert sum(n["why"] == "similar" for n in notes) == 2
-        report = call_tool(server.url, "status").structured_content
+        report = tool_answer(call_tool(server.url, "status"))
         assert report["unresolved"] == [{"note": ALPHA, "origin": "vault", "target": "Budget 2025"}]
-        tags = call_tool(server.url, "list_tags").structured_content["tags"]
+        tags = tool_answer(call_tool(server.url, "list_tags"))["tags"]
         assert {"tag": "area/health", "parent": "area", "chunks": 2, "notes": 2} in tags
         read = call_tool(server.url, "read_note", {"source": ALPHA, "lines": 3})
-        assert read.structured_content["links_in"] == 4
+        assert tool_answer(read)["links_in"] == 4
         missing = call_tool(server.url, "related_notes", {"source": "vault/Nope.md"})
         assert missing.is_error
         page = httpx.get(server.base + "/preview", params={"source": ALPHA}).text

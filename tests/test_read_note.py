@@ -11,7 +11,7 @@ import pytest
 from format_files import PDF_PHRASE, three_page_pdf, write_bytes
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env
-from mcp_fixtures import call_tool, error_text, results, serve_in_process
+from mcp_fixtures import call_tool, error_text, results, serve_in_process, tool_answer
 
 from kb.app.backend import embed_client, open_store, read_config
 from kb.app.ingest import run
@@ -102,12 +102,12 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
     with serve_in_process(indexed) as app:
         result = call_tool(app.url, "read_note", {"source": "long.md", "start_line": 7, "lines": 2})
         assert not result.is_error
-        assert result.structured_content["text"] == (
+        assert tool_answer(result)["text"] == (
             "7\tline 7 of the long note\n8\tline 8 of the long note"
         )
         refused = call_tool(app.url, "read_note", {"source": "../secret.txt"})
         assert "no indexed note is named" in error_text(refused)
-        # search_notes narrows to a domain, and every result says its own
+        # search_notes narrows to a domain; a code result says so, prose is the default
         found = call_tool(app.url, "search_notes", {"query": "def tool", "domain": "code"})
         assert [(h["source"], h["domain"], h["locator"]) for h in results(found)] == [
             ("tool.py", "code", "L 1-2")
@@ -115,7 +115,7 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
         prose = results(
             call_tool(app.url, "search_notes", {"query": "def tool", "domain": "prose"})
         )
-        assert prose and all(h["domain"] == "prose" for h in prose)
+        assert prose and all("domain" not in h for h in prose)  # the default: left out
         # /health reports the code collection beside the notes (one function: one point)
         health = httpx.get(f"{app.base}/health").json()
         assert health["ok"] and health["code"]["collection"] == indexed.CODE_COLLECTION

@@ -22,6 +22,7 @@ from tools_reference import (
     render_extras,
     render_filters,
     render_tools,
+    result_schemas,
     surface_extras,
     write_if_asked,
 )
@@ -84,7 +85,7 @@ def test_the_tools_reference_lists_every_search_notes_argument_with_its_default(
 
 
 def test_the_tools_reference_names_every_field_of_a_search_notes_result() -> None:
-    note = tool("search_notes")["outputSchema"]["$defs"]["Hit"]["properties"]
+    note = result_schemas()["search_notes"]["$defs"]["Hit"]["properties"]
     section = tools_md_section("search_notes")
     returns = table_after("| Field | Type | Meaning |", section[section.index("Each `Hit`") :])
     assert set(note) <= {re.fullmatch(r"`(\w+)`", row[0])[1] for row in returns}
@@ -92,7 +93,9 @@ def test_the_tools_reference_names_every_field_of_a_search_notes_result() -> Non
 
 def test_the_tools_reference_is_generated_from_the_tools_snapshot() -> None:
     expected = (
-        render_tools(json.loads(ALL_TOOLS.read_text())) + "\n" + render_extras(*surface_extras())
+        render_tools(json.loads(ALL_TOOLS.read_text()), result_schemas())
+        + "\n"
+        + render_extras(*surface_extras())
     )
     write_if_asked(TOOLS_MD, expected, UPDATE)
     assert TOOLS_MD.read_text(encoding="utf-8") == expected, (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
-from mcp_fixtures import NOTES, IngestedNotes, ServerFactory, call_tool
+from mcp_fixtures import NOTES, IngestedNotes, ServerFactory, call_tool, tool_answer
 
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
@@ -134,7 +134,7 @@ def test_the_status_tool_reports_the_index_to_an_mcp_client(
     )
     result = call_tool(server.url, "status")
     assert not result.is_error, result.content
-    report = result.structured_content
+    report = tool_answer(result)
     assert report["notes"] == len(NOTES) and report["points"] == ingested_notes.chunks
     assert report["model"] == ingested_notes.model and report["deleted"] == 0
     assert report["sources"][0]["name"] == "inbox" and report["sources"][0]["waiting"] == 1

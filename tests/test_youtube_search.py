@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
-from mcp_fixtures import call_tool, error_text, results, serve_in_process
+from mcp_fixtures import call_tool, error_text, results, serve_in_process, tool_answer
 from youtube_fixtures import KEY, replaying
 
 from kb.app.backend import embed_client, open_store
@@ -140,9 +140,9 @@ def test_browse_notes_lists_through_the_mcp_tool(corpus: Settings, tmp_path: Pat
         assert [r["source"] for r in results(answer)] == [
             name(v) for v in ("chessShort1", "raftConsens", "chessTen600", "ajedrezEsp1")
         ]
-        assert answer.structured_content["total"] == 4
+        assert tool_answer(answer)["total"] == 4
         counted = call_tool(server.url, "browse_notes", {"count_only": True, "kind": "note"})
-        assert counted.structured_content == {"total": 2, "results": []}
+        assert tool_answer(counted) == {"total": 2, "results": []}
         bad = call_tool(server.url, "browse_notes", {"min_duration": "soon"})
         assert "browse_notes: min_duration: 'soon' is not a duration" in error_text(bad)
         chess = {"query": "chess", "kind": "video", "max_duration": 600, "k": 10}

@@ -1,12 +1,14 @@
 """The tables the docs are built from: docs/guide/tools.md from the tools' snapshot (what
 `tools/list`
-answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py) and from what the server
-answers to resources/templates/list and prompts/list (asked in-process), README's filter table
+answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py), the tools' result
+models (notes_server.surface: not sent, results are JSON text) and what the server answers to
+resources/templates/list and prompts/list (asked in-process), README's filter table
 from kb.search.filters. tests/test_readme.py compares them with the files;
 `UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py` rewrites them."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import tempfile
 from pathlib import Path
@@ -15,12 +17,15 @@ from typing import Any
 import anyio
 from helpers import REPO_ROOT, build_settings
 from mcp import Client
+from pydantic import TypeAdapter
 
 from kb.app.backend import Backend
 from kb.search.filters import FILTERS
 from kb.search.hits import RESULT_FIELDS
 from notes_server.app import build_server
 from notes_server.resources import LISTED
+from notes_server.tools import all_tools
+from notes_server.tools.common import compact
 
 TOOLS_MD = REPO_ROOT / "docs" / "guide" / "tools.md"
 FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/test_readme.py) -->"
@@ -42,15 +47,17 @@ and [prompts](#prompts) at the end from the server itself): after changing a too
 `UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_server.py tests/test_mcp_write_tools.py
 tests/test_readme.py` rewrites the snapshots and this page. Each description is the prompt the
 model reads. `search_notes`, `browse_notes` and `answer_question` take the same filters, built
-from one table (`kb/search/filters.py`); only `search_notes` describes them, once.
+from one table (`kb/search/filters.py`); only `search_notes` describes them, once. Each result
+comes back as compact JSON in one text block, a field left out when it is null or empty
+([the design](../design/tool-surface.md)); its fields below are the result models'.
 """
 
 
 def _type(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
         return schema["$ref"].rsplit("/", 1)[-1]
-    if "anyOf" in schema:
-        return " or ".join(_type(arm) for arm in schema["anyOf"])
+    if "anyOf" in schema:  # a null is never sent (the field is left out)
+        return " or ".join(_type(arm) for arm in schema["anyOf"] if arm != {"type": "null"})
     if "enum" in schema:
         return " / ".join(f"`{json.dumps(value)}`" for value in schema["enum"])
     if schema.get("type") == "array":
@@ -93,10 +100,22 @@ def _fields(schema: dict[str, Any]) -> list[str]:
     return rows
 
 
-def _returns(tool: dict[str, Any]) -> list[str]:
-    schema = tool.get("outputSchema")
-    if not schema:
-        return []
+def result_schemas() -> dict[str, dict[str, Any]]:
+    """Each tool's result schema (every tool, the write ones too), from its return annotation."""
+    backend = Backend(build_settings(MCP_WRITE_TOOLS=True))
+    try:
+        tools = all_tools(backend)
+    finally:
+        backend.close()
+    return {
+        tool.name: compact(
+            TypeAdapter(inspect.signature(tool.fn, eval_str=True).return_annotation).json_schema()
+        )
+        for tool in tools
+    }
+
+
+def _returns(schema: dict[str, Any]) -> list[str]:
     lines = ["Returns:", "", *_fields(schema)]
     for name, definition in schema.get("$defs", {}).items():
         about = f": {definition['description']}" if definition.get("description") else ""
@@ -104,8 +123,9 @@ def _returns(tool: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_tools(tools: list[dict[str, Any]]) -> str:
-    """docs/guide/tools.md for the tools as tools/list gives them (search_notes first)."""
+def render_tools(tools: list[dict[str, Any]], results: dict[str, dict[str, Any]]) -> str:
+    """docs/guide/tools.md for the tools as tools/list gives them (search_notes first), with
+    their `results` schemas."""
     ordered = sorted(tools, key=lambda t: (t["name"] != "search_notes", t["name"]))
     lines = [TOOLS_HEADER]
     for tool in ordered:
@@ -117,7 +137,7 @@ def render_tools(tools: list[dict[str, Any]]) -> str:
         )
         quoted = [f"> {line}" if line else ">" for line in tool["description"].splitlines()]
         lines += [f"## {tool['name']}", "", kind, "", *quoted, "", *_arguments(tool), ""]
-        lines += [*_returns(tool), ""] if tool.get("outputSchema") else []
+        lines += [*_returns(results[tool["name"]]), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -8,7 +8,8 @@ back as kb.core.schema.Hit.
 
 from __future__ import annotations
 
-from dataclasses import fields
+import json
+from dataclasses import MISSING, fields
 
 import anyio
 import httpx2
@@ -23,6 +24,8 @@ from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit) if f.init]  # uri is made from the others
+# an Explanation's fields a result leaves out when null (those without a default)
+_UNSET_EXPLANATION = {f.name: None for f in fields(Explanation) if f.default is MISSING}
 
 
 class RemoteError(Exception):
@@ -62,16 +65,18 @@ def arguments(request: SearchRequest) -> dict[str, object]:
 
 
 def hit_of(item: dict[str, object]) -> Hit:
-    """A result of search_notes as the Hit it was made from."""
-    values = {name: item[name] for name in _HIT_FIELDS if name in item}
+    """A result of search_notes as the Hit it was made from (a field left out is its default;
+    `source`, the one without a default that may be null, None)."""
+    values = {"source": None} | {name: item[name] for name in _HIT_FIELDS if name in item}
     if isinstance(values.get("explain"), dict):
-        values["explain"] = Explanation(**values["explain"])  # type: ignore[arg-type]
+        given = _UNSET_EXPLANATION | values["explain"]  # type: ignore[operator]
+        values["explain"] = Explanation(**given)
     return Hit(**values)  # type: ignore[arg-type]
 
 
 def call(url: str, token: str, tool: str, sent: dict[str, object]) -> dict[str, object]:
     """Call `tool` with `sent` at the MCP endpoint `url`, sending `Authorization: Bearer
-    <token>` when a token is set: its structured result. RemoteError says why not."""
+    <token>` when a token is set: its answer (`answer_of`). RemoteError says why not."""
 
     async def ask() -> CallToolResult:
         headers = {"Authorization": f"Bearer {token}"} if token else None
@@ -95,9 +100,24 @@ def call(url: str, token: str, tool: str, sent: dict[str, object]) -> dict[str, 
     if result.is_error:
         text = " ".join(getattr(part, "text", "") for part in result.content)
         raise RemoteError(text, reachable=True)
-    if not isinstance(result.structured_content, dict):
-        raise RemoteError(f"{tool} returned no structured result", reachable=True)
-    return result.structured_content
+    answer = answer_of(result)
+    if answer is None:
+        raise RemoteError(f"{tool} returned no JSON result", reachable=True)
+    return answer
+
+
+def answer_of(result: CallToolResult) -> dict[str, object] | None:
+    """A tool's answer: the JSON object of its text (the server sends each result once, as
+    compact JSON text: docs/design/tool-surface.md), or the structured content of an older
+    server; None if it has neither."""
+    if isinstance(result.structured_content, dict):
+        return result.structured_content
+    text = "".join(getattr(part, "text", "") for part in result.content)
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:

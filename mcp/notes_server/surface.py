@@ -1,14 +1,24 @@
 """The MCP tools' shared vocabulary: their result models and the argument types several tools
 take. The filters' parameters are built from kb.search.filters (tools/common.py), the result
 fields' descriptions come from kb.search.hits; each tool's description lives beside it in
-tools/. tests/snapshots/tools_list.json pins what clients see.
+tools/. tests/snapshots/tools_list.json pins what clients see. A result reaches the client as
+compact JSON text, nulls left out (tools/common.py; docs/design/tool-surface.md); the models'
+descriptions document it (docs/guide/tools.md), they are not sent.
 """
 
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, GetJsonSchemaHandler, StringConstraints
+from pydantic import (
+    BaseModel,
+    Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    WrapSerializer,
+)
 from pydantic_core import CoreSchema
 
 from kb.core.schema import Hit
@@ -38,7 +48,22 @@ class Described:
         return schema
 
 
-Passage = Annotated[Hit, Described(HIT, RESULT_FIELDS)]
+# What a Hit field holds when it has nothing to say (no hidden characters, no links, a note's
+# kind and domain, a video's fields on a note's passage): left out of a result, so a client
+# reading a result back as Hit(**fields) gets the same Hit (kb.app.remote).
+HIT_DEFAULTS = {
+    f.name: f.default if f.default_factory is MISSING else f.default_factory()
+    for f in fields(Hit)
+    if f.default is not MISSING or f.default_factory is not MISSING
+}
+
+
+def without_defaults(hit: Hit, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    data: dict[str, Any] = handler(hit)
+    return {k: v for k, v in data.items() if k not in HIT_DEFAULTS or v != HIT_DEFAULTS[k]}
+
+
+Passage = Annotated[Hit, Described(HIT, RESULT_FIELDS), WrapSerializer(without_defaults)]
 
 
 class NoteText(BaseModel):
@@ -182,7 +207,7 @@ class SourceState(BaseModel):
     notes: int = Field(description="Notes stored from it (soft-deleted ones not counted).")
     waiting: int | None = Field(
         description="Files not ingested yet (inbox) or new or changed since its last sync "
-        "(folder); null when the server cannot see the folder."
+        "(folder); absent when the server cannot see the folder."
     )
     gone: int = Field(description="Stored notes whose file left the folder (next sync hides them).")
     last_sync: str | None = Field(description="When its last sync started (ISO, UTC).")
@@ -239,7 +264,7 @@ class StatusReport(BaseModel):
 
 class ModeRank(BaseModel):
     mode: str
-    rank: int | None = Field(description="Its place among notes (null: not in the best 100).")
+    rank: int | None = Field(description="Its place among notes (absent: not in the best 100).")
     score: float | None
     best_chunk: int | None = Field(description="chunk_index of its best passage in this mode.")
     line_start: int | None

@@ -1,31 +1,43 @@
 """What every tool module shares: kb's failures as tool errors, blocking calls off the event
 loop, the filters as parameters (one per row of kb.search.filters, the same in every tool that
-searches or lists), and `make`, which builds a Tool with its schemas cut to what the model needs.
+searches or lists), and `make`, which builds every tool the same way (docs/design/tool-surface.md):
 
-The tools' schemas are paid for in every assistant session's context (tests/test_mcp_server.py
-prints their size and bounds it), so `make` drops what tells the model nothing: pydantic's titles
-(the property names again), `"default": null`, and in input schemas the `null` arm of an optional
-argument (leaving it out is how not to use it; the server still accepts null). Output schemas keep
-their `null` arms: clients validate results against them.
+- its result reaches the client once, as compact JSON in one text block, with no field that is
+  null or empty (a field that does not apply is absent); no structured content, no output
+  schema: every client reads the text, and the schemas cost more context than they gave;
+- its input schema is cut to what the model needs: no pydantic titles (the property names
+  again), no `"default": null`, no `null` arm of an optional argument (leaving it out is how not
+  to use it; the server still accepts null);
+- its arguments are checked by name before anything runs: an unknown one is refused with the
+  valid names, a wrong value gets one line naming the argument.
+
+The surface is paid for in every assistant session's context: tests/test_mcp_server.py holds
+tools/list to a budget, tests/test_mcp_budget.py search_notes' results.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, get_args
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+from pydantic_core import to_jsonable_python
 
 from kb.app.backend import embedder_message
 from kb.core.errors import EmbedError, IngestError, NoteNotFound, StoreError
 from kb.search.filters import FILTERS, KINDS, FilterError, Filters, Value
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver.context import Context
 
 T = TypeVar("T")
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -77,8 +89,8 @@ async def off_loop(fn: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(fn)
 
 
-def invalid(tool: str, exc: ValueError) -> ToolError:
-    """A bad argument, as the SDK words its own validation errors: the model can correct it."""
+def invalid(tool: str, exc: ValueError | str) -> ToolError:
+    """A bad argument, in one line the model can correct it from."""
     return ToolError(f"validation error for {tool}: {exc}")
 
 
@@ -123,37 +135,99 @@ def with_filters(
     return wrap
 
 
+class LeanTool(Tool):
+    """A tool whose arguments are checked by name first and whose result is compact JSON text."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
+    ) -> Any:
+        checked(self, arguments)
+        result = await super().run(arguments, context, convert_result=False)
+        if not convert_result or isinstance(result, InputRequiredResult | CallToolResult):
+            return result
+        return CallToolResult(content=[TextContent(type="text", text=lean_json(result))])
+
+
 def make(fn: Callable[..., Any], description: str, annotations: ToolAnnotations) -> Tool:
-    """The tool `fn` (named as it is), with its input and output schemas compacted."""
-    tool = Tool.from_function(fn, description=description, annotations=annotations)
-    tool.parameters = compact(tool.parameters, inputs=True)
-    metadata = tool.fn_metadata
-    if metadata.output_schema is not None:  # read at each tools/list: set before the first
-        metadata.output_schema = compact(metadata.output_schema, inputs=False)
+    """The tool `fn` (named as it is): its input schema compacted, no output schema."""
+    tool = LeanTool.from_function(
+        fn, description=description, annotations=annotations, structured_output=False
+    )
+    tool.parameters = compact(tool.parameters)
     return tool
 
 
-def compact(schema: dict[str, Any], *, inputs: bool) -> dict[str, Any]:
-    """`schema` without titles and `"default": null`; with `inputs`, an optional argument's
-    `anyOf [X, null]` becomes X."""
+def checked(tool: Tool, arguments: dict[str, Any]) -> None:
+    """Refuse what the SDK would ignore or report as a validation dump: an argument the tool
+    does not take (with the ones it takes), or values that do not fit (one line, naming each)."""
+    fields = tool.fn_metadata.arg_model.model_fields
+    names = [field.alias or name for name, field in fields.items()]
+    prefix = f"Error executing tool {tool.name}"  # as the SDK words what a tool raises
+    if unknown := [name for name in arguments if name not in names]:
+        said = ", ".join(f"'{name}'{guess(name, names)}" for name in unknown)
+        message = f"no argument {said}; it takes {', '.join(names)}"
+        raise ToolError(f"{prefix}: {invalid(tool.name, message)}")
+    try:
+        tool.fn_metadata.validate_arguments(arguments)
+    except ValidationError as exc:  # the cause: the server logs the argument names only
+        message = "; ".join(map(wrong, exc.errors()))
+        raise ToolError(f"{prefix}: {invalid(tool.name, message)}") from exc
+
+
+def guess(name: str, names: list[str]) -> str:
+    """' (did you mean ...?)' with the closest names (line: lines, start_line), or ''."""
+    close = difflib.get_close_matches(name, names, n=2, cutoff=0.5)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def wrong(error: Any) -> str:
+    """One pydantic error as 'argument: what is wrong' (without the value, which may be long)."""
+    where = error["loc"][0] if error["loc"] else "arguments"
+    if error["type"] == "missing":
+        return f"argument '{where}' is required"
+    return f"argument '{where}': {' '.join(str(error['msg']).split())}"
+
+
+def lean_json(result: Any) -> str:
+    """`result` (a pydantic model of notes_server.surface) as compact JSON: a field that is null,
+    or an empty string, list or object below the top level, is left out (a video's fields on a
+    note's passage); the top level keeps its empty lists (no results is an answer)."""
+    data = to_jsonable_python(result)
+    top = {key: lean(value) for key, value in data.items() if value is not None}
+    return json.dumps(top, ensure_ascii=False, separators=(",", ":"))
+
+
+def lean(value: Any) -> Any:
+    if isinstance(value, float):  # scores: 6 decimals, as close as anything compares them
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: lean(v) for k, v in value.items() if v not in (None, "", [], {})}
+    if isinstance(value, list):
+        return [lean(item) for item in value]
+    return value
+
+
+def compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input schema without titles and `"default": null`, an optional argument's
+    `anyOf [X, null]` as X."""
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "title":
             continue
         if key in ("properties", "$defs"):  # names -> schemas (a property may be called title)
-            out[key] = {name: compact(inner, inputs=inputs) for name, inner in value.items()}
+            out[key] = {name: compact(inner) for name, inner in value.items()}
         elif key in NOT_SCHEMAS or not isinstance(value, dict | list):
             out[key] = value
         elif isinstance(value, list):
-            out[key] = [compact(v, inputs=inputs) if isinstance(v, dict) else v for v in value]
+            out[key] = [compact(v) if isinstance(v, dict) else v for v in value]
         else:
-            out[key] = compact(value, inputs=inputs)
+            out[key] = compact(value)
     if "default" in out and out["default"] is None:
         del out["default"]
         arms = [arm for arm in out.get("anyOf", []) if arm != {"type": "null"}]
-        if inputs and len(arms) == 1:
+        if len(arms) == 1:
             del out["anyOf"]
             out = {**arms[0], **out}
-        elif inputs and arms:
+        elif arms:
             out["anyOf"] = arms
     return out
