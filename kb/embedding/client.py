@@ -121,6 +121,11 @@ class EmbedClient:
         health = self._health or self.health()
         return any(entry.get("model") == model for entry in health.get("models") or [health])
 
+    def serves_others(self) -> bool:
+        """Whether the embedder serves a model besides this client's (EMBED_PREVIOUS_MODEL)."""
+        health = self._health or self.health()
+        return any(entry.get("model") != self.model for entry in health.get("models") or [health])
+
     def __enter__(self) -> EmbedClient:
         return self
 

@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING
 
 from kb.core.errors import EmbedError
 from kb.core.kinds import PROSE
-from kb.core.schema import NOTE, Hit
+from kb.core.schema import NOTE, FileStat, Hit
 from kb.search import budget, fresh
 from kb.search import confidence as calibrated
 from kb.search import explain as explaining
 from kb.search import query as kb_query
-from kb.search.domains import DOMAINS, Domain, search_all
+from kb.search.domains import DOMAINS, Domain, merged
 from kb.search.filters import Filters
-from kb.search.related import backlink_counts
 from kb.search.rerank import Reranked, rerank
 
 if TYPE_CHECKING:
@@ -112,34 +111,26 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     """The first stage, then the rerank stage over its best `searcher.rerank.candidates` (at
     least k): the reranker puts prose and code on one scale. Without a reranker to read more
     than k, the first stage fetches only k. Then confidence, staleness, explanations and the
-    budget (see the module docstring). EmbedError, StoreError as the stages raise them."""
+    budget (see the module docstring). EmbedError, StoreError as the stages raise them.
+
+    Round trips: the query's embedding; one store request per collection for the first stage
+    and the rankings confidence reads (`first_pass`); the reranker's, when it runs; one store
+    request for the backlinks. Staleness reads the hits' own payloads."""
     packing = request.max_chars is not None
     k = max(request.k, budget.CANDIDATES) if packing else request.k
     per_note = None if packing else request.per_note  # packing counts merged passages
+    passes: dict[str, Pass] = {}  # by collection
+
+    def one(store: Store, client: EmbedClient, depth: int) -> list[Hit]:
+        passes[store.collection] = first_pass(store, client, request, depth, per_note)
+        return passes[store.collection].hits
 
     def first(depth: int) -> list[Hit]:
         if searcher.code is None:
-            return kb_query.search(
-                searcher.store,
-                searcher.client,
-                request.query,
-                depth,
-                mode=request.mode,
-                filters=request.filters,
-                per_note=per_note,
-                alternates=request.alternates,
-            )
-        return search_all(
-            (searcher.store, searcher.client),
-            searcher.code,
-            request.query,
-            depth,
-            domain=request.domain,
-            mode=request.mode,
-            filters=request.filters,
-            per_note=per_note,
-            alternates=request.alternates,
-        )
+            return one(searcher.store, searcher.client, depth)
+        return merged((searcher.store, searcher.client), searcher.code,
+                      lambda store, client: one(store, client, depth), depth,
+                      request.domain)  # fmt: skip
 
     client, options = searcher.client, searcher.rerank
     if request.rerank is False or (request.rerank is None and client.reranker_off):
@@ -151,18 +142,52 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
         found = rerank(client, request.query, ordered, k, weight=options.weight,
                        max_chars=options.max_chars, timeout=options.timeout,
                        requested=request.rerank is True)  # fmt: skip
-    hits = with_backlinks(searcher.store, judged(searcher, request, found, ordered, per_note))
-    hits = fresh.mark(hits, {d: s for d, (s, _) in searcher.collections().items()}, searcher.roots)
+    by_domain = {d: passes[s.collection] for d, (s, _) in searcher.collections().items()
+                 if s.collection in passes}  # fmt: skip
+    hits = judged(searcher, request, found, ordered, per_note, by_domain)
+    hits = with_backlinks(searcher.store, hits)
+    files = {(d, source): stat for d, p in by_domain.items() for source, stat in p.files.items()}
+    hits = fresh.mark(hits, files, searcher.roots)
     if packing:
         assert request.max_chars is not None
         hits = budget.pack(hits, request.max_chars, request.per_note)
     return replace(found, hits=hits, no_good_match=_no_match(searcher, hits))
 
 
+@dataclass(frozen=True)
+class Pass:
+    """A collection's first stage, and the rankings its results' confidence reads."""
+
+    hits: list[Hit]
+    rankings: explaining.Rankings
+    files: dict[str, FileStat]  # what ingest recorded of the hits' notes' files
+
+
+def first_pass(
+    store: Store, client: EmbedClient, request: SearchRequest, depth: int, per_note: int | None
+) -> Pass:
+    """The first stage (kb.search.query) and the semantic and keyword rankings of the query
+    (kb.search.explain) in one collection, from one store request."""
+    asked = kb_query.prepare(
+        store, client, request.query, depth, mode=request.mode, filters=request.filters,
+        per_note=per_note, alternates=request.alternates,
+    )  # fmt: skip
+    semantic, keyword = explaining.ranking_searches(store, client, request.query,
+                                                    request.filters, per_note)  # fmt: skip
+    rankings = [s for s in (semantic, keyword) if s is not None]
+    found, *ranked = kb_query.send(store, [asked, *rankings])
+    answers = iter(ranked)
+    semantic_hits, keyword_hits = (None if s is None else next(answers).hits
+                                   for s in (semantic, keyword))  # fmt: skip
+    return Pass(
+        found.hits, explaining.rankings(request.query, semantic_hits, keyword_hits), found.files
+    )
+
+
 def with_backlinks(store: Store, hits: list[Hit]) -> list[Hit]:
-    """Each note's hit with how many notes link to it (`links_in`, one store call)."""
+    """Each note's hit with how many notes link to it (`links_in`, one store request)."""
     notes = [h.source for h in hits if h.source and h.kind == NOTE and h.domain == PROSE]
-    counts = backlink_counts(store, notes)
+    counts = store.backlink_counts(notes)
     return [replace(h, links_in=counts[h.source]) if h.source in counts else h for h in hits]
 
 
@@ -172,15 +197,13 @@ def judged(
     found: Reranked,
     ordered: Sequence[Hit],
     per_note: int | None,
+    passes: Mapping[str, Pass],
 ) -> list[Hit]:
-    """The hits with their confidence and, asked for, their explanation: one semantic and one
-    keyword ranking per collection they came from (kb.search.explain.rankings)."""
+    """The hits with their confidence and, asked for, their explanation, from the rankings of
+    the collection (by domain: `passes`) each came from."""
     collections = searcher.collections()
-    ranks: dict[str, explaining.Rankings] = {}
-    for domain in {h.domain for h in found.hits} & collections.keys():
-        store, client = collections[domain]
-        ranks[domain] = explaining.rankings(store, client, request.query, request.filters,
-                                            per_note)  # fmt: skip
+    ranks = {domain: passes[domain].rankings for domain in {h.domain for h in found.hits}
+             if domain in passes}  # fmt: skip
     fitted = calibrated.calibration(_model(searcher.client))
     phrasings = [("query", request.query), *(("alternate: " + a, a) for a in request.alternates)]
     found_by: dict[str, dict[str, set[explaining.Key]]] = {}
