@@ -22,7 +22,7 @@ from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient, EmbedError
 from kb.search import SearchRequest
-from kb.search.filters import FILTERS, Filters
+from kb.search.filters import FILTERS, KINDS, Filters
 from kb.search.query import Hit, search, tag_usage
 from kb.store import collection
 from kb.store.points import Point
@@ -333,6 +333,13 @@ def test_query_py_has_an_option_for_every_filter_and_keeps_from_and_to():
     assert spelled["date_from"] == ("--from", "--date-from")
     assert spelled["date_to"] == ("--to", "--date-to")
     assert spelled["all_tags"] == ("--all-tags",) and spelled["min_duration"] == ("--min-duration",)
+
+
+def test_query_py_takes_every_kind_the_tools_take():
+    script = script_module("query.py")
+    for kind in KINDS:
+        _, request = script.parse_args(["anything", "--kind", kind])
+        assert request.filters.kind == kind
 
 
 def test_a_search_through_the_mcp_server_sends_every_filter_by_its_argument_name():

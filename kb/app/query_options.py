@@ -9,7 +9,7 @@ from typing import Any
 
 from kb.search import SearchRequest
 from kb.search.domains import DOMAINS
-from kb.search.filters import FILTERS, FilterError, FilterField, Filters
+from kb.search.filters import FILTERS, KINDS, FilterError, FilterField, Filters
 from kb.search.query import MAX_K, MODES
 from kb.search.related import MAX_K as MAX_RELATED
 
@@ -35,7 +35,7 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
             add(*spec.options, dest=spec.name, action="append", default=[], metavar="TAGS",
                 help=f"{spec.help} Comma-separated; may repeat.")  # fmt: skip
         elif spec.value == "kind":
-            add(*spec.options, dest=spec.name, choices=("note", "video"), help=spec.help)
+            add(*spec.options, dest=spec.name, choices=KINDS, help=spec.help)
         else:
             add(*spec.options, dest=spec.name, metavar=METAVARS[spec.value], help=spec.help)
 
