@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_type_hints
 
 from kb.core.errors import EmbedError
 from kb.core.kinds import PROSE
@@ -31,6 +31,7 @@ from kb.search import explain as explaining
 from kb.search import query as kb_query
 from kb.search.domains import DOMAINS, Domain, merged
 from kb.search.filters import Filters
+from kb.search.parameters import Parameter, param, table
 from kb.search.rerank import Reranked, rerank
 
 if TYPE_CHECKING:
@@ -79,15 +80,31 @@ class SearchRequest:
     says so when it cannot run). ValueError naming the field for a value out of range."""
 
     query: str
-    k: int = 5
-    mode: kb_query.Mode = "hybrid"
+    # fmt: off
+    k: int = param(5, "count", option="-k", help="Passages to return, 1-{most}.")
+    mode: kb_query.Mode = param("hybrid", "choice",
+        help="hybrid: meaning and exact words; semantic: meaning only; keyword: exact words "
+        "only (BM25).")
     filters: Filters = field(default_factory=Filters)
-    per_note: int | None = 1
-    alternates: Sequence[str] = ()
-    domain: Domain = "all"
-    rerank: bool | None = None
-    explain: bool = False  # each result says how it was found (kb.core.schema.Explanation)
-    max_chars: int | None = None  # pack the best passages into this many characters, not k
+    per_note: int | None = param(1, "limit",
+        help="Passages per note at most, 0-{most}: 1 gives distinct notes, 0 ranks passages "
+        "alone.")
+    alternates: Sequence[str] = param((), "texts", option="--alternate",
+        help=f"Up to {kb_query.MAX_ALTERNATES} more phrasings, searched with `query` and merged "
+        "by rank; one starting 'keyword: ' or 'semantic: ' is searched that way only.")
+    domain: Domain = param("all", "choice",
+        help="all: notes and code, merged by rank; prose: no code; code: source code and "
+        "notebooks only.")
+    rerank: bool | None = param(None, "toggle", option="--no-rerank",
+        help="Reorder the best candidates with the reranker (default: when the embedder serves "
+        "one); false is faster.")
+    # each result says how it was found (kb.core.schema.Explanation)
+    explain: bool = param(False, "switch", help="Say how each result was found.")
+    # pack the best passages into this many characters, not k (kb.search.budget)
+    max_chars: int | None = param(None, "chars",
+        help=f"Instead of k: the best passages in this many characters ({budget.MIN_CHARS}-"
+        f"{budget.MAX_CHARS}), adjacent chunks merged.")
+    # fmt: on
 
     def __post_init__(self) -> None:
         if not self.query.strip():
@@ -105,6 +122,10 @@ class SearchRequest:
         object.__setattr__(self, "alternates", tuple(self.alternates))
         kb_query.alternate_modes(self.alternates, self.mode)  # names alternates[i] at fault
         budget.check(self.max_chars)
+
+
+# The search parameters' table (kb.search.parameters): SearchRequest's fields declared with param
+PARAMETERS: tuple[Parameter, ...] = table(SearchRequest, get_type_hints(SearchRequest))
 
 
 def search(searcher: Searcher, request: SearchRequest) -> Reranked:
