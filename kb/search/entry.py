@@ -45,12 +45,12 @@ TOOL_MAX_K = 20
 
 @dataclass(frozen=True)
 class RerankOptions:
-    """The rerank stage's settings (RERANK_CANDIDATES, RERANK_WEIGHT, RERANK_MAX_CHARS,
-    RERANK_TIMEOUT in kb.core.settings, which says what each does)."""
+    """The rerank stage's settings (RERANK_CANDIDATES, RERANK_WEIGHT, RERANK_MAX_CHARS as
+    `passage_chars`, RERANK_TIMEOUT in kb.core.settings, which says what each does)."""
 
     candidates: int = 30
     weight: float = 0.5
-    max_chars: int = 1200
+    passage_chars: int = 1200
     timeout: float = 30.0
 
 
@@ -161,7 +161,7 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
         depth = min(kb_query.MAX_K, max(k, options.candidates))
         ordered = first(depth)
         found = rerank(client, request.query, ordered, k, weight=options.weight,
-                       max_chars=options.max_chars, timeout=options.timeout,
+                       passage_chars=options.passage_chars, timeout=options.timeout,
                        requested=request.rerank is True)  # fmt: skip
     by_domain = {d: passes[s.collection] for d, (s, _) in searcher.collections().items()
                  if s.collection in passes}  # fmt: skip
