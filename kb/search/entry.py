@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, get_type_hints
 
-from kb.core.errors import EmbedError
+from kb.core.errors import CollectionMissing, EmbedError, StoreError
 from kb.core.kinds import PROSE
 from kb.core.schema import NOTE, FileStat, Hit
 from kb.search import budget, fresh
@@ -33,6 +33,7 @@ from kb.search.domains import DOMAINS, Domain, merged
 from kb.search.filters import Filters
 from kb.search.parameters import Parameter, param, table
 from kb.search.rerank import Reranked, rerank
+from kb.store import collection
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -188,10 +189,36 @@ def first_pass(
     store: Store, client: EmbedClient, request: SearchRequest, depth: int, per_note: int | None
 ) -> Pass:
     """The first stage (kb.search.query) and the semantic and keyword rankings of the query
-    (kb.search.explain) in one collection, from one store request."""
+    (kb.search.explain) in one collection, from one store request, all with the collection's
+    own client (read once: kb.search.query.for_collection). When ingest switched the
+    collection's name to an index of another model meanwhile (kb.ingest.switch), the request
+    fails on its vectors: it is prepared again, once, for the index now named."""
+    own = _own(store, client)
+    try:
+        return _pass(store, own or client, request, depth, per_note)
+    except CollectionMissing:
+        raise
+    except StoreError:
+        if own is None or collection.require(store).model in (None, own.model):
+            raise
+        return _pass(store, _own(store, client) or client, request, depth, per_note)
+
+
+def _own(store: Store, client: EmbedClient) -> EmbedClient | None:
+    """The collection's client; None while the embedder cannot say (a keyword search works
+    without it; one that needs it fails when it asks)."""
+    try:
+        return kb_query.for_collection(store, client)
+    except EmbedError:
+        return None
+
+
+def _pass(
+    store: Store, client: EmbedClient, request: SearchRequest, depth: int, per_note: int | None
+) -> Pass:
     asked = kb_query.prepare(
         store, client, request.query, depth, mode=request.mode, filters=request.filters,
-        per_note=per_note, alternates=request.alternates,
+        per_note=per_note, alternates=request.alternates, pinned=True,
     )  # fmt: skip
     semantic, keyword = explaining.ranking_searches(store, client, request.query,
                                                     request.filters, per_note)  # fmt: skip

@@ -73,14 +73,15 @@ def ranking_searches(
     per_note: int | None,
     depth: int = DEPTH,
 ) -> tuple[Search | None, Search | None]:
-    """The store queries of the semantic and the keyword ranking of `query` in one collection,
-    to send with the search (kb.search.entry), each reading only what `Ranking.place` needs.
+    """The store queries of the semantic and the keyword ranking of `query` in one collection
+    (`client`: its own, kb.search.query.for_collection), to send with the search
+    (kb.search.entry), each reading only what `Ranking.place` needs.
     None for one that cannot run: the semantic one while the embedder cannot embed (keyword
     search works without it), the keyword one in a collection without keyword vectors."""
     semantic = keyword = None
     try:
         semantic = kb_query.prepare(store, client, query, depth, mode="semantic",
-                                    filters=filters, per_note=per_note)  # fmt: skip
+                                    filters=filters, per_note=per_note, pinned=True)  # fmt: skip
         semantic = replace(semantic, fields=RANKED_FIELDS)
     except EmbedError:
         pass

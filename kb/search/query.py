@@ -121,10 +121,12 @@ def prepare(
     per_note: int | None = 1,
     alternates: Sequence[str] = (),
     fusion: Fusion = HYBRID_FUSION,
+    pinned: bool = False,
 ) -> Search:
     """`search`'s store query, not sent yet: its arguments checked, the collection checked and
     the query embedded (kb.search.entry sends it in one batch with the rankings confidence
-    reads). Raises as `search` does."""
+    reads). `pinned`: `client` is the collection's already (`for_collection`), not asked again.
+    Raises as `search` does."""
     if not query.strip():
         raise ValueError("query is empty")
     if not 1 <= k <= MAX_K:
@@ -140,7 +142,7 @@ def prepare(
     dense_texts = [text for text, own in phrasings if own != "keyword"]
     vectors: list[list[float]] = []
     if dense_texts:  # keyword search needs no embedder: it works while that one is down
-        client = for_collection(store, client)
+        client = client if pinned else for_collection(store, client)
         collection.check_model(store, client.model, client.dimensions)
         vectors = (
             [client.embed_query(query)] if len(dense_texts) == 1 and not alternates
@@ -173,9 +175,10 @@ def for_collection(store: Store, client: EmbedClient) -> EmbedClient:
     while ingest rebuilds the index beside it for the default (kb.ingest.switch), the model it
     was built with when the embedder still serves it (EMBED_PREVIOUS_MODEL). Read at every
     search while the embedder serves another model: another process may switch the
-    collection's name to the new index at any moment. An embedder serving one model has nothing
-    to choose from: no store request."""
-    if not client.serves_others():
+    collection's name to the new index at any moment. Once the collection is checked
+    (kb.store.collection.check_model), an embedder serving one model has nothing to choose
+    from: no store request."""
+    if store.checked_model is not None and not client.serves_others():
         return client
     built = collection.require(store).model
     if built and built != client.model and client.serves(built):
