@@ -1,5 +1,5 @@
 """Shared by the benchmarks: an embedder to talk to, throwaway copies of note folders, settings
-that ignore the developer's environment, and plain-text tables.
+that ignore the developer's environment, an engine that counts its calls, and plain-text tables.
 
 Benchmarks ingest copies, never the folder they are given: ingest moves notes into ingested/.
 """
@@ -181,6 +181,26 @@ def export_apart(model: Path, exports: Path) -> None:
         timeout=900,
         stdout=subprocess.DEVNULL,
     )
+
+
+class CountedEngine:
+    """A storage engine (kb.store.engine) that passes every call on and records the name of
+    each: the store round trips of a search, counted on the real engine."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.engine, name)
+        if not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return found(*args, **kwargs)
+
+        return call
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

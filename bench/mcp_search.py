@@ -11,7 +11,10 @@ search_notes asks for). Then the same queries through `python mcp/server.py` (a 
 the same folder, once this process has closed it) with the MCP SDK's client over streamable
 HTTP, one session for all calls. Every query is new, so the server's 60 s query-vector cache
 never answers: the ratio compares like with like. Last, one query repeated: the cached figure
-(what an assistant repeating a search with other filters gets).
+(what an assistant repeating a search with other filters gets). Beside them, in this process,
+kb.search.search itself (what search_notes runs: the code collection too, confidence,
+backlinks, staleness) on other new queries, with its round trips to the embedder and the store
+counted on the real engine and client.
 
 The collection is synthetic (bench/scale.py's chunks at the embedder's dimension, under its
 model name) and left as ingest.py leaves it; the embedder is real (EMBED_URL, or MiniLM).
@@ -30,10 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.cold_query import COLLECTION, build
-from bench.common import REPO_ROOT, cpu_name, embedder, format_table, free_port
+from bench.common import REPO_ROOT, CountedEngine, cpu_name, embedder, format_table, free_port
 from kb.app.process import Child, ChildError
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import query_vector
+from kb.search import Searcher, SearchRequest, search
 from kb.store.points import Store
 
 TARGET_RATIO = 1.3
@@ -86,6 +90,31 @@ def direct(folder: Path, url: str, asked: list[str]) -> list[float]:
             times.append(time.perf_counter() - started)
             assert hits, "a query found nothing"
     return times
+
+
+def whole_search(folder: Path, url: str, asked: list[str]) -> tuple[list[float], float, float]:
+    """Seconds per kb.search.search (what search_notes runs: both collections, confidence,
+    backlinks, staleness) in this process, and the store and embedder requests per search,
+    counted on the real engine and client after a first search (which checks the collection
+    once per process)."""
+    times = []
+    with (
+        EmbedClient(url) as client,
+        Store.open(COLLECTION, path=folder) as opened,
+    ):
+        engine = CountedEngine(opened._engine)
+        store = Store(engine, COLLECTION)
+        look = Searcher(store, client, (store.beside("bench_code"), client))
+        search(look, SearchRequest("warm up"))
+        engine.calls.clear()
+        embedded = client.calls + client.rerank_calls
+        for text in asked:
+            started = time.perf_counter()
+            assert search(look, SearchRequest(text, K)).hits, "a query found nothing"
+            times.append(time.perf_counter() - started)
+        store_trips = len(engine.calls) / len(asked)
+        embed_trips = (client.calls + client.rerank_calls - embedded) / len(asked)
+    return times, store_trips, embed_trips
 
 
 def over_mcp(url: str, asked: list[str]) -> list[float]:
@@ -155,6 +184,9 @@ def main() -> int:
         build(folder, embed_url, n)
         print(f"{n:,} chunks stored and indexed in {time.perf_counter() - started:.0f}s")
         inner = direct(folder, embed_url, asked)
+        whole, store_trips, embed_trips = whole_search(
+            folder, embed_url, queries(2 * count)[count:]
+        )
         try:
             child, base = server(folder, embed_url, Path(tmp) / "state")
         except ChildError as exc:
@@ -165,6 +197,7 @@ def main() -> int:
             repeated = over_mcp(f"{base}/mcp", [asked[0]] * count)  # within the 60 s cache
     rows = [
         ["embedding + store query (in process)", f"{p50_ms(inner):.1f}"],
+        ["kb.search.search (in process, what search_notes runs)", f"{p50_ms(whole):.1f}"],
         ["search_notes over MCP, new queries", f"{p50_ms(mcp):.1f}"],
         ["search_notes over MCP, one query repeated", f"{p50_ms(repeated):.1f}"],
     ]
@@ -172,6 +205,8 @@ def main() -> int:
     ratio = p50_ms(mcp) / p50_ms(inner)
     print(f"search_notes / (embedding + store query) on {n:,} chunks: {ratio:.2f}x "
           f"(target {TARGET_RATIO}x)")  # fmt: skip
+    print(f"round trips per search: {embed_trips:g} to the embedder, {store_trips:g} to the store "
+          f"(both collections; the code one is empty)")  # fmt: skip
     if args.json:
         print(
             json.dumps(
@@ -180,6 +215,9 @@ def main() -> int:
                     "direct_p50_ms": p50_ms(inner),
                     "mcp_p50_ms": p50_ms(mcp),
                     "mcp_cached_p50_ms": p50_ms(repeated),
+                    "search_p50_ms": p50_ms(whole),
+                    "store_round_trips": store_trips,
+                    "embedder_round_trips": embed_trips,
                     "ratio": ratio,
                     "target_ratio": TARGET_RATIO,
                 }

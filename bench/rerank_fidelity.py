@@ -59,7 +59,7 @@ def build_cross_encoder(folder: Path) -> Path:
     return folder
 
 
-def cranfield_sets(data: Path, queries: int, max_chars: int) -> list[tuple[str, list[str]]]:
+def cranfield_sets(data: Path, queries: int, passage_chars: int) -> list[tuple[str, list[str]]]:
     """(query, 30 passages): the judged documents first, random others to fill."""
     rng = random.Random(14)
     docs = sorted((data / "docs").glob("*.md"))
@@ -69,7 +69,7 @@ def cranfield_sets(data: Path, queries: int, max_chars: int) -> list[tuple[str, 
         row = json.loads(line)
         judged = [data / p for p in row["relevant"]][:CANDIDATES]
         others = rng.sample([d for d in docs if d not in judged], CANDIDATES - len(judged))
-        texts = [p.read_text(encoding="utf-8")[:max_chars] for p in judged + others]
+        texts = [p.read_text(encoding="utf-8")[:passage_chars] for p in judged + others]
         out.append((row["query"], texts))
     return out
 
@@ -130,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     queries = args.queries or (5 if args.quick else 20)
     settings = [("int8", 512), ("int8", 256)] if args.quick else SETTINGS
-    max_chars = 1200  # kb's RERANK_MAX_CHARS default
-    sets = cranfield_sets(args.data, queries, max_chars)
+    passage_chars = 1200  # kb's RERANK_MAX_CHARS default
+    sets = cranfield_sets(args.data, queries, passage_chars)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_cross_encoder(Path(tmp) / "minilm-cross-encoder")
         ref, ref_cut = scores(folder, *REFERENCE, sets)
-        print(f"{len(sets)} Cranfield queries x {CANDIDATES} passages (<= {max_chars} chars); "
+        print(f"{len(sets)} Cranfield queries x {CANDIDATES} passages (<= {passage_chars} chars); "
               f"reference fp32 512t cuts {ref_cut:.0%} of pairs")  # fmt: skip
         head = "setting       spearman mean  min   top-5 overlap  top-1 agree  pearson  pairs cut"
         print(head)

@@ -38,3 +38,5 @@ def test_mcp_search_bench_compares_search_notes_with_the_work_it_wraps(embedder_
     figures = json.loads(out[-1])
     assert figures["ratio"] == figures["mcp_p50_ms"] / figures["direct_p50_ms"]
     assert figures["target_ratio"] == 1.3 and figures["mcp_cached_p50_ms"] > 0
+    # one embedding; the empty code collection looked for, one batch, the backlinks
+    assert (figures["embedder_round_trips"], figures["store_round_trips"]) == (1, 3)

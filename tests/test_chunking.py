@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.content.chunking import MAX_CHARS, chunk_note, chunk_text, embedding_text, note_title
+from kb.content.chunking import CHUNK_CHARS, chunk_note, chunk_text, embedding_text, note_title
 from kb.content.notes import parse_note
 
 _rng = random.Random(3)
@@ -60,7 +60,7 @@ def assert_locators(text: str, chunks) -> None:
 )
 def test_chunks_never_exceed_1500_characters_and_cover_the_text(text: str):
     chunks = chunk_text(text)
-    assert MAX_CHARS == 1500
+    assert CHUNK_CHARS == 1500
     assert all(0 < len(c.text) <= 1500 for c in chunks)
     assert "".join(c.text for c in chunks).replace(" ", "").replace("\n", "") == text.replace(
         " ", ""
@@ -185,7 +185,7 @@ def test_chunks_follow_the_heading_tree_and_carry_their_heading_path():
     assert "echo 5%\n```" in chunks[2].text  # the code block (with its `#` line) stays whole
     # a section too long for one chunk is packed by paragraphs, its heading never left alone
     assert chunks[3].text.startswith("### Fermenting\n\n") and len(chunks[3].text) > 1000
-    assert all(len(c.text) <= MAX_CHARS for c in chunks)
+    assert all(len(c.text) <= CHUNK_CHARS for c in chunks)
     assert_locators(KIMCHI_NOTE, chunks)
 
 

@@ -59,7 +59,7 @@ def close(a: list[float], b: list[float]) -> bool:
 def test_defaults_come_from_settings(embedder_url: str) -> None:
     settings = Settings(_env_file=None, EMBED_URL=embedder_url, EMBED_BATCH_SIZE=3, EMBED_RETRIES=1)
     with embed_client(settings) as client:
-        assert (client.url, client.batch_size, client.max_chars) == (embedder_url, 3, 1500)
+        assert (client.url, client.batch_size, client.text_chars) == (embedder_url, 3, 1500)
         assert client.retries == 1
         assert client.timeout == settings.EMBED_TIMEOUT
 
@@ -76,7 +76,7 @@ def test_documents_come_back_in_order_in_batches_of_batch_size(embedder_url: str
 
 def test_requests_stay_within_the_character_budget(embedder_url: str) -> None:
     texts = ["x" * 15] * 6 + ["y" * 100, "z"]
-    with EmbedClient(embedder_url, batch_size=4, max_chars=10) as client:
+    with EmbedClient(embedder_url, batch_size=4, text_chars=10) as client:
         vectors = client.embed_documents(texts)
         # Budget 4 x 10 = 40 chars: 15-char texts go two by two; the 100-char text goes alone.
         assert client.calls == 3 + 1 + 1

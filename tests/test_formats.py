@@ -54,7 +54,7 @@ def test_a_docx_keeps_its_headings_and_tables_in_order_and_locates_paragraphs(tm
     [chunk] = chunk_note(note)
     assert chunk.heading_path == ("Kitchen handbook",)
     assert chunk.locator == "Kitchen handbook, ¶ 1"
-    small = chunk_note(note, max_chars=120)
+    small = chunk_note(note, chunk_chars=120)
     found = [c for c in small if DOCX_PHRASE in c.text]
     assert [c.heading_path for c in found] == [("Kitchen handbook", "Baking")]
     assert found[0].locator.startswith("Kitchen handbook > Baking, ¶ ")
@@ -117,8 +117,8 @@ def test_python_is_cut_into_its_preamble_and_top_level_definitions(tmp_path: Pat
     ]  # fmt: skip
     assert chunks[2].text.startswith("class Shelf") and note.domain == "code"
     # a class too long for one chunk: its header, then one chunk per method
-    small = read_note(tmp_path / "inv.py", "inv.py", max_bytes=10**7, max_chars=120)
-    split = chunk_note(small, max_chars=120)
+    small = read_note(tmp_path / "inv.py", "inv.py", max_bytes=10**7, chunk_chars=120)
+    split = chunk_note(small, chunk_chars=120)
     assert [c.heading_path for c in split][-3:] == [
         ("Shelf",), ("Shelf", "__init__"), ("Shelf", "put")
     ]  # fmt: skip

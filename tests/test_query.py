@@ -21,8 +21,8 @@ from kb.core.errors import CollectionMissing, KeywordIndexMissing, ModelMismatch
 from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient, EmbedError
-from kb.search import SearchRequest
-from kb.search.filters import FILTERS, Filters
+from kb.search import PARAMETERS, TOOL_MAX_K, SearchRequest
+from kb.search.filters import FILTERS, KINDS, Filters
 from kb.search.query import Hit, search, tag_usage
 from kb.store import collection
 from kb.store.points import Point
@@ -336,6 +336,13 @@ def test_query_py_has_an_option_for_every_filter_and_keeps_from_and_to():
     assert spelled["all_tags"] == ("--all-tags",) and spelled["min_duration"] == ("--min-duration",)
 
 
+def test_query_py_takes_every_kind_the_tools_take():
+    script = script_module("query.py")
+    for kind in KINDS:
+        _, request = script.parse_args(["anything", "--kind", kind])
+        assert request.filters.kind == kind
+
+
 def test_a_search_through_the_mcp_server_sends_every_filter_by_its_argument_name():
     from kb.app import remote
 
@@ -356,3 +363,42 @@ def test_a_result_from_the_mcp_server_reads_back_as_the_hit_it_was_with_its_uri_
     sent = TypeAdapter(Hit).dump_python(hit, mode="json")  # what search_notes returns
     assert sent["uri"] == "notes:///a%20b/%C3%BC.md?lines=2-3"
     assert remote.hit_of(sent) == hit
+
+
+# a value of each shape of search parameter (kb.search.parameters.Shape) as query.py takes it,
+# and what the SearchRequest then holds
+GIVEN = {"count": ("7", 7), "limit": ("0", None), "texts": ("keyword: x", ("keyword: x",)),
+         "switch": (None, True), "toggle": (None, False), "chars": ("500", 500)}  # fmt: skip
+
+
+def test_query_py_has_an_option_for_every_search_parameter():
+    script = script_module("query.py")
+    for spec in PARAMETERS:
+        given, held = GIVEN[spec.shape] if spec.shape in GIVEN else (spec.choices[-1],) * 2
+        _, request = script.parse_args(["q", spec.option, *([given] if given else [])])
+        assert getattr(request, spec.name) == held, spec.option
+    _, plain = script.parse_args(["q"])
+    assert {s.name: getattr(plain, s.name) for s in PARAMETERS} == {
+        s.name: s.default for s in PARAMETERS
+    }
+
+
+def test_every_search_parameter_is_a_search_notes_argument_with_its_line_and_default():
+    [tool] = [t for t in json.loads(SNAPSHOT.read_text()) if t["name"] == "search_notes"]
+    schema = tool["inputSchema"]["properties"]
+    for spec in PARAMETERS:
+        assert schema[spec.name]["description"] == spec.described(TOOL_MAX_K), spec.name
+        default = None if spec.shape == "texts" else spec.argument(spec.default)
+        assert schema[spec.name].get("default") == default, spec.name
+
+
+def test_a_search_through_the_mcp_server_sends_every_parameter_that_is_not_its_default():
+    from kb.app import remote
+
+    asked = SearchRequest("q", 7, mode="keyword", per_note=None, alternates=["x"],
+                          domain="code", rerank=False, explain=True, max_chars=500)  # fmt: skip
+    assert remote.arguments(asked) == {
+        "query": "q", "k": 7, "mode": "keyword", "per_note": 0, "alternates": ["x"],
+        "domain": "code", "rerank": False, "explain": True, "max_chars": 500,
+    }  # fmt: skip
+    assert remote.arguments(SearchRequest("q")) == {"query": "q"}

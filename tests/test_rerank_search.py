@@ -48,8 +48,8 @@ def reranked(settings, query: str, k: int, **options) -> kb_rerank.Reranked:
                                SearchRequest(query, k, **options)))  # fmt: skip
 
 
-def scores_from_the_service(url: str, query: str, hits: list[Hit], max_chars: int) -> list[float]:
-    documents = [kb_rerank.passage(h, max_chars) for h in hits]
+def scores_from_the_service(url: str, query: str, hits: list[Hit], chars: int) -> list[float]:
+    documents = [kb_rerank.passage(h, chars) for h in hits]
     body = httpx.post(f"{url}/v1/rerank", json={"query": query, "documents": documents}).json()
     scores = [0.0] * len(hits)
     for item in body["results"]:

@@ -31,7 +31,7 @@ def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
     return EmbedClient(
         settings.EMBED_URL,
         batch_size=settings.EMBED_BATCH_SIZE,
-        max_chars=settings.EMBED_MAX_CHARS,
+        text_chars=settings.EMBED_MAX_CHARS,
         timeout=settings.EMBED_TIMEOUT,
         retries=settings.EMBED_RETRIES,
         api_key=settings.EMBED_API_KEY,
@@ -81,7 +81,7 @@ def rerank_options(settings: Settings) -> RerankOptions:
     return RerankOptions(
         candidates=settings.RERANK_CANDIDATES,
         weight=settings.RERANK_WEIGHT,
-        max_chars=settings.RERANK_MAX_CHARS,
+        passage_chars=settings.RERANK_MAX_CHARS,
         timeout=settings.RERANK_TIMEOUT,
     )
 

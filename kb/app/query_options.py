@@ -1,16 +1,17 @@
-"""query.py's options: the parser built in steps (search, reading a note, the filters of
-kb.search.filters) and the checks that turn them into a SearchRequest."""
+"""query.py's options: the parser built in steps (the search parameters of kb.search.PARAMETERS,
+reading a note, the filters of kb.search.filters) and the checks that turn them into a
+SearchRequest."""
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from kb.search import SearchRequest
-from kb.search.domains import DOMAINS
-from kb.search.filters import FILTERS, FilterError, FilterField, Filters
-from kb.search.query import MAX_K, MODES
+from kb.search import PARAMETERS, SearchRequest
+from kb.search.filters import FILTERS, KINDS, FilterError, FilterField, Filters
+from kb.search.query import MAX_K
 from kb.search.related import MAX_K as MAX_RELATED
 
 OPTION = {f.name: f.option for f in FILTERS}  # a filter's name -> the option errors name
@@ -35,7 +36,7 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
             add(*spec.options, dest=spec.name, action="append", default=[], metavar="TAGS",
                 help=f"{spec.help} Comma-separated; may repeat.")  # fmt: skip
         elif spec.value == "kind":
-            add(*spec.options, dest=spec.name, choices=("note", "video"), help=spec.help)
+            add(*spec.options, dest=spec.name, choices=KINDS, help=spec.help)
         else:
             add(*spec.options, dest=spec.name, metavar=METAVARS[spec.value], help=spec.help)
 
@@ -64,44 +65,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_search_options(parser: argparse.ArgumentParser) -> None:
-    """The query and how it is searched."""
+    """The query, how it is searched (one option per search parameter of kb.search.PARAMETERS)
+    and --answer."""
     parser.add_argument("query", nargs="?", default="", help="what to look for, in your own words")
-    parser.add_argument(
-        "-k",
-        type=int,
-        default=5,
-        help=f"number of results, 1-{MAX_K} (5); with --related the nearest unlinked notes",
-    )
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="hybrid",
-        help="hybrid: meaning and keywords together (default); semantic: meaning only; "
-        "keyword: exact words, names and identifiers only",
-    )
-    parser.add_argument(
-        "--per-note",
-        type=int,
-        default=1,
-        metavar="N",
-        help="at most N chunks per note (1: every result a different note; 0: no limit)",
-    )
-    parser.add_argument(
-        "--no-rerank",
-        action="store_true",
-        help="first-stage order only (skip the embedder's reranker: faster)",
-    )
+    for spec in PARAMETERS:
+        add, help = parser.add_argument, spec.described(MAX_K)
+        if spec.shape in ("count", "limit", "chars"):
+            add(spec.option, dest=spec.name, type=int, default=spec.default, metavar="N",
+                help=help)  # fmt: skip
+        elif spec.shape == "choice":
+            add(spec.option, dest=spec.name, choices=spec.choices, default=spec.default,
+                help=help)  # fmt: skip
+        elif spec.shape == "texts":
+            add(spec.option, dest=spec.name, action="append", default=[], metavar="TEXT",
+                help=f"{help} May repeat.")  # fmt: skip
+        elif spec.shape == "switch":
+            add(spec.option, dest=spec.name, action="store_true", help=help)
+        else:  # a toggle: its default decides at search time; here it can be turned off
+            add(spec.option, dest=spec.name, action="store_const", const=False, default=None,
+                help=f"{help} {spec.option}: false.")  # fmt: skip
     parser.add_argument(
         "--answer",
         action="store_true",
         help="write a short answer citing [source:lines] from the best passages, with the "
         "model at LLM_URL",
-    )
-    parser.add_argument(
-        "--domain",
-        choices=DOMAINS,
-        default="all",
-        help="all: notes and code together (default); prose: no code; code: code and notebooks",
     )
 
 
@@ -116,25 +103,12 @@ def add_reading_options(parser: argparse.ArgumentParser) -> None:
         "--related",
         metavar="SOURCE",
         help="list the notes linking to SOURCE, those it links to and the nearest unlinked ones "
-        "(-k of them) instead of searching",
+        "(-k of them, 0-20) instead of searching",
     )
 
 
 def add_explaining_options(parser: argparse.ArgumentParser) -> None:
-    """--explain, --max-chars, --why and --json."""
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="say how each result was found: its rank and score in a semantic and a keyword "
-        "search, the first stage's and the reranker's place, the filters, when it was indexed",
-    )
-    parser.add_argument(
-        "--max-chars",
-        type=int,
-        metavar="N",
-        help="instead of -k: the best passages that fit in N characters, a note's adjacent "
-        "chunks merged into one passage",
-    )
+    """--why and --json."""
     parser.add_argument(
         "--why",
         metavar="NOTE",
@@ -142,6 +116,13 @@ def add_explaining_options(parser: argparse.ArgumentParser) -> None:
         "never seen); with a query, its rank in each mode and the filters that leave it out",
     )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} as JSON')
+
+
+def _spelled(message: str) -> str:
+    """A SearchRequest's error naming its fields as query.py's options."""
+    for spec in PARAMETERS:
+        message = re.sub(rf"^{spec.name}\b", spec.option, message)
+    return message
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, SearchRequest | None]:
@@ -167,22 +148,10 @@ def checked(
         return args, None
     if not args.query.strip():
         parser.error("the query is empty")
-    if not 1 <= args.k <= MAX_K:
-        parser.error(f"-k must be between 1 and {MAX_K}")
-    if args.per_note < 0:
-        parser.error("--per-note must be 0 or more")
+    values = {spec.name: getattr(args, spec.name) for spec in PARAMETERS}
+    values["per_note"] = values["per_note"] or None  # 0: no limit
     try:
-        request = SearchRequest(
-            args.query,
-            args.k,
-            mode=args.mode,
-            filters=filters_of(parser, args),
-            per_note=args.per_note or None,
-            domain=args.domain,
-            rerank=False if args.no_rerank else None,
-            explain=args.explain,
-            max_chars=args.max_chars,
-        )
+        request = SearchRequest(args.query, filters=filters_of(parser, args), **values)
     except ValueError as exc:
-        parser.error(str(exc).replace("max_chars", "--max-chars"))
+        parser.error(_spelled(str(exc)))
     return args, request

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from kb.core.schema import Explanation, Hit
-from kb.search import SearchRequest
+from kb.search import PARAMETERS, SearchRequest
 from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
@@ -44,23 +44,14 @@ def first_failure(exc: BaseException) -> BaseException:
 
 
 def arguments(request: SearchRequest) -> dict[str, object]:
-    """`request` as search_notes' arguments (the same names; the tool clamps k to TOOL_MAX_K)."""
-    sent: dict[str, object] = {
-        "query": request.query,
-        "k": request.k,
-        "mode": request.mode,
-        "per_note": request.per_note or 0,  # the tool's "no limit"
-        "domain": request.domain,
-        **request.filters.arguments(),
-    }
-    if request.alternates:
-        sent["alternates"] = list(request.alternates)
-    if request.rerank is not None:
-        sent["rerank"] = request.rerank
-    if request.explain:
-        sent["explain"] = True
-    if request.max_chars is not None:
-        sent["max_chars"] = request.max_chars
+    """`request` as search_notes' arguments (kb.search.PARAMETERS: the same names; one left at
+    its default is not sent, the tool's default being the same; the tool clamps k to
+    TOOL_MAX_K)."""
+    sent: dict[str, object] = {"query": request.query, **request.filters.arguments()}
+    for spec in PARAMETERS:
+        value = getattr(request, spec.name)
+        if value != spec.default:
+            sent[spec.name] = spec.argument(value)
     return sent
 
 

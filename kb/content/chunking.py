@@ -1,4 +1,4 @@
-"""Split a note's body into chunks of at most MAX_CHARS characters, with locators and context.
+"""Split a note's body into chunks of at most CHUNK_CHARS characters, with locators and context.
 
 Markdown notes are cut along their heading tree first: a section (a heading with everything
 under it) that fits in one chunk stays one chunk; one that does not is split into its own text
@@ -31,7 +31,7 @@ from kb.content.formats.base import Block, line_offsets
 from kb.content.notes import Note
 from kb.content.obsidian import fence_after
 
-MAX_CHARS = 1500
+CHUNK_CHARS = 1500
 # Bump when a change here cuts notes differently: the next ingest rebuilds the index beside the
 # one in use and switches to it once complete (kb.ingest.switch), as for a new embedding model.
 CHUNKER_VERSION = 1
@@ -70,8 +70,8 @@ class Heading:
 
 
 @lru_cache(maxsize=4)
-def _splitter(markdown: bool, max_chars: int) -> MarkdownSplitter | TextSplitter:
-    return MarkdownSplitter(max_chars) if markdown else TextSplitter(max_chars)
+def _splitter(markdown: bool, chunk_chars: int) -> MarkdownSplitter | TextSplitter:
+    return MarkdownSplitter(chunk_chars) if markdown else TextSplitter(chunk_chars)
 
 
 class _Lines:
@@ -101,13 +101,13 @@ def _make_chunk(index: int, text: str, begin: int, end: int, lines: _Lines, path
 
 
 def chunk_text(
-    text: str, *, start: int = 0, markdown: bool = True, max_chars: int = MAX_CHARS
+    text: str, *, start: int = 0, markdown: bool = True, chunk_chars: int = CHUNK_CHARS
 ) -> list[Chunk]:
     """Chunks of `text[start:]` packed by the splitter alone (no heading tree, no paths), with
     offsets and line numbers relative to the whole `text`."""
     lines = _Lines(text)
     chunks: list[Chunk] = []
-    for offset, piece in _splitter(markdown, max_chars).chunk_indices(text[start:]):
+    for offset, piece in _splitter(markdown, chunk_chars).chunk_indices(text[start:]):
         begin = start + offset
         chunks.append(_make_chunk(len(chunks), text, begin, begin + len(piece), lines, ()))
     return chunks
@@ -194,9 +194,9 @@ def _trim(text: str, begin: int, end: int) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, text: str, max_chars: int) -> None:
+    def __init__(self, text: str, chunk_chars: int) -> None:
         self.text = text
-        self.max_chars = max_chars
+        self.chunk_chars = chunk_chars
         self.lines = _Lines(text)
         self.chunks: list[Chunk] = []
 
@@ -209,13 +209,13 @@ class _Builder:
         if begin >= end:
             return
         spans = [(begin, end)]
-        if end - begin > self.max_chars:
+        if end - begin > self.chunk_chars:
             # The heading goes with the start of its text, not into a chunk of its own: the
             # text is packed into pieces that leave the first one room for it.
             lead = self._trimmed(body, end)[0] - begin if body is not None else 0
-            if lead >= self.max_chars // 2:
+            if lead >= self.chunk_chars // 2:
                 lead = 0  # an absurdly long heading: cut it like any text
-            splitter = _splitter(True, self.max_chars - lead)
+            splitter = _splitter(True, self.chunk_chars - lead)
             found = splitter.chunk_indices(self.text[begin + lead : end])
             spans = [(begin + lead + off, begin + lead + off + len(piece)) for off, piece in found]
             spans[0] = (begin, spans[0][1])
@@ -230,7 +230,7 @@ class _Builder:
             path = (*path, (heading.level, heading.title))
         lo, hi = self._trimmed(begin, node.end)
         body = heading.end if heading is not None else None
-        if hi - lo <= self.max_chars or not node.children:
+        if hi - lo <= self.chunk_chars or not node.children:
             self.emit(begin, node.end, path, body)
             return
         carry: int | None = None
@@ -243,7 +243,7 @@ class _Builder:
             carry = None
 
 
-def chunk_markdown(text: str, *, start: int = 0, max_chars: int = MAX_CHARS) -> list[Chunk]:
+def chunk_markdown(text: str, *, start: int = 0, chunk_chars: int = CHUNK_CHARS) -> list[Chunk]:
     """Chunks of the Markdown `text[start:]` cut along its heading tree (see the module doc)."""
     root = _section_tree(text, start, headings(text, start))
     # a note that is one top heading with everything under it: that heading is the root
@@ -251,12 +251,12 @@ def chunk_markdown(text: str, *, start: int = 0, max_chars: int = MAX_CHARS) -> 
         only = root.children[0]
         only.start = root.start
         root = only
-    builder = _Builder(text, max_chars)
+    builder = _Builder(text, chunk_chars)
     builder.section(root, (), root.start)
     return builder.chunks
 
 
-def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
+def chunk_note(note: Note, chunk_chars: int = CHUNK_CHARS) -> list[Chunk]:
     """A note's body (frontmatter excluded) as chunks, each with its locator: the blocks of
     other file kinds (kb.content.formats) kept apart; code and config without blocks in line
     windows;
@@ -264,16 +264,18 @@ def chunk_note(note: Note, max_chars: int = MAX_CHARS) -> list[Chunk]:
     gets its `embedded` text; one that shows nothing (a `%%comment%%` block) is left out."""
     if note.tail:  # a Markdown head, then blocks (a video's description, then its captions)
         head = note.text[: note.tail[0].start]
-        chunks = chunk_markdown(head, start=note.body_start, max_chars=max_chars)
-        chunks += chunk_blocks(note.text, note.tail, max_chars)
+        chunks = chunk_markdown(head, start=note.body_start, chunk_chars=chunk_chars)
+        chunks += chunk_blocks(note.text, note.tail, chunk_chars)
     elif note.blocks:
-        chunks = chunk_blocks(note.text, note.blocks, max_chars)
+        chunks = chunk_blocks(note.text, note.blocks, chunk_chars)
     elif note.kind in ("code", "config"):
-        chunks = line_windows(note.text, 0, len(note.text), max_chars)
+        chunks = line_windows(note.text, 0, len(note.text), chunk_chars)
     elif not note.markdown or note.source.lower().endswith(".txt"):
-        chunks = chunk_text(note.text, start=note.body_start, markdown=False, max_chars=max_chars)
+        chunks = chunk_text(
+            note.text, start=note.body_start, markdown=False, chunk_chars=chunk_chars
+        )
     else:
-        chunks = chunk_markdown(note.text, start=note.body_start, max_chars=max_chars)
+        chunks = chunk_markdown(note.text, start=note.body_start, chunk_chars=chunk_chars)
     if note.edits:  # Obsidian syntax: embed what Obsidian shows; a chunk showing nothing goes
         shown = [obsidian.apply(note.text, note.edits, c.char_start, c.char_end) for c in chunks]
         chunks = [  # and store it without its comments
@@ -303,8 +305,8 @@ def _locator(chunk: Chunk, note: Note) -> str:
 WINDOW_OVERLAP = 3  # lines a window repeats from the one before: a statement cut is seen whole
 
 
-def line_windows(text: str, begin: int, end: int, max_chars: int) -> list[Chunk]:
-    """`text[begin:end]` as windows of whole lines up to `max_chars`, each repeating the last
+def line_windows(text: str, begin: int, end: int, chunk_chars: int) -> list[Chunk]:
+    """`text[begin:end]` as windows of whole lines up to `chunk_chars`, each repeating the last
     WINDOW_OVERLAP lines of the one before; a single longer line is cut by the splitter."""
     lines = _Lines(text)
     starts = line_offsets(text, begin, end)
@@ -312,11 +314,11 @@ def line_windows(text: str, begin: int, end: int, max_chars: int) -> list[Chunk]
     first = 0
     while first < len(starts) - 1:
         last = first + 1
-        while last < len(starts) - 1 and starts[last + 1] - starts[first] <= max_chars:
+        while last < len(starts) - 1 and starts[last + 1] - starts[first] <= chunk_chars:
             last += 1
         b, e = _trim(text, starts[first], starts[last])
-        if e - b > max_chars:  # one very long line
-            for piece in chunk_text(text[:e], start=b, markdown=False, max_chars=max_chars):
+        if e - b > chunk_chars:  # one very long line
+            for piece in chunk_text(text[:e], start=b, markdown=False, chunk_chars=chunk_chars):
                 chunks.append(piece)
         elif b < e:
             chunks.append(_make_chunk(len(chunks), text, b, e, lines, ()))
@@ -326,8 +328,8 @@ def line_windows(text: str, begin: int, end: int, max_chars: int) -> list[Chunk]
     return chunks
 
 
-def chunk_blocks(text: str, blocks: Sequence[Block], max_chars: int = MAX_CHARS) -> list[Chunk]:
-    """One chunk per block (a row, a cell, a page, a function); a block longer than `max_chars`
+def chunk_blocks(text: str, blocks: Sequence[Block], chunk_chars: int = CHUNK_CHARS) -> list[Chunk]:
+    """One chunk per block (a row, a cell, a page, a function); a block longer than `chunk_chars`
     is cut (code along lines, prose by the splitter), its pieces keeping the block's locator."""
     lines = _Lines(text)
     chunks: list[Chunk] = []
@@ -335,12 +337,12 @@ def chunk_blocks(text: str, blocks: Sequence[Block], max_chars: int = MAX_CHARS)
         b, e = _trim(text, block.start, block.end)
         if b >= e:
             continue
-        if e - b <= max_chars:
+        if e - b <= chunk_chars:
             pieces = [_make_chunk(0, text, b, e, lines, ())]
         elif block.code:
-            pieces = line_windows(text, b, e, max_chars)
+            pieces = line_windows(text, b, e, chunk_chars)
         else:
-            pieces = chunk_text(text[:e], start=b, markdown=False, max_chars=max_chars)
+            pieces = chunk_text(text[:e], start=b, markdown=False, chunk_chars=chunk_chars)
         chunks += [
             replace(p, heading_path=block.heading_path, locator=block.locator) for p in pieces
         ]

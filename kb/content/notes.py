@@ -398,12 +398,12 @@ def read_note(
     source: str,
     *,
     max_bytes: int,
-    max_chars: int = 1500,
+    chunk_chars: int = 1500,
     properties: Properties = note_properties.DEFAULTS,
 ) -> Note:
     """Read and parse the regular file at `path` (never through a link): a `.md`/`.txt` note
     with its frontmatter (`properties`: which keys fill which field, NOTE_PROPERTIES), or another
-    kind through its kb.content.formats reader (`max_chars`: the chunk size its code readers cut
+    kind through its kb.content.formats reader (`chunk_chars`: the chunk size its code readers cut
     to); a canvas's text nodes are Markdown, read for tags and links like a note's body."""
     data = file_bytes(path, max_bytes)
     if source.lower().endswith(NOTE_SUFFIXES):
@@ -411,7 +411,7 @@ def read_note(
         markdown = source.lower().endswith(".md")
         return parse_note(text, path, source, markdown=markdown, properties=properties)
     try:
-        parsed = formats.parse(path.name, data, max_chars)
+        parsed = formats.parse(path.name, data, chunk_chars)
     except FormatError as exc:
         raise NoteError(path, exc.reason) from None
     if not parsed.text.strip():

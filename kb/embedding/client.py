@@ -66,7 +66,7 @@ class EmbedClient:
         url: str,
         *,
         batch_size: int = 16,
-        max_chars: int = 1500,
+        text_chars: int = 1500,
         timeout: float = 120.0,
         retries: int = 5,
         api_key: str = "",
@@ -77,7 +77,7 @@ class EmbedClient:
         # the embedder's default model (EMBED_MODEL)
         self.request_model = request_model
         self.batch_size = batch_size
-        self.max_chars = max_chars
+        self.text_chars = text_chars
         self.timeout = timeout
         self.retries = retries
         self.calls = 0  # POST /v1/embeddings attempts made
@@ -123,6 +123,11 @@ class EmbedClient:
         """Whether the embedder serves `model` (its /health, read once)."""
         health = self._health or self.health()
         return any(entry.get("model") == model for entry in health.get("models") or [health])
+
+    def serves_others(self) -> bool:
+        """Whether the embedder serves a model besides this client's (EMBED_PREVIOUS_MODEL)."""
+        health = self._health or self.health()
+        return any(entry.get("model") != self.model for entry in health.get("models") or [health])
 
     def __enter__(self) -> EmbedClient:
         return self
@@ -229,7 +234,7 @@ class EmbedClient:
         return self._embed(list(texts), "query") if texts else []
 
     def _batches(self, texts: Sequence[str]) -> Iterator[list[str]]:
-        budget = self.batch_size * self.max_chars
+        budget = self.batch_size * self.text_chars
         batch: list[str] = []
         chars = 0
         for text in texts:

@@ -1,4 +1,4 @@
-"""A context budget instead of a fixed k: `pack` fills `max_chars` with the best passages, best
+"""A context budget instead of a fixed k: `pack` fills `result_chars` with the best passages, best
 first, and merges the chunks of one note that follow each other into one passage (its line
 range spanning them), so a section split over three chunks comes back as one piece of text.
 
@@ -20,9 +20,11 @@ MAX_CHARS = 200_000
 CANDIDATES = 50  # passages the first stage hands to packing
 
 
-def check(max_chars: int | None) -> None:
-    if max_chars is not None and not MIN_CHARS <= max_chars <= MAX_CHARS:
-        raise ValueError(f"max_chars must be between {MIN_CHARS} and {MAX_CHARS}, got {max_chars}")
+def check(result_chars: int | None) -> None:
+    if result_chars is not None and not MIN_CHARS <= result_chars <= MAX_CHARS:
+        raise ValueError(
+            f"max_chars must be between {MIN_CHARS} and {MAX_CHARS}, got {result_chars}"
+        )
 
 
 @dataclass
@@ -94,17 +96,17 @@ def merged(run: _Run) -> Hit:
     )
 
 
-def cut(hit: Hit, max_chars: int) -> Hit:
-    """The passage's first `max_chars` characters, its line range ending where they do."""
-    text = hit.text[:max_chars]
+def cut(hit: Hit, chars: int) -> Hit:
+    """The passage's first `chars` characters, its line range ending where they do."""
+    text = hit.text[:chars]
     end = hit.line_start + text.count("\n") if hit.line_start is not None else hit.line_end
     char_end = hit.char_start + len(text) if hit.char_start is not None else hit.char_end
     return replace(hit, text=text, line_end=end, char_end=char_end)
 
 
-def pack(hits: Sequence[Hit], max_chars: int, per_note: int | None = None) -> list[Hit]:
-    """The best passages of `hits` (best first) that fit in `max_chars` characters together."""
-    check(max_chars)
+def pack(hits: Sequence[Hit], result_chars: int, per_note: int | None = None) -> list[Hit]:
+    """The best passages of `hits` (best first) that fit in `result_chars` characters together."""
+    check(result_chars)
     runs: dict[tuple[str, str | None], list[_Run]] = {}
     ordered: list[_Run] = []
     used = 0
@@ -121,7 +123,7 @@ def pack(hits: Sequence[Hit], max_chars: int, per_note: int | None = None) -> li
         else:
             trial, before = _Run([(rank, hit)]), 0
         grown = used - before + len(merged(trial).text)
-        if grown > max_chars:
+        if grown > result_chars:
             continue
         for run in near:
             note.remove(run)
@@ -130,5 +132,5 @@ def pack(hits: Sequence[Hit], max_chars: int, per_note: int | None = None) -> li
         ordered.append(trial)
         used = grown
     if not ordered and hits:
-        return [cut(hits[0], max_chars)]
+        return [cut(hits[0], result_chars)]
     return [merged(run) for run in sorted(ordered, key=lambda r: r.rank)]

@@ -9,7 +9,7 @@ the merged list unchanged.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, get_args
 
@@ -69,8 +69,6 @@ def search_all(
     """kb.search.query.search over the prose collection, the code collection, or both (`all`,
     fused by `fuse` when both have hits; the prose hits as they are while no code is indexed),
     with that function's options. CollectionMissing for `code` before any code is ingested."""
-    if domain not in DOMAINS:
-        raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
 
     def one(store: Store, client: EmbedClient) -> list[Hit]:
         return kb_search.search(
@@ -85,6 +83,20 @@ def search_all(
             fusion=fusion,
         )
 
+    return merged(prose, code, one, k, domain)
+
+
+def merged(
+    prose: tuple[Store, EmbedClient],
+    code: tuple[Store, EmbedClient],
+    one: Callable[[Store, EmbedClient], list[Hit]],
+    k: int,
+    domain: Domain = "all",
+) -> list[Hit]:
+    """`one` (a search of one collection) over the collections `domain` names, merged as
+    `search_all` says."""
+    if domain not in DOMAINS:
+        raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, got {domain!r}")
     if domain == "prose":
         return one(*prose)
     if domain == "code":

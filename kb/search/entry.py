@@ -20,19 +20,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_type_hints
 
-from kb.core.errors import EmbedError
+from kb.core.errors import CollectionMissing, EmbedError, StoreError
 from kb.core.kinds import PROSE
-from kb.core.schema import NOTE, Hit
+from kb.core.schema import NOTE, FileStat, Hit
 from kb.search import budget, fresh, paths
 from kb.search import confidence as calibrated
 from kb.search import explain as explaining
 from kb.search import query as kb_query
-from kb.search.domains import DOMAINS, Domain, search_all
+from kb.search.domains import DOMAINS, Domain, merged
 from kb.search.filters import Filters
-from kb.search.related import backlink_counts
+from kb.search.parameters import Parameter, param, table
 from kb.search.rerank import Reranked, rerank, unloaded
+from kb.store import collection
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -45,12 +46,12 @@ TOOL_MAX_K = 20
 
 @dataclass(frozen=True)
 class RerankOptions:
-    """The rerank stage's settings (RERANK_CANDIDATES, RERANK_WEIGHT, RERANK_MAX_CHARS,
-    RERANK_TIMEOUT in kb.core.settings, which says what each does)."""
+    """The rerank stage's settings (RERANK_CANDIDATES, RERANK_WEIGHT, RERANK_MAX_CHARS as
+    `passage_chars`, RERANK_TIMEOUT in kb.core.settings, which says what each does)."""
 
     candidates: int = 30
     weight: float = 0.5
-    max_chars: int = 1200
+    passage_chars: int = 1200
     timeout: float = 30.0
 
 
@@ -80,15 +81,31 @@ class SearchRequest:
     says so when it cannot run). ValueError naming the field for a value out of range."""
 
     query: str
-    k: int = 5
-    mode: kb_query.Mode = "hybrid"
+    # fmt: off
+    k: int = param(5, "count", option="-k", help="Passages to return, 1-{most}.")
+    mode: kb_query.Mode = param("hybrid", "choice",
+        help="hybrid: meaning and exact words; semantic: meaning only; keyword: exact words "
+        "only (BM25).")
     filters: Filters = field(default_factory=Filters)
-    per_note: int | None = 1
-    alternates: Sequence[str] = ()
-    domain: Domain = "all"
-    rerank: bool | None = None
-    explain: bool = False  # each result says how it was found (kb.core.schema.Explanation)
-    max_chars: int | None = None  # pack the best passages into this many characters, not k
+    per_note: int | None = param(1, "limit",
+        help="Passages per note at most, 0-{most}: 1 gives distinct notes, 0 ranks passages "
+        "alone.")
+    alternates: Sequence[str] = param((), "texts", option="--alternate",
+        help=f"Up to {kb_query.MAX_ALTERNATES} more phrasings, searched with `query` and merged "
+        "by rank; one starting 'keyword: ' or 'semantic: ' is searched that way only.")
+    domain: Domain = param("all", "choice",
+        help="all: notes and code, merged by rank; prose: no code; code: source code and "
+        "notebooks only.")
+    rerank: bool | None = param(None, "toggle", option="--no-rerank",
+        help="Reorder the best candidates with the reranker (default: when the embedder serves "
+        "one); false is faster.")
+    # each result says how it was found (kb.core.schema.Explanation)
+    explain: bool = param(False, "switch", help="Say how each result was found.")
+    # pack the best passages into this many characters, not k (kb.search.budget)
+    max_chars: int | None = param(None, "chars",
+        help=f"Instead of k: the best passages in this many characters ({budget.MIN_CHARS}-"
+        f"{budget.MAX_CHARS}), adjacent chunks merged.")
+    # fmt: on
 
     def __post_init__(self) -> None:
         if not self.query.strip():
@@ -108,11 +125,19 @@ class SearchRequest:
         budget.check(self.max_chars)
 
 
+# The search parameters' table (kb.search.parameters): SearchRequest's fields declared with param
+PARAMETERS: tuple[Parameter, ...] = table(SearchRequest, get_type_hints(SearchRequest))
+
+
 def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     """The first stage, then the rerank stage over its best `searcher.rerank.candidates` (at
     least k): the reranker puts prose and code on one scale. Without a reranker to read more
     than k, the first stage fetches only k. Then confidence, staleness, explanations and the
-    budget (see the module docstring). EmbedError, StoreError as the stages raise them."""
+    budget (see the module docstring). EmbedError, StoreError as the stages raise them.
+
+    Round trips: the query's embedding; one store request per collection for the first stage
+    and the rankings confidence reads (`first_pass`); the reranker's, when it runs; one store
+    request for the backlinks. Staleness reads the hits' own payloads."""
     if request.filters.path:  # as the index names it (a folder's notes start with its name)
         stores = [store for store, _ in searcher.collections().values()]
         where = paths.resolve(stores, request.filters.path)
@@ -122,30 +147,18 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     packing = request.max_chars is not None
     k = max(request.k, budget.CANDIDATES) if packing else request.k
     per_note = None if packing else request.per_note  # packing counts merged passages
+    passes: dict[str, Pass] = {}  # by collection
+
+    def one(store: Store, client: EmbedClient, depth: int) -> list[Hit]:
+        passes[store.collection] = first_pass(store, client, request, depth, per_note)
+        return passes[store.collection].hits
 
     def first(depth: int) -> list[Hit]:
         if searcher.code is None:
-            return kb_query.search(
-                searcher.store,
-                searcher.client,
-                request.query,
-                depth,
-                mode=request.mode,
-                filters=request.filters,
-                per_note=per_note,
-                alternates=request.alternates,
-            )
-        return search_all(
-            (searcher.store, searcher.client),
-            searcher.code,
-            request.query,
-            depth,
-            domain=request.domain,
-            mode=request.mode,
-            filters=request.filters,
-            per_note=per_note,
-            alternates=request.alternates,
-        )
+            return one(searcher.store, searcher.client, depth)
+        return merged((searcher.store, searcher.client), searcher.code,
+                      lambda store, client: one(store, client, depth), depth,
+                      request.domain)  # fmt: skip
 
     client, options = searcher.client, searcher.rerank
     if request.rerank is False or (request.rerank is None and client.reranker_off):
@@ -156,20 +169,80 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
         depth = min(kb_query.MAX_K, max(k, options.candidates))
         ordered = first(depth)
         found = rerank(client, request.query, ordered, k, weight=options.weight,
-                       max_chars=options.max_chars, timeout=options.timeout,
+                       passage_chars=options.passage_chars, timeout=options.timeout,
                        requested=request.rerank is True)  # fmt: skip
-    hits = with_backlinks(searcher.store, judged(searcher, request, found, ordered, per_note))
-    hits = fresh.mark(hits, {d: s for d, (s, _) in searcher.collections().items()}, searcher.roots)
+    by_domain = {d: passes[s.collection] for d, (s, _) in searcher.collections().items()
+                 if s.collection in passes}  # fmt: skip
+    hits = judged(searcher, request, found, ordered, per_note, by_domain)
+    hits = with_backlinks(searcher.store, hits)
+    files = {(d, source): stat for d, p in by_domain.items() for source, stat in p.files.items()}
+    hits = fresh.mark(hits, files, searcher.roots)
     if packing:
         assert request.max_chars is not None
         hits = budget.pack(hits, request.max_chars, request.per_note)
     return replace(found, hits=hits, no_good_match=_no_match(searcher, hits))
 
 
+@dataclass(frozen=True)
+class Pass:
+    """A collection's first stage, and the rankings its results' confidence reads."""
+
+    hits: list[Hit]
+    rankings: explaining.Rankings
+    files: dict[str, FileStat]  # what ingest recorded of the hits' notes' files
+
+
+def first_pass(
+    store: Store, client: EmbedClient, request: SearchRequest, depth: int, per_note: int | None
+) -> Pass:
+    """The first stage (kb.search.query) and the semantic and keyword rankings of the query
+    (kb.search.explain) in one collection, from one store request, all with the collection's
+    own client (read once: kb.search.query.for_collection). When ingest switched the
+    collection's name to an index of another model meanwhile (kb.ingest.switch), the request
+    fails on its vectors: it is prepared again, once, for the index now named."""
+    own = _own(store, client)
+    try:
+        return _pass(store, own or client, request, depth, per_note)
+    except CollectionMissing:
+        raise
+    except StoreError:
+        if own is None or collection.require(store).model in (None, own.model):
+            raise
+        return _pass(store, _own(store, client) or client, request, depth, per_note)
+
+
+def _own(store: Store, client: EmbedClient) -> EmbedClient | None:
+    """The collection's client; None while the embedder cannot say (a keyword search works
+    without it; one that needs it fails when it asks)."""
+    try:
+        return kb_query.for_collection(store, client)
+    except EmbedError:
+        return None
+
+
+def _pass(
+    store: Store, client: EmbedClient, request: SearchRequest, depth: int, per_note: int | None
+) -> Pass:
+    asked = kb_query.prepare(
+        store, client, request.query, depth, mode=request.mode, filters=request.filters,
+        per_note=per_note, alternates=request.alternates, pinned=True,
+    )  # fmt: skip
+    semantic, keyword = explaining.ranking_searches(store, client, request.query,
+                                                    request.filters, per_note)  # fmt: skip
+    rankings = [s for s in (semantic, keyword) if s is not None]
+    found, *ranked = kb_query.send(store, [asked, *rankings])
+    answers = iter(ranked)
+    semantic_hits, keyword_hits = (None if s is None else next(answers).hits
+                                   for s in (semantic, keyword))  # fmt: skip
+    return Pass(
+        found.hits, explaining.rankings(request.query, semantic_hits, keyword_hits), found.files
+    )
+
+
 def with_backlinks(store: Store, hits: list[Hit]) -> list[Hit]:
-    """Each note's hit with how many notes link to it (`links_in`, one store call)."""
+    """Each note's hit with how many notes link to it (`links_in`, one store request)."""
     notes = [h.source for h in hits if h.source and h.kind == NOTE and h.domain == PROSE]
-    counts = backlink_counts(store, notes)
+    counts = store.backlink_counts(notes)
     return [replace(h, links_in=counts[h.source]) if h.source in counts else h for h in hits]
 
 
@@ -179,15 +252,13 @@ def judged(
     found: Reranked,
     ordered: Sequence[Hit],
     per_note: int | None,
+    passes: Mapping[str, Pass],
 ) -> list[Hit]:
-    """The hits with their confidence and, asked for, their explanation: one semantic and one
-    keyword ranking per collection they came from (kb.search.explain.rankings)."""
+    """The hits with their confidence and, asked for, their explanation, from the rankings of
+    the collection (by domain: `passes`) each came from."""
     collections = searcher.collections()
-    ranks: dict[str, explaining.Rankings] = {}
-    for domain in {h.domain for h in found.hits} & collections.keys():
-        store, client = collections[domain]
-        ranks[domain] = explaining.rankings(store, client, request.query, request.filters,
-                                            per_note)  # fmt: skip
+    ranks = {domain: passes[domain].rankings for domain in {h.domain for h in found.hits}
+             if domain in passes}  # fmt: skip
     fitted = calibrated.calibration(_model(searcher.client))
     phrasings = [("query", request.query), *(("alternate: " + a, a) for a in request.alternates)]
     found_by: dict[str, dict[str, set[explaining.Key]]] = {}

@@ -1,28 +1,31 @@
 """Why a result came back: its place and score in a semantic and in a keyword search of the same
 filters, its place in the first stage and the reranker's, and the alternates that found it.
 
-`rankings` runs the two single-mode searches once per collection a search's results came from
-(the query vector is the embedder client's cached one); `Ranks` looks a result up in them. The
-same rankings feed kb.search.confidence, so `explain` costs nothing more than the confidence of
-every search, apart from one search per alternate phrasing.
+`ranking_searches` prepares the two single-mode searches of a collection, which kb.search.entry
+sends in one batch with the search itself (the query vector is the embedder client's cached
+one); `Ranking.place` looks a result up in them. The same rankings feed kb.search.confidence, so
+`explain` costs nothing more than the confidence of every search, apart from one search per
+alternate phrasing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from kb.core.errors import EmbedError, KeywordIndexMissing
-from kb.core.schema import Explanation, Hit
+from kb.core.schema import CHUNK_INDEX, SOURCE, Explanation, Hit
 from kb.search import query as kb_query
 from kb.search.filters import Filters
 from kb.search.rerank import BLEND_K
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
-    from kb.store.points import Store
+    from kb.store.points import Search, Store
 
+# what a ranking's hits carry: what `key` reads
+RANKED_FIELDS = (SOURCE, CHUNK_INDEX, "domain")
 DEPTH = 50  # places looked at in each single-mode ranking: below it a result is "not in the top"
 
 Key = tuple[str, str | None, int | None]
@@ -62,30 +65,42 @@ class Rankings:
     terms: int  # distinct keyword terms of the query (the keyword bonus's scale)
 
 
-def rankings(
+def ranking_searches(
     store: Store,
     client: EmbedClient,
     query: str,
     filters: Filters,
     per_note: int | None,
     depth: int = DEPTH,
-) -> Rankings:
-    """The semantic and the keyword ranking of `query` in one collection. An embedder that cannot
-    embed leaves the semantic one missing (keyword search works without it); a collection
-    without keyword vectors the keyword one."""
-    semantic = Ranking()
+) -> tuple[Search | None, Search | None]:
+    """The store queries of the semantic and the keyword ranking of `query` in one collection
+    (`client`: its own, kb.search.query.for_collection), to send with the search
+    (kb.search.entry), each reading only what `Ranking.place` needs.
+    None for one that cannot run: the semantic one while the embedder cannot embed (keyword
+    search works without it), the keyword one in a collection without keyword vectors."""
+    semantic = keyword = None
     try:
-        semantic.hits = kb_query.search(store, client, query, depth, mode="semantic",
-                                        filters=filters, per_note=per_note)  # fmt: skip
+        semantic = kb_query.prepare(store, client, query, depth, mode="semantic",
+                                    filters=filters, per_note=per_note, pinned=True)  # fmt: skip
+        semantic = replace(semantic, fields=RANKED_FIELDS)
     except EmbedError:
-        semantic.missing = True
-    keyword = Ranking()
+        pass
     try:
-        keyword.hits = kb_query.search(store, client, query, depth, mode="keyword",
-                                       filters=filters, per_note=per_note)  # fmt: skip
+        keyword = kb_query.prepare(store, client, query, depth, mode="keyword",
+                                   filters=filters, per_note=per_note)  # fmt: skip
+        keyword = replace(keyword, fields=RANKED_FIELDS)
     except KeywordIndexMissing:  # a collection from before keyword search: semantic still works
-        keyword.missing = True
-    return Rankings(semantic, keyword, kb_query.keyword_terms(query))
+        pass
+    return semantic, keyword
+
+
+def rankings(query: str, semantic: list[Hit] | None, keyword: list[Hit] | None) -> Rankings:
+    """The two rankings from the hits of `ranking_searches` (None: that one could not run)."""
+    return Rankings(
+        Ranking(semantic or [], missing=semantic is None),
+        Ranking(keyword or [], missing=keyword is None),
+        kb_query.keyword_terms(query),
+    )
 
 
 def found_by(

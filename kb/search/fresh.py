@@ -1,7 +1,7 @@
 """Is a result stale? `stale` compares a note's file now with what ingest recorded when it read it
 (payload FILE_FIELDS: modification time, size, content hash): a different size is a change, the
 same time and size is none, and only a file whose time alone changed is hashed again (touched,
-or saved unchanged). Cheap: one small read of the notes' first chunks and a stat per note.
+or saved unchanged). Cheap: no store request (the hits' payloads hold it) and a stat per note.
 
 A result is never marked stale on a guess: a video, a point written before these fields, a file
 this process cannot see (another machine's folder) or a name that is not a plain path below its
@@ -14,12 +14,8 @@ import stat as stat_mode
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from kb.core.schema import INBOX, NOTE, FileStat, Hit
-
-if TYPE_CHECKING:
-    from kb.store.points import Store
 
 
 def file_of(source: str, roots: Mapping[str, Path]) -> Path | None:
@@ -52,22 +48,22 @@ def changed(path: Path, indexed: FileStat) -> bool | None:
     return None if current is None else current.sha256 != indexed.sha256
 
 
-def mark(hits: Sequence[Hit], stores: Mapping[str, Store], roots: Mapping[str, Path]) -> list[Hit]:
-    """`hits` with `stale` set where it can be told; `stores` by domain (prose, code)."""
+def mark(
+    hits: Sequence[Hit], recorded: Mapping[tuple[str, str], FileStat], roots: Mapping[str, Path]
+) -> list[Hit]:
+    """`hits` with `stale` set where it can be told; `recorded`: what ingest recorded of each
+    note's file by (domain, source), read from the hits' own payloads (every chunk of a note
+    carries it: kb.store.points.Found)."""
     if not roots:
         return list(hits)
-    wanted: dict[str, set[str]] = {}
-    for hit in hits:
-        if hit.kind == NOTE and hit.source and hit.domain in stores:
-            wanted.setdefault(hit.domain, set()).add(hit.source)
     verdict: dict[tuple[str, str], bool | None] = {}
-    for domain, sources in wanted.items():
-        recorded = stores[domain].file_stats(sources)
-        for source in sources:
-            indexed, path = recorded.get(source), file_of(source, roots)
-            verdict[domain, source] = (
-                changed(path, indexed) if indexed is not None and path is not None else None
-            )
+    for hit in hits:
+        if hit.kind != NOTE or not hit.source or (hit.domain, hit.source) in verdict:
+            continue
+        indexed, path = recorded.get((hit.domain, hit.source)), file_of(hit.source, roots)
+        verdict[hit.domain, hit.source] = (
+            changed(path, indexed) if indexed is not None and path is not None else None
+        )
     return [
         replace(h, stale=verdict.get((h.domain, h.source or ""))) if h.source else h for h in hits
     ]

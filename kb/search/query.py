@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
+from kb.core.errors import CollectionMissing, StoreError
 from kb.core.schema import Hit
 from kb.embedding.keywords import query_vector
 from kb.search.filters import Filters
 from kb.store import collection
-from kb.store.points import Store
+from kb.store.points import Found, Search, Store
 from kb.store.query import FUSIONS, HYBRID_FUSION, Fusion
 
 if TYPE_CHECKING:
@@ -33,7 +34,9 @@ __all__ = [
     "TagUsage",
     "alternate_modes",
     "keyword_terms",
+    "prepare",
     "search",
+    "send",
     "tag_usage",
 ]
 
@@ -88,6 +91,42 @@ def search(
     negative per_note; EmbedError when the embedder fails; StoreError (CollectionMissing,
     ModelMismatch, KeywordIndexMissing, StoreUnavailable) from Qdrant.
     """
+    asked = prepare(store, client, query, k, mode=mode, filters=filters, per_note=per_note,
+                    alternates=alternates, fusion=fusion)  # fmt: skip
+    return send(store, [asked])[0].hits
+
+
+def send(store: Store, searches: Sequence[Search]) -> list[Found]:
+    """Prepared searches of one collection in one store request (kb.store.points.Store.search).
+    A collection dropped since kb.store.collection checked it is CollectionMissing, as before
+    any check: the checks are asked again on a failure only."""
+    try:
+        return store.search(searches)
+    except CollectionMissing:
+        raise
+    except StoreError:
+        store.checked_model, store.has_keyword = None, False
+        collection.require(store)  # CollectionMissing when it is gone
+        raise
+
+
+def prepare(
+    store: Store,
+    client: EmbedClient,
+    query: str,
+    k: int = 5,
+    *,
+    mode: Mode = "hybrid",
+    filters: Filters | None = None,
+    per_note: int | None = 1,
+    alternates: Sequence[str] = (),
+    fusion: Fusion = HYBRID_FUSION,
+    pinned: bool = False,
+) -> Search:
+    """`search`'s store query, not sent yet: its arguments checked, the collection checked and
+    the query embedded (kb.search.entry sends it in one batch with the rankings confidence
+    reads). `pinned`: `client` is the collection's already (`for_collection`), not asked again.
+    Raises as `search` does."""
     if not query.strip():
         raise ValueError("query is empty")
     if not 1 <= k <= MAX_K:
@@ -103,7 +142,7 @@ def search(
     dense_texts = [text for text, own in phrasings if own != "keyword"]
     vectors: list[list[float]] = []
     if dense_texts:  # keyword search needs no embedder: it works while that one is down
-        client = for_collection(store, client)
+        client = client if pinned else for_collection(store, client)
         collection.check_model(store, client.model, client.dimensions)
         vectors = (
             [client.embed_query(query)] if len(dense_texts) == 1 and not alternates
@@ -120,7 +159,7 @@ def search(
         for text, own in phrasings
     ]
     (dense, keyword), others = searched[0], searched[1:]
-    return store.query(
+    return Search(
         k,
         dense=dense,
         keyword=keyword,
@@ -135,7 +174,12 @@ def for_collection(store: Store, client: EmbedClient) -> EmbedClient:
     """The client for the model that built `store`'s collection: the embedder's default, or,
     while ingest rebuilds the index beside it for the default (kb.ingest.switch), the model it
     was built with when the embedder still serves it (EMBED_PREVIOUS_MODEL). Read at every
-    search: another process may switch the collection's name to the new index at any moment."""
+    search while the embedder serves another model: another process may switch the
+    collection's name to the new index at any moment. Once the collection is checked
+    (kb.store.collection.check_model), an embedder serving one model has nothing to choose
+    from: no store request."""
+    if store.checked_model is not None and not client.serves_others():
+        return client
     built = collection.require(store).model
     if built and built != client.model and client.serves(built):
         return client.using(built)

@@ -34,7 +34,6 @@ from kb.core.invisible import strip_invisible
 from kb.core.properties import Properties
 from kb.core.schema import ALIASES, INBOX, LINKS, TRANSCRIPT, VIDEO, WEB
 from kb.search import paths
-from kb.search.related import backlink_counts
 from kb.sources.folder import FolderSource, configured
 from kb.sources.inbox import InboxSource
 from kb.store import collection
@@ -204,5 +203,5 @@ def read_item(
     return Passage(
         source, start_line, end, len(all_lines), "\n".join(shown), truncated,
         hidden + sum(n for _, n in aliases), aliases=[a for a, _ in aliases],
-        links_out=len(links), links_in=backlink_counts(store, [source]).get(source, 0),
+        links_out=len(links), links_in=store.backlink_counts([source]).get(source, 0),
     )  # fmt: skip

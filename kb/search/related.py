@@ -23,7 +23,7 @@ from kb.core.schema import ALIASES, LINKS, ORIGIN, TITLE, UNRESOLVED
 from kb.search import paths
 from kb.store import collection
 from kb.store.points import Store
-from kb.store.query import first_chunks, linking_to, sources_in, with_unresolved
+from kb.store.query import linking_to, sources_in, with_unresolved
 
 Why = Literal["backlink", "link", "both", "similar"]
 MAX_K = 20
@@ -139,16 +139,6 @@ def nearest(
         for h in hits
         if h.source is not None
     ]
-
-
-def backlink_counts(store: Store, sources: Sequence[str]) -> dict[str, int]:
-    """How many live notes link to each of `sources`: one exact count per source, which needs no
-    payload index (a facet would: a collection of an older layout has none for `links` until its
-    next ingest, and a count is no reason for a search to fail)."""
-    out: dict[str, int] = {}
-    for source in sorted(set(sources)):
-        out[source] = store.count(first_chunks(linking_to([source])))
-    return out
 
 
 @dataclass(frozen=True)

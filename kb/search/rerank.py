@@ -43,12 +43,12 @@ class Reranked:
     no_good_match: bool | None = None  # kb.search.confidence: nothing relevant was found
 
 
-def passage(hit: Hit, max_chars: int) -> str:
+def passage(hit: Hit, passage_chars: int) -> str:
     """What the reranker reads of a hit: its title and headings (context the chunk's own text
-    may lack), then the text, cut to `max_chars` (the reranker's cost grows with length)."""
+    may lack), then the text, cut to `passage_chars` (the reranker's cost grows with length)."""
     context = " > ".join(part for part in (hit.title, *hit.heading_path) if part)
     text = f"{context}\n{hit.text}" if context else hit.text
-    return text[:max_chars] or "(empty)"
+    return text[:passage_chars] or "(empty)"
 
 
 def order(scores: Sequence[float], weight: float = 1.0) -> list[int]:
@@ -72,7 +72,7 @@ def rerank(
     k: int,
     *,
     weight: float = 1.0,
-    max_chars: int = 1200,
+    passage_chars: int = 1200,
     timeout: float = 30.0,
     requested: bool = False,
 ) -> Reranked:
@@ -84,7 +84,7 @@ def rerank(
     if not hits:
         return Reranked([], reranked=False)
     try:
-        scores = client.rerank(query, [passage(h, max_chars) for h in hits], timeout)
+        scores = client.rerank(query, [passage(h, passage_chars) for h in hits], timeout)
     except EmbedError as exc:
         if exc.code == DISABLED:
             note = (

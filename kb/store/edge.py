@@ -56,7 +56,7 @@ from kb.store.engine import (
     wanted_payload,
 )
 from kb.store.models import models
-from kb.store.query import PREFETCH_FACTOR
+from kb.store.query import PREFETCH_FACTOR, ungrouped
 
 if TYPE_CHECKING:
     from kb.store.points import Store
@@ -336,6 +336,11 @@ class EdgeEngine:
             name, request, request.limit or 10, wanted_payload(request.with_payload)
         )
 
+    def query_batch(self, name: str, requests: Sequence[models.QueryRequest]) -> list[list[Scored]]:
+        """In this process a batch is the queries one after the other, under one lock."""
+        with self._mutex:
+            return [self.query(name, r) for r in requests]
+
     def _ranked(
         self,
         name: str,
@@ -357,10 +362,7 @@ class EdgeEngine:
         limit, size, key = request.limit or 10, request.group_size or 3, request.group_by
         fetch = PREFETCH_FACTOR * limit * size
         while True:
-            deeper = request.model_copy(
-                update={"prefetch": translate.deepened(request.prefetch, limit, fetch)}
-            )
-            ranked = self._ranked(name, deeper, fetch, [key])
+            ranked = self._ranked(name, ungrouped(request, fetch, [key]), fetch, [key])
             kept = best_per_group(ranked, key, size, limit)
             if len(kept) == limit or len(ranked) < fetch:
                 # enough points, or the whole (filtered) collection was ranked

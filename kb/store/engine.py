@@ -192,6 +192,11 @@ class Engine(Protocol):
 
     def query(self, name: str, request: models.QueryRequest) -> list[Scored]: ...
 
+    def query_batch(self, name: str, requests: Sequence[models.QueryRequest]) -> list[list[Scored]]:
+        """The answers of several ungrouped queries, in order, from one request (a server's
+        batch query: a search and the rankings its confidence reads, kb.store.points.search)."""
+        ...
+
     def query_groups(self, name: str, request: models.QueryGroupsRequest) -> list[Scored]:
         """The best `limit` points with at most `group_size` of any one value of payload field
         `group_by` (a grouped query's groups, best first across them); a point without the

@@ -20,6 +20,7 @@ from kb.core.schema import (
     DENSE,
     KEYWORD,
     RESTORED_AT,
+    SOURCE,
     TAGS,
     FileStat,
     Hit,
@@ -32,12 +33,15 @@ from kb.store.engine import (
     Engine,
     Fields,
     Payload,
+    Scored,
     StoredCollection,
     StoredVector,
+    best_per_group,
 )
 from kb.store.models import models
 from kb.store.query import (
     HYBRID_FUSION,
+    PREFETCH_FACTOR,
     Fusion,
     Phrasing,
     first_chunks,
@@ -45,6 +49,7 @@ from kb.store.query import (
     request,
     source_filter,
     sparse_vector,
+    ungrouped,
     visible,
 )
 
@@ -58,6 +63,47 @@ class Point:
     vector: list[float]  # the dense vector
     payload: dict[str, Any]
     keyword: KeywordVector | None = None  # the keyword vector (kb.embedding.keywords)
+
+
+@dataclass(frozen=True)
+class Search:
+    """One query of a batch (`Store.search`): what `Store.query` takes, and the payload fields
+    its hits carry (`fields`: all, or these; a grouped one's also carry `source`)."""
+
+    limit: int
+    dense: Sequence[float] | None = None
+    keyword: KeywordVector | None = None
+    where: models.Filter | None = None
+    per_note: int | None = None
+    alternates: Sequence[Phrasing] = ()
+    fusion: Fusion = HYBRID_FUSION
+    fields: Fields = True
+
+    def request(self) -> models.QueryRequest | models.QueryGroupsRequest | None:
+        """Its Query API request; None when there is nothing to look for (a keyword query of
+        stopwords alone). ValueError without a vector."""
+        if self.dense is None and self.keyword is None:
+            raise ValueError("query needs a dense vector, a keyword vector, or both")
+        if (
+            self.keyword is not None
+            and not self.keyword.indices
+            and self.dense is None
+            and not self.alternates
+        ):
+            return None
+        return request(
+            self.limit, dense=self.dense, keyword=self.keyword, where=visible(self.where),
+            per_note=self.per_note, alternates=self.alternates, fusion=self.fusion,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Found:
+    """A search's hits, and what ingest recorded of their notes' files (from the hits' own
+    payloads: every chunk carries it; notes stored without it are left out)."""
+
+    hits: list[Hit]
+    files: dict[str, FileStat]
 
 
 class Store:
@@ -283,14 +329,6 @@ class Store:
         """The dense vectors of a note's chunks (its nearest notes, kb.search.related)."""
         return scan.dense_vectors(self._engine, self.collection, source)
 
-    def file_stats(self, sources: Iterable[str]) -> dict[str, FileStat]:
-        """What ingest recorded of each note's file (kb.core.schema.FileStat), from its first
-        chunk; notes stored without it (videos, older points) are left out."""
-        out: dict[str, FileStat] = {}
-        for batch in _batches(sources):
-            scan.read_file_stats(self._engine, self.collection, batch, out)
-        return out
-
     def payloads(self, source: str | None = None) -> list[tuple[str, Payload]]:
         """(id, payload) of every point (of one source), for checks and maintenance."""
         return scan.payloads(self._engine, self.collection, source)
@@ -325,19 +363,70 @@ class Store:
         (both: see kb.store.query.fusion). Soft-deleted notes are never found. kb.search.query
         checks the collection first (kb.store.collection).
         """
-        if dense is None and keyword is None:
-            raise ValueError("query needs a dense vector, a keyword vector, or both")
-        if keyword is not None and not keyword.indices and dense is None and not alternates:
-            return []  # nothing to look for: e.g. a query made only of stopwords
-        search = request(
-            limit, dense=dense, keyword=keyword, where=visible(where), per_note=per_note,
+        search = Search(
+            limit, dense=dense, keyword=keyword, where=where, per_note=per_note,
             alternates=alternates, fusion=fusion,
-        )  # fmt: skip
+        ).request()  # fmt: skip
+        if search is None:
+            return []
         if isinstance(search, models.QueryGroupsRequest):
             points = self._engine.query_groups(self.collection, search)
         else:
             points = self._engine.query(self.collection, search)
         return [Hit.from_payload(p.score, p.payload) for p in points[:limit]]
+
+    def search(self, searches: Sequence[Search]) -> list[Found]:
+        """Several queries in one request to the engine (a search and the rankings its
+        confidence reads: kb.search.entry), answered in order as `query` would answer each.
+
+        A server has no batch of grouped queries, so a grouped one is sent as the ranked query
+        that holds its groups (kb.store.query.ungrouped), and its groups are kept here
+        (kb.store.engine.best_per_group), as embedded storage keeps them for `query`. When a
+        few notes hold most of the best points, those searches go again, deeper, in another
+        request (rare: the first depth is PREFETCH_FACTOR points per one asked for)."""
+        requests = [s.request() for s in searches]
+        answers: list[list[Scored]] = [[] for _ in searches]
+        fetch = {
+            i: PREFETCH_FACTOR * s.limit * s.per_note if s.per_note else s.limit
+            for i, (s, r) in enumerate(zip(searches, requests, strict=True))
+            if r is not None
+        }
+        while fetch:
+            asked = {i: self._ranked_request(searches[i], requests[i], depth)
+                     for i, depth in fetch.items()}  # fmt: skip
+            found = self._engine.query_batch(self.collection, list(asked.values()))
+            deeper: dict[int, int] = {}
+            for i, ranked in zip(asked, found, strict=True):
+                size = searches[i].per_note
+                limit = searches[i].limit
+                kept = best_per_group(ranked, SOURCE, size, limit) if size else ranked[:limit]
+                if len(kept) < limit and size and len(ranked) == fetch[i]:
+                    deeper[i] = fetch[i] * 4  # the whole (filtered) collection is not ranked yet
+                answers[i] = kept
+            fetch = deeper
+        return [_found(points) for points in answers]
+
+    def _ranked_request(
+        self,
+        search: Search,
+        asked: models.QueryRequest | models.QueryGroupsRequest | None,
+        fetch: int,
+    ) -> models.QueryRequest:
+        payload: models.WithPayloadInterface = (
+            search.fields if isinstance(search.fields, bool) else [SOURCE, *search.fields]
+        )
+        if isinstance(asked, models.QueryGroupsRequest):
+            return ungrouped(asked, fetch, payload)
+        assert asked is not None
+        return asked.model_copy(update={"with_payload": payload})
+
+    def backlink_counts(self, sources: Iterable[str]) -> dict[str, int]:
+        """How many live notes link to each of these notes, from one read of the links of the
+        notes linking to any of them (a page per SCROLL_PAGE of those). Needs no payload index:
+        a facet would, and a collection of an older layout has none for `links` until its next
+        ingest (a count is no reason for a search to fail)."""
+        wanted = sorted(set(sources))
+        return scan.backlink_counts(self._engine, self.collection, wanted) if wanted else {}
 
     def note_counts(self, key: str) -> tuple[int, list[tuple[str, int]]]:
         """Live (not soft-deleted) notes: how many, and per value of payload field `key` (e.g.
@@ -384,6 +473,15 @@ class Store:
         where = visible(first_chunks() if per == "note" else None)
         counts = self._engine.facet(self.collection, TAGS, where, limit)
         return sorted(counts, key=lambda tc: (-tc[1], tc[0]))
+
+
+def _found(points: Sequence[Scored]) -> Found:
+    files: dict[str, FileStat] = {}
+    for point in points:
+        stat, source = FileStat.stored(point.payload), point.payload.get(SOURCE)
+        if stat is not None and isinstance(source, str):
+            files[source] = stat
+    return Found([Hit.from_payload(p.score, p.payload) for p in points], files)
 
 
 def _batches(sources: Iterable[str]) -> Iterator[list[str]]:

@@ -339,6 +339,40 @@ def fusion(terms: int, *, lookup: bool = False) -> models.FormulaQuery:
     )
 
 
+def deepened(
+    found: list[models.Prefetch] | models.Prefetch | None, groups: int, least: int
+) -> list[models.Prefetch] | None:
+    """Prefetches as deep as a server makes those of a grouped query (it multiplies their
+    limits by the number of groups asked for), and never shallower than `least`."""
+    listed = found if isinstance(found, list) else [] if found is None else [found]
+    return [
+        p.model_copy(
+            update={
+                "limit": max((p.limit or 10) * groups, least),
+                "prefetch": deepened(p.prefetch, groups, least),
+            }
+        )
+        for p in listed
+    ] or None
+
+
+def ungrouped(
+    grouped: models.QueryGroupsRequest, fetch: int, payload: models.WithPayloadInterface
+) -> models.QueryRequest:
+    """The ranked query that holds a grouped query's groups: its first `fetch` points, with
+    prefetches as deep as a server's grouped query makes them (`deepened`), with `payload`
+    (which must name the group field): the caller keeps the groups
+    (kb.store.engine.best_per_group)."""
+    return models.QueryRequest(
+        prefetch=deepened(grouped.prefetch, grouped.limit or 10, fetch),
+        query=grouped.query,
+        using=grouped.using,
+        filter=grouped.filter,
+        limit=fetch,
+        with_payload=payload,
+    )
+
+
 def grouped_depth(limit: int, per_note: int) -> int:
     """Candidates each prefetch of a grouped query gets on a server: `_depth` per group, times
     the groups asked for."""

@@ -1,5 +1,5 @@
 """The Store's reads that page through its collection (scroll), one filter's worth each: one
-row per note, fingerprints, what ingest recorded of each file, a note's dense vectors, a listing
+row per note, fingerprints, the backlinks of a few notes, a note's dense vectors, a listing
 ordered by a text field. The Store (kb.store.points) keeps their public names and splits long
 lists of note names into batches; the functions here take its engine and collection.
 """
@@ -14,18 +14,17 @@ from kb.core.schema import (
     DELETED_CAUSE,
     DELETED_MARK,
     DENSE,
-    FILE_FIELDS,
+    LINKS,
     NOTE_HASH,
     ORIGIN,
     PAYLOAD_INDEXES,
     RESTORED_AT,
     RESTORED_MARK,
     SOURCE,
-    FileStat,
 )
 from kb.store.engine import Engine, Fields, Payload, Record
 from kb.store.models import models
-from kb.store.query import first_chunks, origin_filter, source_filter, visible
+from kb.store.query import first_chunks, linking_to, origin_filter, source_filter, visible
 
 SCROLL_PAGE = 2048  # points per scroll page when only a few small payload fields are read
 
@@ -101,16 +100,17 @@ def dense_vectors(engine: Engine, collection: str, source: str) -> list[list[flo
     return vectors
 
 
-def read_file_stats(
-    engine: Engine, collection: str, sources: list[str], out: dict[str, FileStat]
-) -> None:
-    """Add what ingest recorded of these notes' files, from their first chunks, to `out`."""
-    flt = first_chunks(source_filter(sources))
-    for r in scroll(engine, collection, flt, [SOURCE, *FILE_FIELDS]):
-        payload = r.payload
-        found = FileStat.stored(payload)
-        if found is not None and isinstance(payload.get(SOURCE), str):
-            out[payload[SOURCE]] = found
+def backlink_counts(engine: Engine, collection: str, sources: list[str]) -> dict[str, int]:
+    """How many live notes link to each of `sources`: the links of every note linking to any
+    of them, counted here (each note once per target, as a count of its first chunk would)."""
+    counts = dict.fromkeys(sources, 0)
+    linking = visible(first_chunks(linking_to(sources)))
+    for r in scroll(engine, collection, linking, [LINKS]):
+        links = r.payload.get(LINKS)
+        for target in set(links) if isinstance(links, list) else ():
+            if target in counts:
+                counts[target] += 1
+    return counts
 
 
 def payloads(engine: Engine, collection: str, source: str | None) -> list[tuple[str, Payload]]:

@@ -250,6 +250,14 @@ class ServerEngine:
             )
         return [_scored(p) for p in found.points]
 
+    def query_batch(self, name: str, requests: Sequence[models.QueryRequest]) -> list[list[Scored]]:
+        asked = [
+            r.model_copy(update={"with_payload": wanted_payload(r.with_payload)}) for r in requests
+        ]
+        with self._calls():
+            found = self._client.query_batch_points(name, asked)
+        return [[_scored(p) for p in answer.points] for answer in found]
+
     def query_groups(self, name: str, request: models.QueryGroupsRequest) -> list[Scored]:
         with self._calls():
             groups = self._client.query_points_groups(

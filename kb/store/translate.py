@@ -231,23 +231,6 @@ def _expression(expr: models.Expression) -> qe.Expression:
     raise StoreError(f"{ENGINE}: unsupported formula part {expr!r}")
 
 
-def deepened(
-    found: list[models.Prefetch] | models.Prefetch | None, groups: int, least: int
-) -> list[models.Prefetch] | None:
-    """Prefetches as deep as a server makes those of a grouped query (it multiplies their
-    limits by the number of groups asked for), and never shallower than `least`."""
-    listed = found if isinstance(found, list) else [] if found is None else [found]
-    return [
-        p.model_copy(
-            update={
-                "limit": max((p.limit or 10) * groups, least),
-                "prefetch": deepened(p.prefetch, groups, least),
-            }
-        )
-        for p in listed
-    ] or None
-
-
 def ids(points: Sequence[str]) -> list[qe.PointId]:
     return [point_id(p) for p in points]
 

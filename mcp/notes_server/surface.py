@@ -22,7 +22,7 @@ from pydantic import (
 from pydantic_core import CoreSchema
 
 from kb.core.schema import Hit
-from kb.search import TOOL_MAX_K
+from kb.search import PARAMETERS, TOOL_MAX_K
 from kb.search.domains import Domain
 from kb.search.hits import HIT, RESULT_FIELDS
 from kb.search.query import Mode
@@ -291,27 +291,22 @@ class WhyReport(BaseModel):
 
 # --- arguments (the filters' are built from kb.search.filters: tools/common.py) -----------
 
+
+def described(name: str) -> str:
+    """A search parameter's line from its table (kb.search.parameters), k up to TOOL_MAX_K."""
+    [row] = [p for p in PARAMETERS if p.name == name]
+    return row.described(TOOL_MAX_K)
+
+
 Query = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1),
     Field(description="What to look for, in natural language or exact words."),
 ]
-Count = Annotated[int, Field(description=f"Passages to return, 1-{TOOL_MAX_K}.")]
-SearchMode = Annotated[
-    Mode,
-    Field(description="hybrid: meaning and exact words; semantic: meaning only; keyword: exact "
-          "words only (BM25)."),
-]  # fmt: skip
-SearchDomain = Annotated[
-    Domain,
-    Field(description="all: notes and code, merged by rank; prose: no code; code: source code "
-          "and notebooks only."),
-]  # fmt: skip
-PerNote = Annotated[
-    int,
-    Field(description=f"Passages per note at most, 0-{TOOL_MAX_K}: 1 gives distinct notes, 0 "
-          "ranks passages alone."),
-]  # fmt: skip
+Count = Annotated[int, Field(description=described("k"))]
+SearchMode = Annotated[Mode, Field(description=described("mode"))]
+SearchDomain = Annotated[Domain, Field(description=described("domain"))]
+PerNote = Annotated[int, Field(description=described("per_note"))]
 OrderBy = Annotated[
     Literal["uploaded", "ingested", "views", "duration", "title"],
     Field(description="uploaded, views and duration list videos only."),
@@ -320,22 +315,10 @@ Order = Annotated[Literal["asc", "desc"], Field(description="asc: smallest/oldes
 Limit = Annotated[int, Field(description="Rows to return, 1-100.")]
 Offset = Annotated[int, Field(description="Rows to skip (paging), 0-10000.")]
 CountOnly = Annotated[bool, Field(description="Return only `total`, no rows.")]
-Alternates = Annotated[
-    list[str] | None,
-    Field(description="Up to 5 more phrasings, searched with `query` and merged by rank; one "
-          "starting 'keyword: ' or 'semantic: ' is searched that way only."),
-]  # fmt: skip
-Rerank = Annotated[
-    bool | None,
-    Field(description="Reorder the best candidates with the reranker (default: when the "
-          "embedder serves one); false is faster."),
-]  # fmt: skip
-Explain = Annotated[bool, Field(description="Say how each result was found.")]
-MaxChars = Annotated[
-    int | None,
-    Field(description="Instead of k: the best passages in this many characters (200-200000), "
-          "adjacent chunks merged."),
-]  # fmt: skip
+Alternates = Annotated[list[str] | None, Field(description=described("alternates"))]
+Rerank = Annotated[bool | None, Field(description=described("rerank"))]
+Explain = Annotated[bool, Field(description=described("explain"))]
+MaxChars = Annotated[int | None, Field(description=described("max_chars"))]
 DeleteCause = Annotated[
     Literal["file_deleted", "user", "playlist_removed", "bookmark_removed"] | None,
     Field(description="Only notes deleted for this reason."),

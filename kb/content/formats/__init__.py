@@ -28,9 +28,9 @@ TEXT_NOTES = kinds.TEXT_NOTES  # read by kb.content.notes, with frontmatter
 def _reader(module: str, function: str, *args: Any) -> Callable[[bytes, int], Parsed]:
     """A reader imported on first use: scripts that never meet a PDF never load PDFium."""
 
-    def read(data: bytes, max_chars: int) -> Parsed:
+    def read(data: bytes, chunk_chars: int) -> Parsed:
         found = getattr(importlib.import_module(f"kb.content.formats.{module}"), function)
-        return found(data, *args, max_chars) if module == "pycode" else found(data, *args)
+        return found(data, *args, chunk_chars) if module == "pycode" else found(data, *args)
 
     return read
 
@@ -63,13 +63,13 @@ suffix_of = kinds.suffix_of
 domain_of = kinds.domain_of
 
 
-def parse(name: str, data: bytes, max_chars: int) -> Parsed:
+def parse(name: str, data: bytes, chunk_chars: int) -> Parsed:
     """The file `name` (its suffix picks the reader) as readable text and blocks; FormatError
     naming what is wrong with it."""
     suffix = suffix_of(name)
     reader = _READERS.get(suffix)
     if reader is not None:
-        return reader(data, max_chars)
+        return reader(data, chunk_chars)
     if suffix in CODE_SUFFIXES:
-        return code.read(data, suffix, max_chars)
+        return code.read(data, suffix, chunk_chars)
     raise FormatError(f"no reader for {suffix or 'files without a suffix'}")

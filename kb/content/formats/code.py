@@ -34,18 +34,18 @@ GRAMMARS: dict[str, tuple[str, str]] = {
 
 
 @lru_cache(maxsize=32)
-def _splitter(suffix: str, max_chars: int) -> Any:
+def _splitter(suffix: str, chunk_chars: int) -> Any:
     module, function = GRAMMARS[suffix]
     try:
         language = getattr(importlib.import_module(module), function)()
     except ImportError:
         return None  # grammar wheel not installed: line windows
-    return CodeSplitter(language, max_chars)
+    return CodeSplitter(language, chunk_chars)
 
 
-def read(data: bytes, suffix: str, max_chars: int) -> Parsed:
+def read(data: bytes, suffix: str, chunk_chars: int) -> Parsed:
     text = decode_text(data)
-    splitter = _splitter(suffix, max_chars) if suffix in GRAMMARS else None
+    splitter = _splitter(suffix, chunk_chars) if suffix in GRAMMARS else None
     if splitter is None:
         return Parsed(text, "code")
     blocks = [

@@ -18,7 +18,7 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in decorators)]) - 1
 
 
-def read(data: bytes, max_chars: int) -> Parsed:
+def read(data: bytes, chunk_chars: int) -> Parsed:
     text = decode_text(data)
     try:
         tree = ast.parse(text)
@@ -34,7 +34,7 @@ def read(data: bytes, max_chars: int) -> Parsed:
         if isinstance(node, _DEFS):
             starts.append((_first_line(node), "", (node.name,)))
             size = sum(len(line) + 1 for line in lines[_first_line(node) : node.end_lineno])
-            if isinstance(node, ast.ClassDef) and size > max_chars:
+            if isinstance(node, ast.ClassDef) and size > chunk_chars:
                 starts += [
                     (_first_line(m), "", (node.name, m.name)) for m in node.body
                     if isinstance(m, _DEFS)

@@ -29,8 +29,8 @@ import httpx
 from kb.core.errors import ConfigError, KbError
 
 FORMATS = ("json3", "vtt")  # the track bodies read, best first
-MIN_CHARS = 400  # a passage is closed on the first segment boundary past this ...
-MAX_CHARS = 1200  # ... and never grows past this (kb.content.chunking.MAX_CHARS is 1500)
+PASSAGE_MIN_CHARS = 400  # a passage is closed on the first segment boundary past this ...
+PASSAGE_MAX_CHARS = 1200  # ... and never grows past this (kb.content.chunking.CHUNK_CHARS is 1500)
 ORIGINAL = "-orig"  # yt-dlp's mark on the automatic track in the spoken language
 _TAG = re.compile(r"<[^>]*>")  # WebVTT inline tags: <00:00:01.200><c> word</c>
 
@@ -133,15 +133,17 @@ def parse_vtt(body: bytes) -> list[tuple[int, str]]:
 
 
 def windows(
-    segments: Sequence[tuple[int, str]], min_chars: int = MIN_CHARS, max_chars: int = MAX_CHARS
+    segments: Sequence[tuple[int, str]],
+    shortest: int = PASSAGE_MIN_CHARS,
+    longest: int = PASSAGE_MAX_CHARS,
 ) -> list[tuple[int, str]]:
-    """Segments packed into passages of about min_chars..max_chars on segment boundaries:
+    """Segments packed into passages of about shortest..longest on segment boundaries:
     (start in whole seconds, text), the start being that of the passage's first segment."""
     out: list[tuple[int, str]] = []
     parts: list[str] = []
     start, size = 0, 0
     for at, text in segments:
-        if parts and (size >= min_chars or size + 1 + len(text) > max_chars):
+        if parts and (size >= shortest or size + 1 + len(text) > longest):
             out.append((start // 1000, " ".join(parts)))
             parts, size = [], 0
         if not parts:
