@@ -16,17 +16,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
 from kb.app.process import Child
 from kb.core.errors import ConfigError, StoreError
-from kb.core.settings import REPO_ROOT, Settings
+from kb.core.settings import DEFAULT_STORAGE, REPO_ROOT, Settings
 
 EMBEDDER = REPO_ROOT / "embedder" / "app.py"
 MCP_SERVER = REPO_ROOT / "mcp" / "server.py"
-DEFAULT_STORAGE = "qdrant_data"
 READY_S = 600.0  # loading Qwen3 on a slow laptop takes minutes
 STOP_S = 20.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -40,14 +38,15 @@ def child_env(settings: Settings) -> dict[str, str]:
             f"EMBED_URL: {settings.EMBED_URL!r} must be http://127.0.0.1:PORT for make local "
             "(the embedder it starts listens there)"
         )
-    if "QDRANT_URL" in settings.model_fields_set:
+    if not settings.QDRANT_PATH:
         raise ConfigError(
-            "QDRANT_URL: make local runs embedded storage (QDRANT_PATH, qdrant_data/ by "
-            "default); remove QDRANT_URL from .env and the environment"
+            "QDRANT_URL: make local runs embedded storage (QDRANT_PATH), but QDRANT_URL or "
+            "QDRANT_API_KEY names a Qdrant server; remove them from .env and the environment, "
+            f"or set QDRANT_PATH (e.g. {DEFAULT_STORAGE})"
         )
     env = dict(os.environ)
     env |= {
-        "QDRANT_PATH": settings.QDRANT_PATH or str(REPO_ROOT / DEFAULT_STORAGE),
+        "QDRANT_PATH": settings.QDRANT_PATH,
         "EMBED_HOST": url.hostname,
         "EMBED_PORT": str(url.port),
         "MCP_WATCH": "true",
@@ -78,7 +77,7 @@ class Stack:
         # the server answers; 503 says what it still waits for (e.g. a first ingest)
         server.wait_ready(f"{base}/health", READY_S, ready=(200, 503), siblings=[embedder])
         self.say(f"MCP server ready at {self.settings.mcp_url}")
-        self.say(f"storage: {env_storage(self.settings)}; Ctrl-C stops both")
+        self.say(f"storage: {self.settings.QDRANT_PATH}; Ctrl-C stops both")
 
     def index(self) -> None:
         """Before the server holds the folder: carry over a collection an older version left in
@@ -89,7 +88,7 @@ class Stack:
 
         names = [self.settings.COLLECTION, self.settings.CODE_COLLECTION]
         try:
-            store = Store.open(names[0], path=env_storage(self.settings))
+            store = Store.open(names[0], path=self.settings.QDRANT_PATH)
         except StoreError:
             return  # held by another process: the MCP server says so
         with store:
@@ -112,7 +111,3 @@ class Stack:
         for child in self.children:
             if not child.wait_stopped(STOP_S):
                 self.say(f"the {child.name} did not stop in {STOP_S:.0f} s: killed")
-
-
-def env_storage(settings: Settings) -> Path:
-    return Path(settings.QDRANT_PATH or REPO_ROOT / DEFAULT_STORAGE)
