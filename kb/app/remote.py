@@ -1,14 +1,21 @@
-"""Search through a running MCP server: its `search_notes` tool, over streamable HTTP.
+"""The notes through the MCP server that holds embedded storage (kb.app.notes chose it).
 
-Embedded Qdrant (QDRANT_PATH) opens in one process at a time. While the MCP server holds the
-folder, query.py asks the server instead (`search_notes`; `why_not_found` for --why), with the
-real MCP SDK client: the same kb.search.SearchRequest as the tool's arguments, the same hits
-back as kb.core.schema.Hit.
+Reading goes through the server's tools with the real MCP SDK client (`search_notes`,
+`related_notes`, `why_not_found`, `read_note`, `list_deleted`): the same kb.search.SearchRequest
+as the tool's arguments, the same results back as kb's own types. What changes the index goes
+through its hand-off routes (mcp/notes_server/ingest_route.py): an ingest (POST /ingest, the run's
+IngestOptions.to_json, answered with its Summary) and a deleted note's life (POST /lifecycle),
+each with the key of STATE_DIR/server.json; MCP_TOKEN, when set, is sent too. While the server's
+run waits for (or holds) the ingest lock, its progress is read from STATE_DIR, as a local run's.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import fields
+from typing import Any
 
 import anyio
 import httpx2
@@ -17,20 +24,27 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from kb.core.schema import Explanation, Hit
-from kb.search import SearchRequest
+from kb.app.handoff import INGEST_PATH, KEY_HEADER, LIFECYCLE_PATH, Announced
+from kb.core.errors import IngestError, StoreError
+from kb.core.schema import INBOX, Explanation, Hit
+from kb.core.settings import Settings
+from kb.core.state import JOIN_POLL_S, JOIN_SAY_S, State
+from kb.ingest.lifecycle import DeletedNote
+from kb.ingest.options import IngestOptions
+from kb.ingest.progress import Summary
+from kb.search import TOOL_MAX_K, SearchRequest
+from kb.search.filters import Filters
+from kb.search.read import Passage
+from kb.search.related import Related, RelatedNote
 from kb.search.rerank import Reranked
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit)]
+Say = Callable[[str], None]
 
 
-class RemoteError(Exception):
-    """The MCP server could not answer; `reachable` says whether it answered at all."""
-
-    def __init__(self, message: str, *, reachable: bool) -> None:
-        super().__init__(message)
-        self.reachable = reachable
+class RemoteError(StoreError):
+    """The MCP server could not answer, or refused; the message says which and why."""
 
 
 def first_failure(exc: BaseException) -> BaseException:
@@ -69,45 +83,169 @@ def hit_of(item: dict[str, object]) -> Hit:
     return Hit(**values)  # type: ignore[arg-type]
 
 
-def call(url: str, token: str, tool: str, sent: dict[str, object]) -> dict[str, object]:
-    """Call `tool` with `sent` at the MCP endpoint `url`, sending `Authorization: Bearer
-    <token>` when a token is set: its structured result. RemoteError says why not."""
+class RemoteNotes:
+    """kb.app.notes.Notes through `server` (see the module docstring)."""
 
-    async def ask() -> CallToolResult:
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
-            return await client.call_tool(tool, sent)
+    def __init__(self, settings: Settings, server: Announced) -> None:
+        self.settings = settings
+        self.server = server
+        self.url = f"{server.url}/mcp"
+        self.held = (
+            f"{settings.QDRANT_PATH} is held by the MCP server (pid {server.pid}) at {server.url}"
+        )
 
-    try:
-        result = anyio.run(ask)
-    except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
-        failure = first_failure(exc)
-        if isinstance(failure, httpx2.TransportError):
-            raise RemoteError(f"no answer ({failure})", reachable=False) from None
-        if isinstance(failure, MCPError):
-            raise RemoteError(f"refused: {failure.error.message}", reachable=True) from None
-        if isinstance(failure, httpx2.HTTPError):
-            raise RemoteError(f"HTTP error: {failure}", reachable=True) from None
-        raise
-    if result.is_error:
-        text = " ".join(getattr(part, "text", "") for part in result.content)
-        raise RemoteError(text, reachable=True)
-    if not isinstance(result.structured_content, dict):
-        raise RemoteError(f"{tool} returned no structured result", reachable=True)
-    return result.structured_content
+    def silent(self, failure: BaseException) -> str:
+        return (
+            f"{self.held}, which is not accepting connections ({failure}): it is starting or "
+            "stopping; run this again once it is up, or once it has exited"
+        )
 
+    # --- reading: the server's tools -------------------------------------------------------
 
-def search_notes(url: str, token: str, request: SearchRequest) -> Reranked:
-    """Run `request` as a `search_notes` call at the MCP endpoint `url`."""
-    content = call(url, token, "search_notes", arguments(request))
-    found = content.get("results")
-    if not isinstance(found, list):
-        raise RemoteError("search_notes returned no results list", reachable=True)
-    hits = [hit_of(item) for item in found]
-    note, no_match = content.get("note"), content.get("no_good_match")
-    return Reranked(hits, reranked=any(h.rerank_score is not None for h in hits),
-                    note=note if isinstance(note, str) else None,
-                    no_good_match=no_match if isinstance(no_match, bool) else None)  # fmt: skip
+    def call(self, tool: str, sent: dict[str, object]) -> dict[str, Any]:
+        """`tool`'s structured result; RemoteError saying why there is none."""
+        token = self.settings.MCP_TOKEN
+
+        async def ask() -> CallToolResult:
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
+                Client(streamable_http_client(self.url, http_client=http)) as client,
+            ):
+                return await client.call_tool(tool, sent)
+
+        try:
+            result = anyio.run(ask)
+        except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
+            failure = first_failure(exc)
+            if isinstance(failure, httpx2.TransportError):
+                raise RemoteError(self.silent(failure)) from None
+            if isinstance(failure, MCPError | httpx2.HTTPError):
+                message = failure.error.message if isinstance(failure, MCPError) else failure
+                raise RemoteError(f"{self.held}; it refused {tool}: {message}") from None
+            raise
+        if result.is_error:
+            text = " ".join(getattr(part, "text", "") for part in result.content)
+            raise RemoteError(f"{tool} (through the MCP server): {text}")
+        if not isinstance(result.structured_content, dict):
+            raise RemoteError(f"{tool} (through the MCP server) returned no structured result")
+        return result.structured_content
+
+    def search(self, request: SearchRequest) -> Reranked:
+        if request.k > TOOL_MAX_K:
+            raise RemoteError(f"-k {request.k}: through the MCP server at most {TOOL_MAX_K}")
+        content = self.call("search_notes", arguments(request))
+        found = content.get("results")
+        if not isinstance(found, list):
+            raise RemoteError("search_notes returned no results list")
+        hits = [hit_of(item) for item in found]
+        note, no_match = content.get("note"), content.get("no_good_match")
+        return Reranked(hits, reranked=any(h.rerank_score is not None for h in hits),
+                        note=note if isinstance(note, str) else None,
+                        no_good_match=no_match if isinstance(no_match, bool) else None)  # fmt: skip
+
+    def related(self, source: str, k: int) -> Related:
+        found = self.call("related_notes", {"source": source, "k": k})
+        notes = [RelatedNote(**note) for note in found.pop("notes", [])]
+        return Related(notes=notes, **found)
+
+    def why(
+        self, source: str, query: str | None, filters: Filters, per_note: int | None
+    ) -> dict[str, Any]:
+        sent: dict[str, object] = {"source": source, "query": query, "per_note": per_note or 0}
+        if filters.arguments():
+            sent["filters"] = filters.arguments()
+        return self.call("why_not_found", sent)
+
+    def read(self, source: str, start_line: int) -> Passage:
+        return Passage(**self.call("read_note", {"source": source, "start_line": start_line}))
+
+    def list_deleted(self) -> list[DeletedNote]:
+        return [DeletedNote(**note) for note in self.call("list_deleted", {}).get("notes", [])]
+
+    # --- changing the index: the hand-off routes -----------------------------------------
+
+    def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """POST `body` to a hand-off route with the server's key: the status and JSON answer.
+        IngestError when the server cannot be asked or refuses."""
+        headers = {KEY_HEADER: self.server.key}
+        if self.settings.MCP_TOKEN:
+            headers["Authorization"] = f"Bearer {self.settings.MCP_TOKEN}"
+        try:
+            # no timeout: an ingest takes as long as its notes take to embed
+            response = httpx2.post(self.server.url + path, json=body, headers=headers,
+                                   timeout=None)  # fmt: skip
+        except httpx2.TransportError as exc:
+            raise IngestError(self.silent(exc)) from None
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if response.status_code not in (200, 409) or not isinstance(answer, dict):
+            detail = answer.get("error") if isinstance(answer, dict) else response.text[:200]
+            raise IngestError(f"{self.held}; it refused {path} (HTTP "
+                              f"{response.status_code}: {detail})")  # fmt: skip
+        return response.status_code, answer
+
+    def ingest(self, options: IngestOptions, say: Say) -> Summary:
+        """The server runs it (joining a run that holds the lock there); its progress is read
+        from STATE_DIR meanwhile. Ctrl-C (`options.stop`) cannot reach that run: it stops
+        waiting, and says so."""
+        say(f"{self.held}: it runs this ingest")
+        answered: list[tuple[int, dict[str, Any]] | BaseException] = []
+
+        def ask() -> None:
+            try:
+                answered.append(self.post(INGEST_PATH, options.to_json()))
+            except BaseException as exc:  # handed to the caller's thread
+                answered.append(exc)
+
+        asking = threading.Thread(target=ask, name="ingest-handoff", daemon=True)
+        asking.start()
+        state, said, shown = State(self.settings.STATE_DIR), "", 0.0
+        while asking.is_alive():
+            if options.stop is not None and options.stop.is_set():
+                raise IngestError(f"interrupted: the MCP server (pid {self.server.pid}) "
+                                  "finishes this ingest on its own; its log says when")  # fmt: skip
+            line = state.progress()
+            now = time.monotonic()
+            if line and line != said and now - shown >= JOIN_SAY_S:
+                say(f"  {line}")
+                said, shown = line, now
+            asking.join(JOIN_POLL_S)
+        answer = answered[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        status, body = answer
+        try:
+            done = Summary.from_json(body["summary"]) if body.get("summary") else None
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"{self.held}; its answer is not a summary: {exc}") from None
+        if status == 409 or done is None:
+            raise IngestError(str(body.get("error") or "the server's ingest stopped"), done)
+        return done
+
+    def ingest_saved(self, write: Callable[[], str], say: Say) -> str:
+        with State(self.settings.STATE_DIR).lock(joining=say):
+            source = write()  # the inbox is this user's folder: written here, indexed there
+        say(f"saved {source} in the inbox")
+        summary = self.ingest(IngestOptions(only=frozenset({INBOX})), say)
+        return f"saved {source}: indexed by the MCP server ({len(summary.ingested)} notes synced)"
+
+    def lifecycle(self, action: str, **values: object) -> Any:
+        status, body = self.post(LIFECYCLE_PATH, {"action": action, **values})
+        if status == 409:
+            raise IngestError(str(body.get("error")))
+        return body.get("result")
+
+    def delete(self, source: str, *, hard: bool) -> list[str]:
+        return list(self.lifecycle("hard_delete" if hard else "delete", source=source))
+
+    def restore(self, source: str) -> bool:
+        return bool(self.lifecycle("restore", source=source))
+
+    def purge(self, older_than_days: int) -> list[str]:
+        return list(self.lifecycle("purge", days=older_than_days))
+
+    def close(self) -> None:
+        pass  # each call has its own connection

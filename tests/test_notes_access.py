@@ -1,0 +1,130 @@
+"""Every query.py option and every ingest.py mode beside an MCP server that holds embedded
+storage (what `make local` runs): each goes through the one access seam (kb.app.notes), found
+from STATE_DIR/server.json, and the server answers it. One server process for the module."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from ingest_fixtures import run_script, script_env, write
+from mcp_fixtures import IngestedNotes, ServerFactory, ServerProcess
+from mcp_fixtures import make_settings as settings_over
+
+from kb.core.settings import Settings
+
+
+@dataclass
+class Beside:
+    settings: Settings
+    server: ServerProcess
+    env: dict[str, str]
+    cwd: Path
+
+    def run(self, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_script(script, *args, env=self.env, cwd=self.cwd, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def beside(
+    tmp_path_factory: pytest.TempPathFactory,
+    ingested_notes: IngestedNotes,
+    embedder_url: str,
+    start_server: ServerFactory,
+) -> Iterator[Beside]:
+    root = tmp_path_factory.mktemp("beside")
+    shutil.copytree(ingested_notes.qdrant_path, root / "qdrant")
+    shutil.copytree(ingested_notes.qdrant_path.parent / "data", root / "data")
+    settings = settings_over(
+        embedder_url, root / "qdrant", NOTES_DIR=root / "data", STATE_DIR=root / "state"
+    )
+    server = start_server(
+        EMBED_URL=embedder_url,
+        QDRANT_PATH=settings.QDRANT_PATH,
+        STATE_DIR=str(settings.STATE_DIR),
+        NOTES_DIR=str(settings.NOTES_DIR),
+        MCP_WATCH="false",
+    )
+    server.wait_healthy()  # it opened the storage: no other process can
+    # no MCP_PORT, no MCP_URL: the scripts find the server from STATE_DIR/server.json alone
+    yield Beside(settings, server, script_env(settings), root)
+
+
+QUERIES = {
+    "plain": (["how do I make kimchi?"], "search_notes k=5"),
+    "json and filters": (
+        ["ownership", "--mode", "keyword", "-k", "3", "--tags", "programming", "--json"],
+        "search_notes k=3 mode=keyword",
+    ),
+    "explain": (["supersonic shock", "--explain", "--per-note", "0"], "explain=True"),
+    "max chars": (["kimchi", "--max-chars", "400", "--no-rerank"], "max_chars=400"),
+    "related": (["--related", "cooking/kimchi.md", "-k", "2"], "related_notes notes="),
+    "why": (["--why", "cooking/kimchi.md", "fermented cabbage"], "why_not_found state="),
+    "show": (["--show", "cooking/kimchi.md:1"], "read_note lines="),
+}
+
+
+@pytest.mark.parametrize("case", list(QUERIES))
+def test_every_query_option_is_answered_by_the_server_holding_the_storage(
+    beside: Beside, case: str
+) -> None:
+    args, logged = QUERIES[case]
+    before = beside.server.log.count(logged)
+    done = beside.run("query.py", *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip(), done.stderr
+    assert "in use by another process" not in done.stderr
+    assert beside.server.log.count(logged) == before + 1, beside.server.log[-2000:]
+    if "--json" in args:
+        assert json.loads(done.stdout)["results"]
+
+
+def test_a_search_for_more_results_than_the_server_gives_says_so(beside: Beside) -> None:
+    done = beside.run("query.py", "kimchi", "-k", "30")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip() == "error: -k 30: through the MCP server at most 20"
+
+
+def test_ingest_py_runs_its_ingest_in_the_server_and_reports_its_summary(
+    beside: Beside,
+) -> None:
+    write(beside.settings.NOTES_DIR / "trips.md", "# Trips\n\nA walk along the cliffs at dusk.\n")
+    done = beside.run("ingest.py", "--allow-deletes")
+    assert done.returncode == 0, done.stderr
+    assert "is held by the MCP server" in done.stderr and "it runs this ingest" in done.stderr
+    assert "1 new" in done.stdout and "failed 0" in done.stdout, done.stdout
+    assert (beside.settings.NOTES_DIR / "ingested" / "trips.md").is_file()
+    again = beside.run("ingest.py")
+    assert again.returncode == 0, again.stderr
+    # nothing embedded: no pace (an unchanged run once said "649.9 chunks/s")
+    assert "0 new, 0 replaced" in again.stdout and "chunks/s" not in again.stdout, again.stdout
+
+
+def test_deleting_restoring_and_purging_a_note_go_through_the_server(beside: Beside) -> None:
+    note = "misc/fact-00.txt"
+    deleted = beside.run("ingest.py", "--delete", note)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.startswith(f"deleted {note} (kept, hidden")
+    listed = beside.run("ingest.py", "--list-deleted")
+    assert listed.returncode == 0 and listed.stdout.startswith(f"{note}  "), listed.stderr
+    assert listed.stdout.rstrip().endswith("1 deleted notes")
+    restored = beside.run("ingest.py", "--restore", note)
+    assert restored.stdout.strip() == f"restored {note}", restored.stderr
+    purged = beside.run("ingest.py", "--purge-deleted")
+    assert purged.stdout.strip() == "purged 0 notes deleted more than 90 days ago", purged.stderr
+    gone = beside.run("ingest.py", "--delete", "misc/fact-01.txt", "--hard")
+    assert gone.stdout.strip() == "deleted for good: misc/fact-01.txt", gone.stderr
+    log = beside.server.log
+    assert log.count("lifecycle on request:") == 4 and "list_deleted notes=1" in log
+
+
+def test_ingest_py_watch_says_the_server_watches_or_how_to_make_it(beside: Beside) -> None:
+    done = beside.run("ingest.py", "--watch")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "is held by" not in done.stderr  # said once, plainly:
+    assert done.stderr.strip().endswith("restart the server with MCP_WATCH=true")
