@@ -34,7 +34,7 @@ from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
 from kb.ingest.options import IngestOptions
-from kb.ingest.progress import ConsoleProgress, Failure, Summary
+from kb.ingest.progress import ConsoleProgress, Failure, Summary, format_summary
 from kb.store import collection
 from kb.store.points import Store
 
@@ -490,6 +490,15 @@ def test_progress_redraws_one_terminal_line_with_rate_and_eta_and_leaves_failure
     assert "failed" not in text  # listed once, by the summary
     assert "\r\x1b[K2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
     assert text.endswith("\r\x1b[K")
+
+
+def test_the_summary_gives_a_pace_only_for_what_was_embedded():
+    unchanged = Summary(unchanged=["a.md"], chunks=650, seconds=1.0)
+    assert "chunks/s" not in format_summary(unchanged)  # once "649.9 chunks/s" for nothing
+    cached = Summary(added=["a.md"], chunks=10, written=10, embedded_cached=10, seconds=1.0)
+    assert "chunks/s" not in format_summary(cached)
+    embedded = Summary(added=["a.md"], unchanged=["b.md"], chunks=650, written=10, seconds=2.0)
+    assert "in 2.0s, 5.0 chunks/s embedded: 1 new" in format_summary(embedded)
 
 
 def test_progress_prints_plain_lines_at_intervals_when_not_a_terminal():

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
@@ -29,14 +29,16 @@ from kb.core.errors import IngestError, StoreError
 from kb.core.schema import INBOX, Explanation, Hit
 from kb.core.settings import Settings
 from kb.core.state import JOIN_POLL_S, JOIN_SAY_S, State
-from kb.ingest.lifecycle import DeletedNote
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Summary
 from kb.search import TOOL_MAX_K, SearchRequest
 from kb.search.filters import Filters
-from kb.search.read import Passage
 from kb.search.related import Related, RelatedNote
 from kb.search.rerank import Reranked
+
+if TYPE_CHECKING:
+    from kb.ingest.lifecycle import DeletedNote
+    from kb.search.read import Passage
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
 _HIT_FIELDS = [f.name for f in fields(Hit)]
@@ -158,9 +160,13 @@ class RemoteNotes:
         return self.call("why_not_found", sent)
 
     def read(self, source: str, start_line: int) -> Passage:
+        from kb.search.read import Passage  # its module reads files: redaction's patterns
+
         return Passage(**self.call("read_note", {"source": source, "start_line": start_line}))
 
     def list_deleted(self) -> list[DeletedNote]:
+        from kb.ingest.lifecycle import DeletedNote
+
         return [DeletedNote(**note) for note in self.call("list_deleted", {}).get("notes", [])]
 
     # --- changing the index: the hand-off routes -----------------------------------------
@@ -230,7 +236,7 @@ class RemoteNotes:
             source = write()  # the inbox is this user's folder: written here, indexed there
         say(f"saved {source} in the inbox")
         summary = self.ingest(IngestOptions(only=frozenset({INBOX})), say)
-        return f"saved {source}: indexed by the MCP server ({len(summary.ingested)} notes synced)"
+        return f"saved {source}: indexed by the MCP server ({summary.chunks} passages)"
 
     def lifecycle(self, action: str, **values: object) -> Any:
         status, body = self.post(LIFECYCLE_PATH, {"action": action, **values})
