@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT
 from ingest_fixtures import run_script, script_env, write
 from mcp_fixtures import IngestedNotes, ServerFactory, ServerProcess
 from mcp_fixtures import make_settings as settings_over
@@ -128,3 +130,24 @@ def test_ingest_py_watch_says_the_server_watches_or_how_to_make_it(beside: Besid
     assert (done.returncode, done.stdout) == (1, "")
     assert "is held by" not in done.stderr  # said once, plainly:
     assert done.stderr.strip().endswith("restart the server with MCP_WATCH=true")
+
+
+# what a search through the server never needs: Qdrant's client and models, the embedding
+# model's stack, every language's stemmer, the secret scanner of reading notes
+NOT_ON_THE_SERVERS_PATH = ("qdrant_client", "qdrant_edge", "torch", "snowballstemmer",
+                           "detect_secrets", "numpy")  # fmt: skip
+
+
+def test_a_search_through_the_server_imports_only_what_that_path_needs(beside: Beside) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(REPO_ROOT / "query.py"), "kimchi"],
+        env=beside.env, cwd=beside.cwd, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "kimchi" in done.stdout, done.stderr[-2000:]
+    imported = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "mcp" in imported  # it went through the server
+    assert not imported & set(NOT_ON_THE_SERVERS_PATH), imported & set(NOT_ON_THE_SERVERS_PATH)

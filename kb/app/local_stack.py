@@ -4,7 +4,7 @@ with embedded storage (QDRANT_PATH, Qdrant's engine in-process). `local.py` runs
 The embedder listens where EMBED_URL points (it must be this machine) and loads EMBED_MODEL from
 a folder or the Hugging Face cache, offline unless the user allows downloads. The MCP server
 runs with MCP_WATCH=true (the folder watcher in-process) and holds the storage folder, so
-`ingest.py` hands its runs to it (kb.app.handoff). Ctrl-C (or SIGTERM) stops both; so does either
+the scripts go through it (kb.app.notes). Ctrl-C (or SIGTERM) stops both; so does either
 one exiting. On Linux each child also dies with this process (kb.app.process), so a killed
 parent leaves no orphan behind.
 """
