@@ -18,6 +18,7 @@ from ingest_fixtures import run_script, script_env, write
 from mcp_fixtures import IngestedNotes, ServerFactory, ServerProcess
 from mcp_fixtures import make_settings as settings_over
 
+from kb.app.evaluate import HISTORY
 from kb.core.settings import Settings
 
 
@@ -66,7 +67,10 @@ QUERIES = {
     "explain": (["supersonic shock", "--explain", "--per-note", "0"], "explain=True"),
     "max chars": (["kimchi", "--max-chars", "400", "--no-rerank"], "max_chars=400"),
     "related": (["--related", "cooking/kimchi.md", "-k", "2"], "related_notes notes="),
-    "why": (["--why", "cooking/kimchi.md", "fermented cabbage"], "why_not_found state="),
+    "why": (
+        ["--why", "cooking/kimchi.md", "fermented cabbage", "--per-note", "2"],
+        "why_not_found state=",
+    ),
     "show": (["--show", "cooking/kimchi.md:1"], "read_note lines="),
 }
 
@@ -123,6 +127,16 @@ def test_deleting_restoring_and_purging_a_note_go_through_the_server(beside: Bes
     assert gone.stdout.strip() == "deleted for good: misc/fact-01.txt", gone.stderr
     log = beside.server.log
     assert log.count("lifecycle on request:") == 4 and "list_deleted notes=1" in log
+
+
+def test_eval_py_measures_the_index_in_the_server_and_keeps_the_history_here(
+    beside: Beside,
+) -> None:
+    done = beside.run("eval.py", "--limit", "5", "--no-paraphrase")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("5 queries from your notes"), done.stdout
+    assert "eval on request: limit=5" in beside.server.log
+    assert (beside.settings.STATE_DIR / HISTORY).is_file()
 
 
 def test_ingest_py_watch_says_the_server_watches_or_how_to_make_it(beside: Beside) -> None:

@@ -4,8 +4,8 @@ Embedded storage (QDRANT_PATH) opens in one process at a time. An MCP server ove
 uses it announces itself in `STATE_DIR/server.json` (its address, pid and the pid's start time,
 storage folder and a random key, readable only by the user), and withdraws it when it stops
 (Ctrl-C or SIGTERM). A script finding it reaches the notes through that server (kb.app.notes,
-kb.app.remote): its tools, and its hand-off routes (INGEST_PATH, LIFECYCLE_PATH) for whoever
-presents the key, which keeps them to whoever can read STATE_DIR.
+kb.app.remote): its tools, and its hand-off routes (INGEST_PATH, LIFECYCLE_PATH, EVALUATE_PATH)
+for whoever presents the key, which keeps them to whoever can read STATE_DIR.
 
 A file left by a server that was killed names a process that is gone, or a pid the system has
 since given to another process: neither is trusted (the pid must be alive, not a zombie, and
@@ -27,6 +27,7 @@ from kb.core.settings import Settings
 SERVER_FILE = "server.json"
 INGEST_PATH = "/ingest"
 LIFECYCLE_PATH = "/lifecycle"
+EVALUATE_PATH = "/evaluate"
 KEY_HEADER = "x-ingest-key"
 
 

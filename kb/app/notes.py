@@ -66,6 +66,10 @@ class Notes(Protocol):
 
     def list_deleted(self) -> list[DeletedNote]: ...
 
+    def evaluate(self, limit: int, paraphrase: bool) -> dict[str, Any] | None:
+        """eval.py's measure on the index (kb.app.evaluate.measure)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -180,6 +184,11 @@ class LocalNotes:
                 yield self.backend.store()
 
         return held()
+
+    def evaluate(self, limit: int, paraphrase: bool) -> dict[str, Any] | None:
+        from kb.app.evaluate import measure
+
+        return measure(self.settings, self.backend.searcher(), limit, paraphrase)
 
     def close(self) -> None:
         self.backend.close()

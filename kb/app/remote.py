@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from kb.app.handoff import INGEST_PATH, KEY_HEADER, LIFECYCLE_PATH, Announced
+from kb.app.handoff import EVALUATE_PATH, INGEST_PATH, KEY_HEADER, LIFECYCLE_PATH, Announced
 from kb.core.errors import IngestError, StoreError
 from kb.core.schema import INBOX, Explanation, Hit
 from kb.core.settings import Settings
@@ -252,6 +252,13 @@ class RemoteNotes:
 
     def purge(self, older_than_days: int) -> list[str]:
         return list(self.lifecycle("purge", days=older_than_days))
+
+    def evaluate(self, limit: int, paraphrase: bool) -> dict[str, Any] | None:
+        status, body = self.post(EVALUATE_PATH, {"limit": limit, "paraphrase": paraphrase})
+        if status == 409:
+            raise RemoteError(f"eval (through the MCP server): {body.get('error')}")
+        result = body.get("result")
+        return result if isinstance(result, dict) else None
 
     def close(self) -> None:
         pass  # each call has its own connection

@@ -1,6 +1,7 @@
 """The hand-off routes: what changes the index, for `ingest.py` while this server holds embedded
 storage (kb.app.remote). POST /ingest runs an ingest (the body: IngestOptions.to_json) and
-answers its Summary; POST /lifecycle deletes, restores or purges deleted notes. Each runs in this
+answers its Summary; POST /lifecycle deletes, restores or purges deleted notes; POST /evaluate
+measures search for eval.py (kb.app.evaluate.measure). Each runs in this
 process, through kb.app.notes.LocalNotes (the one in-process path the scripts also take), and
 waits for an ingest holding the lock here (the watcher's, the dashboard's) instead of refusing.
 Only a request carrying the key the server wrote into STATE_DIR/server.json is served; the MCP
@@ -20,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kb.app.backend import Backend
-from kb.app.handoff import INGEST_PATH, KEY_HEADER, LIFECYCLE_PATH
+from kb.app.handoff import EVALUATE_PATH, INGEST_PATH, KEY_HEADER, LIFECYCLE_PATH
 from kb.app.notes import LocalNotes
 from kb.core.errors import IngestError, KbError
 from kb.ingest.options import IngestOptions
@@ -58,6 +59,18 @@ def add_ingest_route(server: MCPServer, backend: Backend, key: str) -> None:
             return {"summary": summary.to_json()}
 
         return await answer(work)
+
+    @server.custom_route(EVALUATE_PATH, methods=["POST"])
+    async def evaluate(request: Request) -> Response:
+        if not allowed(request):
+            return JSONResponse({"error": f"missing or wrong {KEY_HEADER}"}, status_code=403)
+        try:
+            body = await request.json()
+            limit, paraphrase = int(body["limit"]), bool(body["paraphrase"])
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse({"error": f"bad eval request: {exc!r}"}, status_code=400)
+        log.info("eval on request: limit=%d", limit)
+        return await answer(lambda: {"result": notes.evaluate(limit, paraphrase)})
 
     @server.custom_route(LIFECYCLE_PATH, methods=["POST"])
     async def lifecycle(request: Request) -> Response:
