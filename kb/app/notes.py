@@ -11,7 +11,8 @@ other later. Modules load lazily: a search through the server never imports Qdra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kb.app import handoff
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from kb.search.read import Passage
     from kb.search.related import Related
     from kb.search.rerank import Reranked
+    from kb.store.points import Store
 
 Say = Callable[[str], None]
 
@@ -172,18 +174,13 @@ class LocalNotes:
 
         return lifecycle.list_deleted(self.backend.store())
 
-    def _locked(self) -> Any:
+    @contextmanager
+    def _locked(self) -> Iterator[Store]:
         """The store, under the ingest lock (a change to the index waits for a running one)."""
-        from contextlib import contextmanager
-
         from kb.core.state import State
 
-        @contextmanager
-        def held() -> Any:
-            with State(self.settings.STATE_DIR).lock(joining=lambda line: None):
-                yield self.backend.store()
-
-        return held()
+        with State(self.settings.STATE_DIR).lock(joining=lambda line: None):
+            yield self.backend.store()
 
     def evaluate(self, limit: int, paraphrase: bool) -> dict[str, Any] | None:
         from kb.app.evaluate import measure

@@ -78,13 +78,19 @@ def add_ingest_route(server: MCPServer, backend: Backend, key: str) -> None:
             return JSONResponse({"error": f"missing or wrong {KEY_HEADER}"}, status_code=403)
         try:
             body = await request.json()
-            action, source, days = body["action"], body.get("source"), body.get("days")
-            work = {
-                "delete": lambda: notes.delete(str(source), hard=False),
-                "hard_delete": lambda: notes.delete(str(source), hard=True),
-                "restore": lambda: notes.restore(str(source)),
-                "purge": lambda: notes.purge(int(days)),
-            }[action]
+            action = body["action"]
+            if action == "purge":
+                days = int(body["days"])
+                work: Callable[[], object] = lambda: notes.purge(days)  # noqa: E731
+            else:
+                source = body["source"]
+                if not isinstance(source, str):
+                    raise TypeError(f"source must be a note's name, not {source!r}")
+                work = {
+                    "delete": lambda: notes.delete(source, hard=False),
+                    "hard_delete": lambda: notes.delete(source, hard=True),
+                    "restore": lambda: notes.restore(source),
+                }[action]
         except (ValueError, KeyError, TypeError) as exc:
             return JSONResponse({"error": f"bad lifecycle request: {exc!r}"}, status_code=400)
         log.info("lifecycle on request: %s", action)
