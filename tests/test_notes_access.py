@@ -67,10 +67,7 @@ QUERIES = {
     "explain": (["supersonic shock", "--explain", "--per-note", "0"], "explain=True"),
     "max chars": (["kimchi", "--max-chars", "400", "--no-rerank"], "max_chars=400"),
     "related": (["--related", "cooking/kimchi.md", "-k", "2"], "related_notes notes="),
-    "why": (
-        ["--why", "cooking/kimchi.md", "fermented cabbage", "--per-note", "2"],
-        "why_not_found state=",
-    ),
+    "why": (["--why", "cooking/kimchi.md", "fermented cabbage"], "why_not_found state="),
     "show": (["--show", "cooking/kimchi.md:1"], "read_note lines="),
 }
 
@@ -90,10 +87,13 @@ def test_every_query_option_is_answered_by_the_server_holding_the_storage(
         assert json.loads(done.stdout)["results"]
 
 
-def test_a_search_for_more_results_than_the_server_gives_says_so(beside: Beside) -> None:
+def test_what_the_servers_tools_cannot_take_is_said_not_dropped(beside: Beside) -> None:
     done = beside.run("query.py", "kimchi", "-k", "30")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.strip() == "error: -k 30: through the MCP server at most 20"
+    why = beside.run("query.py", "--why", "cooking/kimchi.md", "kimchi", "--per-note", "2")
+    assert (why.returncode, why.stdout) == (1, "")
+    assert "--why with --per-note 2: through the MCP server" in why.stderr
 
 
 def test_ingest_py_runs_its_ingest_in_the_server_and_reports_its_summary(

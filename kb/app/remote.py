@@ -154,7 +154,10 @@ class RemoteNotes:
     def why(
         self, source: str, query: str | None, filters: Filters, per_note: int | None
     ) -> dict[str, Any]:
-        sent: dict[str, object] = {"source": source, "query": query, "per_note": per_note or 0}
+        if per_note != 1:  # the tool's one per_note: a parameter more would cost every call
+            raise RemoteError(f"--why with --per-note {per_note or 0}: through the MCP server "
+                              "a note's rank is looked up with --per-note 1 only")  # fmt: skip
+        sent: dict[str, object] = {"source": source, "query": query}
         if filters.arguments():
             sent["filters"] = filters.arguments()
         return self.call("why_not_found", sent)

@@ -15,7 +15,6 @@ from kb.app import why as kb_why
 from kb.app.backend import Backend, read_config
 from kb.core.errors import StoreError
 from kb.ingest import lifecycle
-from kb.search import TOOL_MAX_K
 from kb.search import read as reading
 from kb.search import related as kb_related
 from kb.search.filters import FilterError, Filters
@@ -27,7 +26,6 @@ from notes_server.surface import (
     DeletedSince,
     LineCount,
     NoteText,
-    PerNote,
     RelatedNotes,
     Similar,
     Source,
@@ -117,10 +115,7 @@ def tools(backend: Backend) -> list[Tool]:
         )
 
     async def why_not_found(
-        source: WhySource,
-        query: WhyQuery = None,
-        filters: WhyFilters = None,
-        per_note: PerNote = 1,
+        source: WhySource, query: WhyQuery = None, filters: WhyFilters = None
     ) -> WhyReport:
         try:
             where = Filters(**(filters or {}))
@@ -129,8 +124,7 @@ def tools(backend: Backend) -> list[Tool]:
 
         def story() -> kb_why.Why:
             return kb_why.why_not_found(backend.settings, backend.searcher(), source,
-                                        query or None, where,
-                                        max(0, min(TOOL_MAX_K, per_note)) or None)  # fmt: skip
+                                        query or None, where)  # fmt: skip
 
         try:
             found = await off_loop(story)
