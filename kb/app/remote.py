@@ -1,28 +1,29 @@
 """The notes through the MCP server that holds embedded storage (kb.app.notes chose it).
 
-Reading goes through the server's tools with the real MCP SDK client (`search_notes`,
-`related_notes`, `why_not_found`, `read_note`, `list_deleted`): the same kb.search.SearchRequest
-as the tool's arguments, the same results back as kb's own types. What changes the index goes
-through its hand-off routes (mcp/notes_server/ingest_route.py): an ingest (POST /ingest, the run's
-IngestOptions.to_json, answered with its Summary) and a deleted note's life (POST /lifecycle),
-each with the key of STATE_DIR/server.json; MCP_TOKEN, when set, is sent too. While the server's
-run waits for (or holds) the ingest lock, its progress is read from STATE_DIR, as a local run's.
+Reading goes through the server's tools (`search_notes`, `related_notes`, `why_not_found`,
+`read_note`, `list_deleted`): a JSON-RPC `tools/call` on its streamable HTTP endpoint, which is
+stateless with JSON answers (notes_server.app), so one POST is one call; the same
+kb.search.SearchRequest as the tool's arguments, the same results back as kb's own types. The
+MCP SDK's client is not used here: importing it loads the SDK's server stack too (uvicorn,
+starlette, the protocol's models: over a second of CPU), which a terminal search would pay on
+every run (bench/query_start.py); the standard library's HTTP client costs nothing to load.
+What changes the index goes through the server's hand-off routes (mcp/notes_server/
+ingest_route.py): an ingest (POST /ingest, the run's IngestOptions.to_json, answered with its
+Summary), a deleted note's life (POST /lifecycle) and eval.py's measure (POST /evaluate), each
+with the key of STATE_DIR/server.json; MCP_TOKEN, when set, is sent too. While the server's run
+waits for (or holds) the ingest lock, its progress is read from STATE_DIR, as a local run's.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
-
-import anyio
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
 
 from kb.app.handoff import EVALUATE_PATH, INGEST_PATH, KEY_HEADER, LIFECYCLE_PATH, Announced
 from kb.core.errors import IngestError, StoreError
@@ -41,19 +42,14 @@ if TYPE_CHECKING:
     from kb.search.read import Passage
 
 TIMEOUT_S = 120.0  # a search may wait for the embedder's current batch
+ACCEPT = {"Accept": "application/json, text/event-stream"}  # what streamable HTTP requires
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _HIT_FIELDS = [f.name for f in fields(Hit)]
 Say = Callable[[str], None]
 
 
 class RemoteError(StoreError):
     """The MCP server could not answer, or refused; the message says which and why."""
-
-
-def first_failure(exc: BaseException) -> BaseException:
-    """The first real error inside the task-group wrappers the SDK client raises."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def arguments(request: SearchRequest) -> dict[str, object]:
@@ -104,34 +100,49 @@ class RemoteNotes:
 
     # --- reading: the server's tools -------------------------------------------------------
 
+    def send(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float | None
+    ) -> tuple[int, Any]:
+        """POST `body` as JSON (no proxy: the server is this machine's): the status and the
+        JSON answer (None when the answer is not JSON). RemoteError when nothing answers."""
+        headers = {"Content-Type": "application/json", **headers}
+        if self.settings.MCP_TOKEN:
+            headers["Authorization"] = f"Bearer {self.settings.MCP_TOKEN}"
+        request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+        try:
+            with _OPENER.open(request, timeout=timeout) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        except OSError as exc:  # URLError too: refused, reset, timed out
+            raise RemoteError(self.silent(getattr(exc, "reason", exc))) from None
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode("utf-8", "replace")[:200] or None
+
     def call(self, tool: str, sent: dict[str, object]) -> dict[str, Any]:
         """`tool`'s structured result; RemoteError saying why there is none."""
-        token = self.settings.MCP_TOKEN
-
-        async def ask() -> CallToolResult:
-            headers = {"Authorization": f"Bearer {token}"} if token else None
-            async with (
-                httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_S) as http,
-                Client(streamable_http_client(self.url, http_client=http)) as client,
-            ):
-                return await client.call_tool(tool, sent)
-
-        try:
-            result = anyio.run(ask)
-        except (MCPError, httpx2.HTTPError, ExceptionGroup) as exc:
-            failure = first_failure(exc)
-            if isinstance(failure, httpx2.TransportError):
-                raise RemoteError(self.silent(failure)) from None
-            if isinstance(failure, MCPError | httpx2.HTTPError):
-                message = failure.error.message if isinstance(failure, MCPError) else failure
-                raise RemoteError(f"{self.held}; it refused {tool}: {message}") from None
-            raise
-        if result.is_error:
-            text = " ".join(getattr(part, "text", "") for part in result.content)
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": tool, "arguments": sent}}  # fmt: skip
+        status, answer = self.send(self.url, rpc, ACCEPT, TIMEOUT_S)
+        if status != 200 or not isinstance(answer, dict):
+            detail = answer.get("error") if isinstance(answer, dict) else answer
+            raise RemoteError(f"{self.held}; it refused {tool} (HTTP {status}: {detail})")
+        if isinstance(answer.get("error"), dict):
+            message = answer["error"].get("message")
+            raise RemoteError(f"{self.held}; it refused {tool}: {message}")
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise RemoteError(f"{tool} (through the MCP server) returned no result")
+        if result.get("isError"):
+            parts = result.get("content") or []
+            text = " ".join(str(part.get("text", "")) for part in parts if isinstance(part, dict))
             raise RemoteError(f"{tool} (through the MCP server): {text}")
-        if not isinstance(result.structured_content, dict):
+        content = result.get("structuredContent")
+        if not isinstance(content, dict):
             raise RemoteError(f"{tool} (through the MCP server) returned no structured result")
-        return result.structured_content
+        return content
 
     def search(self, request: SearchRequest) -> Reranked:
         if request.k > TOOL_MAX_K:
@@ -175,26 +186,16 @@ class RemoteNotes:
     # --- changing the index: the hand-off routes -----------------------------------------
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """POST `body` to a hand-off route with the server's key: the status and JSON answer.
-        IngestError when the server cannot be asked or refuses."""
-        headers = {KEY_HEADER: self.server.key}
-        if self.settings.MCP_TOKEN:
-            headers["Authorization"] = f"Bearer {self.settings.MCP_TOKEN}"
-        try:
-            # no timeout: an ingest takes as long as its notes take to embed
-            response = httpx2.post(self.server.url + path, json=body, headers=headers,
-                                   timeout=None)  # fmt: skip
-        except httpx2.TransportError as exc:
-            raise IngestError(self.silent(exc)) from None
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if response.status_code not in (200, 409) or not isinstance(answer, dict):
-            detail = answer.get("error") if isinstance(answer, dict) else response.text[:200]
-            raise IngestError(f"{self.held}; it refused {path} (HTTP "
-                              f"{response.status_code}: {detail})")  # fmt: skip
-        return response.status_code, answer
+        """POST `body` to a hand-off route with the server's key, waiting as long as it runs
+        (an ingest takes as long as its notes take to embed): the status and JSON answer.
+        IngestError when the server refuses."""
+        status, answer = self.send(
+            self.server.url + path, body, {KEY_HEADER: self.server.key}, timeout=None
+        )
+        if status not in (200, 409) or not isinstance(answer, dict):
+            detail = answer.get("error") if isinstance(answer, dict) else answer
+            raise IngestError(f"{self.held}; it refused {path} (HTTP {status}: {detail})")
+        return status, answer
 
     def ingest(self, options: IngestOptions, say: Say) -> Summary:
         """The server runs it (joining a run that holds the lock there); its progress is read

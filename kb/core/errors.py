@@ -25,6 +25,9 @@ class ConfigError(KbError):
     exit_code = 2
 
 
+RERANK_DISABLED = "rerank_disabled"  # EmbedError.code of an embedder that serves no reranker
+
+
 class EmbedError(KbError):
     """The embedder could not embed: unreachable, loading, overloaded, or it rejected the input."""
 
