@@ -31,7 +31,7 @@ from kb.app.notes import open_notes
 from kb.app.watch import Watcher
 from kb.core.errors import IngestError
 from kb.core.settings import Settings, get_settings
-from kb.core.state import State
+from kb.core.state import JOINING, State
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, format_summary
 
@@ -142,9 +142,16 @@ def ingest(args: argparse.Namespace, settings: Settings) -> int:
         progress=ConsoleProgress(sys.stderr),
     )
     previous = signal.signal(signal.SIGINT, interrupted)
+    joined: list[str] = []
+
+    def joining(line: str) -> None:
+        if line.startswith(JOINING):
+            joined.append(line)
+        say(line)
+
     notes = open_notes(settings)
     try:
-        summary = notes.ingest(options, say)
+        summary = notes.ingest(options, joining)
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
             print(format_summary(exc.summary, verbose=args.verbose))
@@ -152,6 +159,8 @@ def ingest(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         notes.close()
         signal.signal(signal.SIGINT, previous)
+    if joined and not (summary.written or summary.deleted or summary.removed):
+        say("the ingest it joined had done it all: nothing was left to change")
     print(format_summary(summary, verbose=args.verbose))
     return 1 if summary.failed else 0
 

@@ -426,6 +426,8 @@ def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
     # `ingest.py` right after `make local`, while the server's watcher syncs: it used to
     # answer "another ingest is running" and exit 1
     write(settings.NOTES_DIR / "a.md", KIMCHI)
+    with open_store(settings) as store:  # what the running sync stores, here before it
+        assert run(settings, client, store).added == ["a.md"]
     holder = spawn(LOCK_HOLDER, settings)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -436,7 +438,7 @@ def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
         ):
             run(settings, client, other_store)
         joining = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "ingest.py"), "--rebuild"],
+            [sys.executable, str(REPO_ROOT / "ingest.py")],
             env=script_env(settings), cwd=tmp_path, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
@@ -449,8 +451,8 @@ def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
     out, err = joining.communicate(timeout=120)
     assert joining.returncode == 0, err
     assert "that ingest is done; now this one" in err
-    assert "rebuilt: ingested 1 notes" in out, out
-    assert (settings.NOTES_DIR / "ingested" / "a.md").is_file()
+    assert "the ingest it joined had done it all: nothing was left to change" in err
+    assert "0 new, 0 replaced, 1 already up to date" in out, out
 
 
 def test_ingest_script_reports_a_down_embedder_in_one_line_then_ingests_and_summarises(

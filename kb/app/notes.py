@@ -2,7 +2,7 @@
 
 Embedded storage (QDRANT_PATH) opens in one process at a time. While an MCP server holds it,
 announced in STATE_DIR/server.json (kb.app.handoff), a script reaches the notes through that
-server (kb.app.remote.RemoteNotes: its tools over the MCP SDK client, its hand-off routes for
+server (kb.app.remote.RemoteNotes: its tools, a JSON-RPC call each, its hand-off routes for
 what changes the index); otherwise in this process (LocalNotes: kb.search and kb.ingest on the
 storage, opened here on first use). Every operation of query.py and ingest.py goes through the
 one `Notes` chosen, so no option can miss the server, and nothing falls back from one to the
@@ -80,7 +80,7 @@ def open_notes(settings: Settings) -> Notes:
     else this process."""
     server = handoff.running(settings) if settings.QDRANT_PATH else None
     if server is not None:
-        from kb.app.remote import RemoteNotes  # the MCP SDK client: only on this path
+        from kb.app.remote import RemoteNotes
 
         return RemoteNotes(settings, server)
     from kb.app.backend import Backend

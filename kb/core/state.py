@@ -45,6 +45,7 @@ OLD_LOCK_NAME = ".ingest.lock"
 WATCHER_NAME = "watcher.json"
 # the running ingest's live line (counts only), for another process that waits for the lock
 PROGRESS_NAME = "ingest-progress"
+JOINING = "joining the ingest"  # how a run waiting for the lock starts its lines
 JOIN_POLL_S = 0.5  # how often a process waiting for the lock tries it again
 JOIN_SAY_S = 5.0  # ... and says the running ingest's progress at most this often
 
@@ -125,7 +126,7 @@ class State:
                     raise IngestBusy(
                         f"another ingest is running (pid {pid}); wait for it to finish"
                     )
-                line = f"joining the ingest running in pid {pid}: {self.progress() or 'starting'}"
+                line = f"{JOINING} running in pid {pid}: {self.progress() or 'starting'}"
                 if not said or (line != said and time.monotonic() - shown >= JOIN_SAY_S):
                     joining(line)
                     said, shown = line, time.monotonic()
