@@ -25,18 +25,15 @@ from collections.abc import Sequence
 from types import FrameType
 
 from kb.app import handoff, remember
-from kb.app.backend import Backend, embed_client, open_store
+from kb.app.backend import Backend
 from kb.app.cli import fail, script, setup_logging
-from kb.app.ingest import run
+from kb.app.notes import open_notes
 from kb.app.watch import Watcher
-from kb.core.errors import IngestError, StoreUnavailable
-from kb.core.schema import INBOX
+from kb.core.errors import IngestError
 from kb.core.settings import Settings, get_settings
-from kb.core.state import State
-from kb.ingest import lifecycle
+from kb.core.state import JOINING, State
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, format_summary
-from kb.store import optimize
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,9 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return ingest(args, settings)
 
 
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def ingest(args: argparse.Namespace, settings: Settings) -> int:
-    """One ingest run, here or through the MCP server holding embedded storage; Ctrl-C stops it
-    after the current group."""
+    """One ingest run, in this process or by the MCP server holding embedded storage
+    (kb.app.notes); an ingest already running is joined first. Ctrl-C stops it after the
+    current group."""
     stop = threading.Event()
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
@@ -140,64 +142,56 @@ def ingest(args: argparse.Namespace, settings: Settings) -> int:
         progress=ConsoleProgress(sys.stderr),
     )
     previous = signal.signal(signal.SIGINT, interrupted)
+    joined: list[str] = []
+
+    def joining(line: str) -> None:
+        if line.startswith(JOINING):
+            joined.append(line)
+        say(line)
+
+    notes = open_notes(settings)
     try:
-        # the lock first: a second ingest is told "another ingest is running", not "storage busy"
-        with (
-            State(settings.STATE_DIR).lock(),
-            open_store(settings) as store,
-            embed_client(settings) as client,
-        ):
-            summary = run(settings, client, store, options)
-            if not stop.is_set():  # embedded storage: its search index, off the request path
-                optimize.after_ingest(
-                    store,
-                    [settings.COLLECTION, settings.CODE_COLLECTION],
-                    written=summary.written,
-                    say=lambda line: print(line, file=sys.stderr),
-                )
+        summary = notes.ingest(options, joining)
     except IngestError as exc:
         if exc.summary is not None and (exc.summary.ingested or exc.summary.failed):
             print(format_summary(exc.summary, verbose=args.verbose))
         return fail(str(exc))
-    except StoreUnavailable:
-        server = handoff.running(settings) if settings.QDRANT_PATH else None
-        if server is None:
-            raise
-        return through_server(settings, server, options)
     finally:
+        notes.close()
         signal.signal(signal.SIGINT, previous)
+    if joined and not (summary.written or summary.deleted or summary.removed):
+        say("the ingest it joined had done it all: nothing was left to change")
     print(format_summary(summary, verbose=args.verbose))
     return 1 if summary.failed else 0
 
 
 def save_url(settings: Settings, args: argparse.Namespace) -> int:
-    """Fetch a page, save it in the inbox and index it (kb.app.remember); while the MCP server
-    holds embedded storage, it indexes the note (the hand-off's ingest)."""
+    """Fetch a page, save it in the inbox and index it (kb.app.remember), here or by the MCP
+    server holding embedded storage."""
     page = remember.fetch_page(settings, args.save_url)
+    notes = open_notes(settings)
     try:
-        with (
-            State(settings.STATE_DIR).lock(),
-            open_store(settings) as store,
-            embed_client(settings) as client,
-        ):
-            saved = remember.ingest_saved(
-                settings, client, store, remember.write_page(settings, page)
-            )
-    except StoreUnavailable:
-        server = handoff.running(settings) if settings.QDRANT_PATH else None
-        if server is None:
-            raise
-        with State(settings.STATE_DIR).lock():
-            source = remember.write_page(settings, page)
-        print(f"saved {source} in the inbox", file=sys.stderr)
-        return through_server(settings, server, IngestOptions(only=frozenset({INBOX})))
-    print(f"saved {saved.file}: {saved.title} ({saved.passages} passages)")
+        print(notes.ingest_saved(lambda: remember.write_page(settings, page), say))
+    finally:
+        notes.close()
     return 0
 
 
 def watch(settings: Settings) -> int:
     """Watch until Ctrl-C or SIGTERM (a service manager stopping it): both end the watch after
-    the current batch; a second Ctrl-C stops at once."""
+    the current batch; a second Ctrl-C stops at once. The MCP server holding embedded storage
+    watches in its own process (MCP_WATCH, as `make local` starts it)."""
+    server = handoff.running(settings) if settings.QDRANT_PATH else None
+    if server is not None:
+        watching = State(settings.STATE_DIR).watcher_pid() == server.pid
+        if watching:
+            print(f"the MCP server (pid {server.pid}) holds {settings.QDRANT_PATH} and watches "
+                  "NOTES_DIR and NOTE_FOLDERS already (MCP_WATCH)")  # fmt: skip
+            return 0
+        return fail(
+            f"the MCP server (pid {server.pid}) holds {settings.QDRANT_PATH}: a watcher runs "
+            "in the process that holds it; restart the server with MCP_WATCH=true"
+        )
     stop = threading.Event()
 
     def stopping(signum: int, frame: FrameType | None) -> None:
@@ -216,54 +210,34 @@ def watch(settings: Settings) -> int:
     return 0
 
 
-def through_server(settings: Settings, server: handoff.Announced, options: IngestOptions) -> int:
-    """The MCP server holds embedded storage: it runs the ingest in its process, with every
-    option of this one but `stop` and `progress` (kb.app.handoff). A stop request cannot
-    reach that run: Ctrl-C here stops waiting for it, and says so."""
-    print(
-        f"embedded storage is held by the MCP server (pid {server.pid}): it runs this ingest",
-        file=sys.stderr,
-    )
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # not "after the current group"
-    try:
-        answer = handoff.ingest_via_server(settings, server, options)
-    except KeyboardInterrupt:
-        return fail(
-            f"interrupted: the MCP server (pid {server.pid}) finishes this ingest on its own; "
-            "its log says when"
-        )
-    if answer.summary:
-        print(answer.summary)
-    if answer.error is not None:
-        return fail(answer.error)
-    return 1 if answer.failed else 0
-
-
 def maintain(args: argparse.Namespace, settings: Settings) -> int:
-    """One kb.ingest.lifecycle operation, under the ingest lock; prints what it did (paths,
+    """One kb.ingest.lifecycle operation, after any running ingest; prints what it did (paths,
     counts)."""
-    with State(settings.STATE_DIR).lock(), open_store(settings) as store:
+    notes = open_notes(settings)
+    try:
         if args.delete and args.hard:
-            print(f"deleted for good: {', '.join(lifecycle.hard_delete(store, [args.delete]))}")
+            print(f"deleted for good: {', '.join(notes.delete(args.delete, hard=True))}")
         elif args.delete:
-            done = lifecycle.soft_delete(store, args.delete)
+            done = notes.delete(args.delete, hard=False)
             print(f"deleted {args.delete} (kept, hidden: --restore brings it back)" if done
                   else f"{args.delete} was already deleted")  # fmt: skip
         elif args.restore:
-            done = lifecycle.restore(store, args.restore)
-            print(f"restored {args.restore}" if done else f"{args.restore} is not deleted")
+            restored = notes.restore(args.restore)
+            print(f"restored {args.restore}" if restored else f"{args.restore} is not deleted")
         elif args.purge_deleted:
             days = settings.PURGE_AFTER_DAYS
-            purged = lifecycle.purge(store, days)
+            purged = notes.purge(days)
             for source in purged:
                 print(source)
             older = f"deleted more than {days} days ago" if days else "soft-deleted"
             print(f"purged {len(purged)} notes {older}")
         else:
-            notes = lifecycle.list_deleted(store)
-            for note in notes:
+            deleted = notes.list_deleted()
+            for note in deleted:
                 print(f"{note.source}  {note.deleted_at}  {note.cause}")
-            print(f"{len(notes)} deleted notes")
+            print(f"{len(deleted)} deleted notes")
+    finally:
+        notes.close()
     return 0
 
 

@@ -5,7 +5,7 @@
 Prints where each listens once it answers. Storage is QDRANT_PATH (qdrant_data/ when unset),
 on Qdrant's engine in-process; the embedder loads EMBED_MODEL from a folder or the Hugging Face
 cache (offline: HF_HUB_OFFLINE=1 unless set) and listens where EMBED_URL points. While it runs,
-`uv run ingest.py` hands its ingest to the MCP server, and `uv run query.py` asks the server.
+`uv run ingest.py` and `uv run query.py` go through the MCP server (kb.app.notes).
 Ctrl-C or SIGTERM stops both: one line each, exit status 0.
 """
 

@@ -20,9 +20,8 @@ match; `--json` prints one object `{"results": [...], "no_good_match": ...}` wit
 fields as the MCP tool `search_notes`. Exits non-zero with one `error:` line when the embedder
 or Qdrant is down (keyword mode needs no embedder).
 
-Embedded storage (QDRANT_PATH) opens in one process at a time: while another process holds the
-folder, the search goes through the running MCP server (its `search_notes` tool at MCP_URL,
-by default MCP_HOST:MCP_PORT) and prints the same output.
+While the MCP server holds embedded storage (`make local`), every option goes through it
+(kb.app.notes: its tools, found from STATE_DIR/server.json) and prints the same output.
 """
 
 from __future__ import annotations
@@ -32,47 +31,14 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from kb.app.backend import embed_client, open_store, read_config, searcher
 from kb.app.cli import fail, script
+from kb.app.notes import Notes, open_notes
 from kb.app.query_options import parse_args
 from kb.app.query_print import format_hit, format_related, print_answer, print_results
-from kb.core.errors import StoreUnavailable
-from kb.core.settings import Settings, get_settings
-from kb.search import TOOL_MAX_K, SearchRequest, search
-from kb.search.read import read_item
-from kb.search.related import related
-from kb.search.rerank import Reranked
-
-if TYPE_CHECKING:
-    from kb.app import remote
+from kb.core.settings import get_settings
 
 __all__ = ["format_hit", "main", "parse_args"]  # what tests/ call on the script
-
-
-def held_message(settings: Settings, failure: remote.RemoteError) -> str:
-    """What to do when the storage folder is held and the MCP server did not answer the search."""
-    folder = Path(settings.QDRANT_PATH).expanduser().resolve()
-    held = f"embedded Qdrant in {folder} (QDRANT_PATH) is in use by another process"
-    url = settings.mcp_url
-    if failure.reachable:
-        return f"{held}; asked the MCP server at {url} instead: {failure}"
-    return (
-        f"{held}, and no MCP server answers at {url} ({failure}): if the MCP server holds the "
-        "folder, set MCP_URL (or MCP_HOST/MCP_PORT) to where it listens; otherwise wait for "
-        "the other process (an ingest?) to finish, or stop it"
-    )
-
-
-def through_server(settings: Settings, request: SearchRequest) -> Reranked:
-    """The same search by the MCP server that holds the embedded storage folder."""
-    if request.k > TOOL_MAX_K:
-        print(f"note: through the MCP server at most {TOOL_MAX_K} results", file=sys.stderr)
-    from kb.app import remote  # the MCP SDK: loaded only when the server is asked
-
-    return remote.search_notes(settings.mcp_url, settings.MCP_TOKEN, request)
 
 
 @script
@@ -83,67 +49,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kb.search.answer import NO_MODEL
 
         return fail(f"--answer: {NO_MODEL}", 2)
-    if request is None and args.why is not None:
-        return why(settings, args)
-    if request is None:
-        if args.related is not None:
-            return print_related(settings, args.related, args.k, as_json=args.json)
-        return show(settings, args.show)
+    notes = open_notes(settings)  # in this process, or through the server holding storage
     try:
-        with (
-            open_store(settings) as store,
-            embed_client(settings) as client,
-            embed_client(settings, code=True) as code_client,
-        ):
-            found = search(searcher(settings, store, client, code_client), request)
-    except StoreUnavailable:
-        if not settings.QDRANT_PATH:
-            raise
-        # The folder is held, most likely by the MCP server: ask it.
-        from kb.app import remote
-
-        try:
-            found = through_server(settings, request)
-        except remote.RemoteError as failure:
-            return fail(held_message(settings, failure))
-
+        if request is None and args.why is not None:
+            return why(notes, args)
+        if request is None and args.related is not None:
+            found = notes.related(args.related, args.k)
+            print(json.dumps(asdict(found), ensure_ascii=False) if args.json
+                  else format_related(found))  # fmt: skip
+            return 0
+        if request is None:
+            return show(notes, args.show)
+        hits = notes.search(request)
+    finally:
+        notes.close()
     if args.answer:
-        return print_answer(settings, args, found.hits)
-    return print_results(found, as_json=args.json)
+        return print_answer(settings, args, hits.hits)
+    return print_results(hits, as_json=args.json)
 
 
-def why(settings: Settings, args: argparse.Namespace) -> int:
+def why(notes: Notes, args: argparse.Namespace) -> int:
     """`--why NOTE [QUERY]`: the note's story (kb.app.why), as the MCP tool why_not_found."""
-    from dataclasses import asdict
-
-    from kb.app.why import why_not_found
-
-    query = args.query.strip() or None
     try:
-        with (
-            open_store(settings) as store,
-            embed_client(settings) as client,
-            embed_client(settings, code=True) as code_client,
-        ):
-            try:
-                story = asdict(why_not_found(settings, searcher(settings, store, client,
-                                                                code_client),
-                                             args.why, query, args.filters,
-                                             args.per_note or None))  # fmt: skip
-            except ValueError as exc:
-                return fail(f"--why: {exc}", 2)
-    except StoreUnavailable:
-        if not settings.QDRANT_PATH:
-            raise
-        from kb.app import remote  # the folder is held, most likely by the MCP server: ask it
-
-        sent: dict[str, object] = {"source": args.why, "query": query}
-        if args.filters.arguments():
-            sent["filters"] = args.filters.arguments()
-        try:
-            story = remote.call(settings.mcp_url, settings.MCP_TOKEN, "why_not_found", sent)
-        except remote.RemoteError as failure:
-            return fail(held_message(settings, failure))
+        story = notes.why(args.why, args.query.strip() or None, args.filters,
+                          args.per_note or None)  # fmt: skip
+    except ValueError as exc:
+        return fail(f"--why: {exc}", 2)
     if args.json:
         print(json.dumps(story, ensure_ascii=False))
         return 0
@@ -154,22 +85,12 @@ def why(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def print_related(settings: Settings, source: str, k: int, *, as_json: bool) -> int:
-    """`--related SOURCE`: what kb.search.related finds, as the MCP tool related_notes does."""
-    with open_store(settings) as store:
-        found = related(store, source, k)
-    print(json.dumps(asdict(found), ensure_ascii=False) if as_json else format_related(found))
-    return 0
-
-
-def show(settings: Settings, target: str) -> int:
+def show(notes: Notes, target: str) -> int:
     """`--show SOURCE[:LINE]`: the note's numbered lines, as the MCP tool read_note gives them."""
     source, sep, line = target.rpartition(":")
     if not sep or not line.isdigit():
         source, line = target, "1"
-    with open_store(settings) as store:
-        stores = [store, store.beside(settings.CODE_COLLECTION)]
-        passage = read_item(read_config(settings), stores, source, start_line=max(1, int(line)))
+    passage = notes.read(source, max(1, int(line)))
     print(passage.text)
     more = passage.end_line < passage.total_lines
     tail = f"; more: --show {source}:{passage.end_line + 1}" if more and passage.end_line else ""

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from kb.app.cli import fail, script
-from kb.app.remote import answer_of, first_failure
+from kb.app.remote import answer_of
 from kb.core.settings import get_settings
 
 TOOLS = {"search_notes", "list_tags"}
@@ -137,6 +137,13 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, httpx2.HTTPError):
         return f"HTTP error: {exc}"
     return None
+
+
+def first_failure(exc: BaseException) -> BaseException:
+    """The first real error inside the task-group wrappers the SDK client raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 @script

@@ -1,6 +1,6 @@
-"""bench/cold_query.py and bench/mcp_search.py run end to end on a few hundred synthetic chunks
-with the session's MiniLM embedder (the timings are not asserted: they are what the benchmarks
-report)."""
+"""bench/cold_query.py, bench/mcp_search.py and bench/query_start.py run end to end on a few
+hundred synthetic chunks with the session's MiniLM embedder (the timings are not asserted: they
+are what the benchmarks report)."""
 
 import json
 import os
@@ -40,3 +40,14 @@ def test_mcp_search_bench_compares_search_notes_with_the_work_it_wraps(embedder_
     assert figures["target_ratio"] == 1.3 and figures["mcp_cached_p50_ms"] > 0
     # one embedding; the empty code collection looked for, one batch, the backlinks
     assert (figures["embedder_round_trips"], figures["store_round_trips"]) == (1, 3)
+
+
+def test_query_start_bench_times_a_search_through_the_server_beside_uv_run_python(
+    embedder_url: str,
+) -> None:
+    out = run_bench("query_start.py", embedder_url, "--runs", "1")
+    assert out[0].startswith("CPU: ")
+    assert any(line.startswith("uv run query.py (through the server)") for line in out)
+    figures = json.loads(out[-1])
+    assert figures["chunks"] == 300 and figures["target_s"] == 1.0
+    assert figures["difference_s"] == figures["query_wall_s"] - figures["python_pass_wall_s"]

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from stack_files import CONFIG_DOC, ENV_EXAMPLE, REPO_ROOT, dockerignore_excludes
 
-from kb.app.local_stack import DEFAULT_STORAGE
-from kb.core.settings import Settings
+from kb.core.settings import DEFAULT_STORAGE, Settings
 from kb.core.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME
 
 README = REPO_ROOT / "README.md"

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
+from helpers import REPO_ROOT
 from ingest_fixtures import (
     BREAD,
     KILLABLE_INGEST,
@@ -34,7 +35,7 @@ from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
 from kb.ingest.options import IngestOptions
-from kb.ingest.progress import ConsoleProgress, Failure, Summary
+from kb.ingest.progress import ConsoleProgress, Failure, Summary, format_summary
 from kb.store import collection
 from kb.store.points import Store
 
@@ -419,27 +420,39 @@ def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, cli
         check_consistent(store, settings)
 
 
-def test_a_second_ingest_or_rebuild_while_one_runs_is_told_its_pid(settings, client, tmp_path):
+def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
+    settings, client, tmp_path
+):
+    # `ingest.py` right after `make local`, while the server's watcher syncs: it used to
+    # answer "another ingest is running" and exit 1
     write(settings.NOTES_DIR / "a.md", KIMCHI)
+    with open_store(settings) as store:  # what the running sync stores, here before it
+        assert run(settings, client, store).added == ["a.md"]
     holder = spawn(LOCK_HOLDER, settings)
     try:
         assert holder.stdout.readline().strip() == "locked"
         (tmp_path / "other").mkdir()
-        with (
+        with (  # an in-process run (the watcher's batch) is still refused: it retries later
             open_store(make_settings(tmp_path / "other")) as other_store,
             pytest.raises(IngestBusy, match=f"another ingest is running \\(pid {holder.pid}\\)"),
         ):
             run(settings, client, other_store)
-        result = run_script(
-            "ingest.py", "--rebuild", env=script_env(settings), cwd=tmp_path, timeout=60
-        )
+        joining = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "ingest.py")],
+            env=script_env(settings), cwd=tmp_path, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert joining.stderr is not None
+        said = joining.stderr.readline().strip()
+        assert said == f"joining the ingest running in pid {holder.pid}: starting"
+        assert joining.poll() is None  # it waits
     finally:
         holder.communicate("", timeout=30)
-    assert result.returncode == 1
-    assert result.stderr.strip() == f"error: another ingest is running (pid {holder.pid}); " + (
-        "wait for it to finish"
-    )
-    assert (settings.NOTES_DIR / "a.md").is_file()
+    out, err = joining.communicate(timeout=120)
+    assert joining.returncode == 0, err
+    assert "that ingest is done; now this one" in err
+    assert "the ingest it joined had done it all: nothing was left to change" in err
+    assert out.startswith("ingested 0 notes (0 chunks)"), out  # a.md was stored and moved
 
 
 def test_ingest_script_reports_a_down_embedder_in_one_line_then_ingests_and_summarises(
@@ -490,6 +503,15 @@ def test_progress_redraws_one_terminal_line_with_rate_and_eta_and_leaves_failure
     assert "failed" not in text  # listed once, by the summary
     assert "\r\x1b[K2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
     assert text.endswith("\r\x1b[K")
+
+
+def test_the_summary_gives_a_pace_only_for_what_was_embedded():
+    unchanged = Summary(unchanged=["a.md"], chunks=650, seconds=1.0)
+    assert "chunks/s" not in format_summary(unchanged)  # once "649.9 chunks/s" for nothing
+    cached = Summary(added=["a.md"], chunks=10, written=10, embedded_cached=10, seconds=1.0)
+    assert "chunks/s" not in format_summary(cached)
+    embedded = Summary(added=["a.md"], unchanged=["b.md"], chunks=650, written=10, seconds=2.0)
+    assert "in 2.0s, 5.0 chunks/s embedded: 1 new" in format_summary(embedded)
 
 
 def test_progress_prints_plain_lines_at_intervals_when_not_a_terminal():

@@ -144,8 +144,10 @@ def test_query_asks_the_mcp_server_that_holds_the_embedded_store_and_prints_the_
     ]
     assert all(r.returncode == 0 and r.stdout for r in alone), [r.stderr for r in alone]
 
-    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(qdrant))  # it opens the store
-    env = script_env(settings, MCP_PORT=str(server.port))  # the URL derives from MCP_PORT
+    # it opens the store, and announces itself in STATE_DIR/server.json: query.py finds it there
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(qdrant),
+                          STATE_DIR=str(settings.STATE_DIR))  # fmt: skip
+    env = script_env(settings)
     held = [run_script("query.py", *q, env=env, cwd=tmp_path) for q in SERVER_QUERIES]
 
     for before, now in zip(alone, held, strict=True):
@@ -164,33 +166,31 @@ def test_query_through_the_mcp_server_sends_the_token(
     tmp_path, embedder_url: str, start_server: ServerFactory, store_copy
 ):
     qdrant = str(store_copy())
-    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=qdrant, MCP_TOKEN="query-token-5e")
     settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=qdrant)
-    env = script_env(settings, MCP_PORT=str(server.port), MCP_TOKEN="query-token-5e")
+    start_server(EMBED_URL=embedder_url, QDRANT_PATH=qdrant, MCP_TOKEN="query-token-5e",
+                 STATE_DIR=str(settings.STATE_DIR))  # fmt: skip
+    env = script_env(settings, MCP_TOKEN="query-token-5e")
     result = run_script("query.py", "kimchi", env=env, cwd=tmp_path)
     assert result.returncode == 0 and "cooking/kimchi.md" in result.stdout, result.stderr
 
     result = run_script("query.py", "kimchi", env={**env, "MCP_TOKEN": "wrong"}, cwd=tmp_path)
     assert (result.returncode, result.stdout) == (1, "")
-    [line] = result.stderr.splitlines()
-    assert line.startswith("error: embedded Qdrant in ") and "bearer token" in line
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith(f"error: {qdrant} is held by the MCP server") and "bearer token" in line
 
 
-def test_query_says_what_to_do_when_the_store_is_held_and_no_mcp_server_answers(
+def test_query_says_what_to_do_when_the_store_is_held_by_a_process_that_is_no_server(
     tmp_path, embedder_url: str, store_copy
 ):
     settings = make_settings(tmp_path, embedder_url, QDRANT_PATH=str(store_copy()))
-    port = free_port()
     with open_store(settings):  # held by another process, as by a running ingest
-        env = script_env(settings, MCP_PORT=str(port))
-        result = run_script("query.py", "kimchi", env=env, cwd=tmp_path)
+        result = run_script("query.py", "kimchi", env=script_env(settings), cwd=tmp_path)
     assert (result.returncode, result.stdout) == (1, "")
     [line] = result.stderr.splitlines()
-    assert line.startswith(
-        f"error: embedded Qdrant in {settings.QDRANT_PATH} (QDRANT_PATH) is in use"
-    )
-    assert f"no MCP server answers at http://127.0.0.1:{port}/mcp" in line
-    assert "MCP_URL" in line
+    assert line.startswith(f"error: embedded Qdrant in {settings.QDRANT_PATH}")
+    assert "is in use by another process" in line and "stop it first" in line
 
 
 def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fields(

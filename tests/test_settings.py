@@ -13,7 +13,13 @@ import pytest
 from stack_files import embedder_settings_class
 
 from kb.core import settings as kb_settings
-from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
+from kb.core.settings import (
+    DEFAULT_STORAGE,
+    ENV_FILE_VARIABLE,
+    REPO_ROOT,
+    Settings,
+    get_settings,
+)
 
 
 @pytest.fixture
@@ -123,3 +129,18 @@ def test_ingest_runs_at_a_log_level_written_in_lower_case(tmp_path: Path) -> Non
     lines = done.stderr.strip().splitlines()
     assert "indexing everything" in lines[0]  # an INFO line: the level took effect
     assert lines[-1].startswith("error: embedder at http://127.0.0.1:9 unreachable")
+
+
+def test_storage_is_embedded_qdrant_data_unless_a_server_is_named(tmp_path: Path) -> None:
+    # the shell's QDRANT_* are gone (controlled_settings). One default for every entry point:
+    # what `make local`'s server opens, the scripts open too
+    default = Settings(_env_file=None).QDRANT_PATH
+    assert default == str(REPO_ROOT / DEFAULT_STORAGE)
+    # `make up`'s users: QDRANT_URL, or the Qdrant key `make keys` wrote (only a server has one)
+    assert Settings(_env_file=None, QDRANT_URL="http://localhost:6333").QDRANT_PATH == ""
+    env_file = tmp_path / ".env"
+    env_file.write_text("QDRANT_API_KEY=a-key\n")
+    assert Settings(_env_file=env_file).QDRANT_PATH == ""
+    # a folder named beats a key left over from `make up`
+    named = Settings(_env_file=env_file, QDRANT_PATH=str(tmp_path / "q")).QDRANT_PATH
+    assert named == str(tmp_path / "q")

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import wait_until
 from ingest_fixtures import BREAD, KIMCHI, tree_state, write
 
 from kb.app.ingest import run
@@ -15,6 +16,7 @@ from kb.core.errors import IngestBusy
 from kb.core.settings import REPO_ROOT, Settings
 from kb.core.state import CACHE_NAME, LOCK_NAME, OLD_CACHE_NAME, OLD_LOCK_NAME, RUN_LOG_NAME, State
 from kb.embedding.cache import EmbedCache, content_key
+from kb.ingest.progress import RecordedProgress, Summary
 
 
 class _Fixed:
@@ -113,3 +115,30 @@ def test_the_lock_is_re_entrant_in_its_thread_and_refused_to_another_thread(tmp_
     assert len(refused) == 1 and f"pid {os.getpid()}" in str(refused[0])
     other_thread()  # released: the other thread's turn now
     assert len(refused) == 1
+
+
+def test_a_run_that_joins_the_lock_says_the_holders_progress_then_takes_it(tmp_path: Path):
+    # `ingest.py` right after `make local`: the server's watcher holds the lock, mid-sync
+    state = State(tmp_path / "state")
+    said: list[str] = []
+    joined = threading.Event()
+
+    def joining() -> None:
+        with state.lock(joining=said.append):
+            joined.set()
+
+    with state.lock():
+        progress = RecordedProgress(state.progress_path, None)
+        progress.start(notes=3, chunks=30)
+        worker = threading.Thread(target=joining)
+        worker.start()
+        wait_until(lambda: bool(said), 10, "the joining run to say so")
+        assert not joined.is_set()  # it waits, where it used to refuse
+        progress.finish(Summary())
+        assert not state.progress_path.exists()  # the run is over: no stale line
+    worker.join(10)
+    assert joined.is_set()
+    assert (
+        said[0] == f"joining the ingest running in pid {os.getpid()}: ingesting 3 notes (30 chunks)"
+    )
+    assert said[-1] == "that ingest is done; now this one"

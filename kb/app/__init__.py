@@ -1,1 +1,1 @@
-"""Composition: settings to backend, the hand-off, local stack, status, CLI."""
+"""Composition: settings to backend, the one access to the notes, local stack, status, CLI."""

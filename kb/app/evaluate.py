@@ -37,6 +37,7 @@ from typing import Any
 from kb.app import ingest
 from kb.app.backend import embed_client, open_store, searcher
 from kb.app.cli import fail, script, setup_logging
+from kb.app.notes import open_notes
 from kb.content.chunking import CHUNKER_VERSION
 from kb.content.notes import NoteError, split_frontmatter
 from kb.core.settings import Settings, get_settings
@@ -239,34 +240,49 @@ def worse(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return [f"worse than the evaluation of {before.get('at')}: " + ", ".join(fallen) + cause]
 
 
-def report(metrics: dict[str, dict[str, float]], queries: Sequence[Query], reworded: bool) -> str:
-    kinds = {kind: sum(1 for q in queries if q.kind == kind) for kind in KINDS}
+def report(measured: dict[str, Any]) -> str:
+    line, kinds = measured["line"], measured["kinds"]
     made = ", ".join(f"{n} {kind}s" for kind, n in kinds.items() if n)
-    how = ", reworded by LLM_URL" if reworded else ""
-    lines = [f"{len(queries)} queries from your notes ({made}){how}",
+    how = ", reworded by LLM_URL" if line["paraphrased"] else ""
+    metrics: dict[str, dict[str, float]] = line["metrics"]
+    lines = [f"{line['queries']} queries from your notes ({made}){how}",
              f"{'mode':<15} {'R@5':>6} {'MRR@10':>7} {'nDCG@10':>8}"]  # fmt: skip
     for mode, m in metrics.items():
         lines.append(f"{mode:<15} {m['r@5']:>6.3f} {m['mrr@10']:>7.3f} {m['ndcg@10']:>8.3f}")
     return "\n".join(lines)
 
 
-def run_eval(settings: Settings, searcher: Searcher, args: argparse.Namespace) -> int:
-    queries = build(searcher, args.limit)
+def measure(
+    settings: Settings, searcher: Searcher, limit: int, paraphrase: bool
+) -> dict[str, Any] | None:
+    """The queries built from the index, run in every mode: the history line and the queries
+    per kind (JSON values: the MCP server measures for eval.py while it holds the storage);
+    None without a query."""
+    queries = build(searcher, limit)
     if not queries:
-        return fail("no queries: the index holds no note with a title, heading or topic of two "
-                    "words or more; ingest notes first (uv run ingest.py)")  # fmt: skip
-    reworded = bool(settings.LLM_URL) and not args.no_paraphrase
+        return None
+    reworded = bool(settings.LLM_URL) and paraphrase
     if reworded:
         queries = paraphrased(settings, queries)
     metrics = evaluate(searcher, queries)
     line = record(settings, searcher, queries, metrics, reworded)
+    kinds = {kind: sum(1 for q in queries if q.kind == kind) for kind in KINDS}
+    return {"line": line, "kinds": kinds}
+
+
+def run_eval(settings: Settings, measured: dict[str, Any] | None, args: argparse.Namespace) -> int:
+    """What was measured, kept in the history and compared with the last run on its queries."""
+    if measured is None:
+        return fail("no queries: the index holds no note with a title, heading or topic of two "
+                    "words or more; ingest notes first (uv run ingest.py)")  # fmt: skip
+    line = measured["line"]
     earlier = [h for h in history(settings.STATE_DIR) if h.get("query_set") == line["query_set"]]
     keep(settings.STATE_DIR, line)
-    log.info("eval queries=%d set=%s", len(queries), line["query_set"])
+    log.info("eval queries=%d set=%s", line["queries"], line["query_set"])
     if args.json:
         print(json.dumps(line))
     else:
-        print(report(metrics, queries, reworded))
+        print(report(measured))
     fallen = worse(earlier[-1], line) if earlier else []
     for message in fallen:
         print(message)
@@ -291,13 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--limit must be 1 or more")
     settings = get_settings()
     setup_logging(settings.LOG_LEVEL)
-    if args.notes is None:
-        with (
-            open_store(settings) as store,
-            embed_client(settings) as client,
-            embed_client(settings, code=True) as code,
-        ):
-            return run_eval(settings, searcher(settings, store, client, code), args)
+    if args.notes is None:  # the index: in this process, or through the server holding it
+        notes = open_notes(settings)
+        try:
+            return run_eval(settings, notes.evaluate(args.limit, not args.no_paraphrase), args)
+        finally:
+            notes.close()
     if not args.notes.is_dir():
         return fail(f"--notes {args.notes} is not a folder", 2)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
@@ -316,4 +331,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ingested {len(summary.ingested)} notes of {args.notes}", file=sys.stderr)
             # the history is the user's: STATE_DIR, not the temporary one
             kept = apart.model_copy(update={"STATE_DIR": settings.STATE_DIR})
-            return run_eval(kept, searcher(apart, store, client, code), args)
+            found = searcher(apart, store, client, code)
+            return run_eval(kept, measure(kept, found, args.limit, not args.no_paraphrase), args)

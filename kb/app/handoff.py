@@ -1,12 +1,11 @@
-"""Ingest through the running MCP server when it holds embedded storage.
+"""`STATE_DIR/server.json`: the MCP server that holds embedded storage, announced.
 
 Embedded storage (QDRANT_PATH) opens in one process at a time. An MCP server over HTTP that
 uses it announces itself in `STATE_DIR/server.json` (its address, pid and the pid's start time,
 storage folder and a random key, readable only by the user), and withdraws it when it stops
-(Ctrl-C or SIGTERM); `ingest.py`, finding the folder in use, asks that server to run the ingest
-in its own process (POST /ingest with the key and the run's options, IngestOptions.to_json: every
-option crosses, `--rebuild code` and `--youtube-only` included) and prints the summary it
-returns. The key keeps the route to whoever can read STATE_DIR; MCP_TOKEN, when set, is sent too.
+(Ctrl-C or SIGTERM). A script finding it reaches the notes through that server (kb.app.notes,
+kb.app.remote): its tools, and its hand-off routes (INGEST_PATH, LIFECYCLE_PATH, EVALUATE_PATH)
+for whoever presents the key, which keeps them to whoever can read STATE_DIR.
 
 A file left by a server that was killed names a process that is gone, or a pid the system has
 since given to another process: neither is trusted (the pid must be alive, not a zombie, and
@@ -23,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb.core.errors import IngestError
 from kb.core.settings import Settings
-from kb.ingest.options import IngestOptions
 
 SERVER_FILE = "server.json"
 INGEST_PATH = "/ingest"
+LIFECYCLE_PATH = "/lifecycle"
+EVALUATE_PATH = "/evaluate"
 KEY_HEADER = "x-ingest-key"
 
 
@@ -121,69 +120,3 @@ def running(settings: Settings) -> Announced | None:
     if found.started is not None and started_at(found.pid) not in (None, found.started):
         return None  # the pid belongs to another process now
     return found
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the server's run did, as ingest.py prints it: format_summary's text, how many notes
-    were not ingested, and the error that stopped the run (None when it finished)."""
-
-    summary: str
-    failed: int = 0
-    error: str | None = None
-
-    def to_json(self) -> dict[str, str | int | None]:
-        return {"summary": self.summary, "failed": self.failed, "error": self.error}
-
-    @classmethod
-    def from_json(cls, data: object) -> Answer | None:
-        """The answer to_json wrote; None for anything else."""
-        if not isinstance(data, dict):
-            return None
-        summary, failed, error = data.get("summary"), data.get("failed", 0), data.get("error")
-        if not isinstance(summary, str) or not isinstance(failed, int):
-            return None
-        if error is not None and not isinstance(error, str):
-            return None
-        return cls(summary, failed, error)
-
-
-def ingest_via_server(settings: Settings, server: Announced, options: IngestOptions) -> Answer:
-    """Ask `server` to run the ingest `options` describe (all but `stop` and `progress`, which
-    stay here) and wait for its Answer (HTTP 200 when the run finished, 409 when it stopped).
-    IngestError when it cannot be asked, or refuses (a wrong key, options it does not know)."""
-    import httpx
-
-    headers = {KEY_HEADER: server.key}
-    if settings.MCP_TOKEN:
-        headers["Authorization"] = f"Bearer {settings.MCP_TOKEN}"
-    try:
-        response = httpx.post(
-            server.url + INGEST_PATH,
-            json=options.to_json(),
-            headers=headers,
-            timeout=None,  # an ingest takes as long as its notes take to embed
-        )
-    except httpx.ConnectError as exc:
-        raise IngestError(
-            f"the MCP server (pid {server.pid}) holds {settings.QDRANT_PATH} but is not "
-            f"accepting connections at {server.url} ({exc}): it is starting or stopping; "
-            "run ingest.py again once it is up, or once it has exited"
-        ) from None
-    except httpx.HTTPError as exc:
-        raise IngestError(
-            f"the MCP server (pid {server.pid}) holds {settings.QDRANT_PATH} but did not "
-            f"answer at {server.url} ({exc}); stop it and run ingest.py again"
-        ) from None
-    try:
-        body: object = response.json()
-    except ValueError:
-        body = None
-    answer = Answer.from_json(body) if response.status_code in (200, 409) else None
-    if answer is None:
-        detail = body.get("error") if isinstance(body, dict) else None
-        raise IngestError(
-            f"the MCP server at {server.url} refused the ingest "
-            f"(HTTP {response.status_code}: {detail or response.text[:200]})"
-        )
-    return answer

@@ -8,6 +8,7 @@ and no kind of source.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from kb.embedding.client import EmbedClient
 from kb.ingest import run as ingest_run
 from kb.ingest import switch
 from kb.ingest.options import DEFAULTS, IngestConfig, IngestOptions
-from kb.ingest.progress import Summary
+from kb.ingest.progress import RecordedProgress, Summary
 from kb.sources.base import Source
 from kb.sources.folder import FolderSource, configured, parse
 from kb.sources.inbox import InboxSource
@@ -175,6 +176,8 @@ def run(
             f"{settings.COLLECTION} or CODE_COLLECTION {settings.CODE_COLLECTION})"
         )
     state = State(settings.STATE_DIR)
+    # its progress for whoever waits for the lock (another ingest.py, through a server too)
+    options = replace(options, progress=RecordedProgress(state.progress_path, options.progress))
     everything = sources(settings, state, options)
     try:
         with embed_client(settings, code=True) as code_client:

@@ -4,7 +4,7 @@ with embedded storage (QDRANT_PATH, Qdrant's engine in-process). `local.py` runs
 The embedder listens where EMBED_URL points (it must be this machine) and loads EMBED_MODEL from
 a folder or the Hugging Face cache, offline unless the user allows downloads. The MCP server
 runs with MCP_WATCH=true (the folder watcher in-process) and holds the storage folder, so
-`ingest.py` hands its runs to it (kb.app.handoff). Ctrl-C (or SIGTERM) stops both; so does either
+the scripts go through it (kb.app.notes). Ctrl-C (or SIGTERM) stops both; so does either
 one exiting: this process stops each child once and says so in one line (the children lead
 process groups of their own, so the terminal's Ctrl-C does not reach them twice). On Linux each
 child also dies with this process (kb.app.process), so a killed parent leaves no orphan behind.
@@ -18,17 +18,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
 from kb.app.process import Child
 from kb.core.errors import ConfigError, StoreError
-from kb.core.settings import REPO_ROOT, Settings
+from kb.core.settings import DEFAULT_STORAGE, REPO_ROOT, Settings
 
 EMBEDDER = REPO_ROOT / "embedder" / "app.py"
 MCP_SERVER = REPO_ROOT / "mcp" / "server.py"
-DEFAULT_STORAGE = "qdrant_data"
 READY_S = 600.0  # loading Qwen3 on a slow laptop takes minutes
 STOP_S = 20.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -54,14 +52,15 @@ def child_env(settings: Settings) -> dict[str, str]:
             f"EMBED_URL: {settings.EMBED_URL!r} must be http://127.0.0.1:PORT for make local "
             "(the embedder it starts listens there)"
         )
-    if "QDRANT_URL" in settings.model_fields_set:
+    if not settings.QDRANT_PATH:
         raise ConfigError(
-            "QDRANT_URL: make local runs embedded storage (QDRANT_PATH, qdrant_data/ by "
-            "default); remove QDRANT_URL from .env and the environment"
+            "QDRANT_URL: make local runs embedded storage (QDRANT_PATH), but QDRANT_URL or "
+            "QDRANT_API_KEY names a Qdrant server; remove them from .env and the environment, "
+            f"or set QDRANT_PATH (e.g. {DEFAULT_STORAGE})"
         )
     env = dict(os.environ)
     env |= {
-        "QDRANT_PATH": settings.QDRANT_PATH or str(REPO_ROOT / DEFAULT_STORAGE),
+        "QDRANT_PATH": settings.QDRANT_PATH,
         "EMBED_HOST": url.hostname,
         "EMBED_PORT": str(url.port),
         "MCP_WATCH": "true",
@@ -95,7 +94,7 @@ class Stack:
         # the server answers; 503 says what it still waits for (e.g. a first ingest)
         server.wait_ready(f"{base}/health", READY_S, ready=(200, 503), siblings=[embedder])
         self.say(f"MCP server ready at {self.settings.mcp_url}")
-        self.say(f"storage: {env_storage(self.settings)}; Ctrl-C stops both")
+        self.say(f"storage: {self.settings.QDRANT_PATH}; Ctrl-C stops both")
 
     def index(self) -> None:
         """Before the server holds the folder: carry over a collection an older version left in
@@ -106,7 +105,7 @@ class Stack:
 
         names = [self.settings.COLLECTION, self.settings.CODE_COLLECTION]
         try:
-            store = Store.open(names[0], path=env_storage(self.settings))
+            store = Store.open(names[0], path=self.settings.QDRANT_PATH)
         except StoreError:
             return  # held by another process: the MCP server says so
         with store:
@@ -134,7 +133,3 @@ class Stack:
                 self.say(f"stopped the {child.name}")
             else:
                 self.say(f"the {child.name} did not stop in {STOP_S:.0f} s: killed")
-
-
-def env_storage(settings: Settings) -> Path:
-    return Path(settings.QDRANT_PATH or REPO_ROOT / DEFAULT_STORAGE)

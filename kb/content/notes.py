@@ -39,8 +39,6 @@ from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from kb.content import formats, obsidian
 from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.obsidian import Edit, Link
@@ -215,6 +213,8 @@ def split_frontmatter(text: str, path: Path | str) -> tuple[dict[str, Any], int]
             path, "frontmatter opened with '---' on line 1 has no closing '---' line"
         )
     block = text[opening.end() : closing.start()]
+    import yaml  # here: a search through the MCP server reads no frontmatter
+
     try:
         check_yaml(block)
     except TooComplex as exc:  # not a typo to fix: the note fails alone, even in the inbox

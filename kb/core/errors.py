@@ -25,6 +25,10 @@ class ConfigError(KbError):
     exit_code = 2
 
 
+RERANK_DISABLED = "rerank_disabled"  # EmbedError.code of an embedder that serves no reranker
+RERANK_FAILED = "model_load_failed"  # ... and of one whose reranker did not load (its reason)
+
+
 class EmbedError(KbError):
     """The embedder could not embed: unreachable, loading, overloaded, or it rejected the input."""
 

@@ -26,6 +26,7 @@ from kb.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_FILE_VARIABLE = "SETTINGS_ENV_FILE"
+DEFAULT_STORAGE = "qdrant_data"  # embedded storage when nothing names a Qdrant server
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Marks a setting that adds notes to the index (a source: the inbox, folders, playlists, pages),
 # so what must be emptied to index nothing of the user's (ingest_check.py) is read from the
@@ -116,9 +117,15 @@ class Settings(BaseSettings):
     )
 
     # --- vector store ----------------------------------------------------------------
-    QDRANT_URL: str = Field("http://localhost:6333", description="Qdrant server URL.")
+    QDRANT_URL: str = Field(
+        "http://localhost:6333",
+        description="Qdrant server URL; set (or QDRANT_API_KEY set), storage is this server.",
+    )
     QDRANT_PATH: str = Field(
-        "", description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both."
+        "",
+        description="Folder for embedded Qdrant (no server); set this or QDRANT_URL, not both. "
+        f"Empty: {DEFAULT_STORAGE}/ unless QDRANT_URL or QDRANT_API_KEY (a server's key, which "
+        "`make up` writes) is set.",
     )
     QDRANT_SHARDS: int = Field(
         1, ge=1, description="Shards of a new collection on a Qdrant cluster (shard_number)."
@@ -356,6 +363,10 @@ class Settings(BaseSettings):
         # No silent fallback between a server and embedded storage: both set is a mistake.
         if self.QDRANT_PATH and "QDRANT_URL" in self.model_fields_set:
             raise ValueError("set QDRANT_URL or QDRANT_PATH, not both")
+        # One default for every entry point (scripts, the MCP server, make local): embedded
+        # storage, unless something names a server; a Qdrant key is only ever a server's.
+        if not (self.QDRANT_PATH or "QDRANT_URL" in self.model_fields_set or self.QDRANT_API_KEY):
+            self.QDRANT_PATH = DEFAULT_STORAGE
         # against the repository root, like .env itself: `cd data && uv run ../query.py`
         # must find the same storage as a run from the root
         self.NOTES_DIR = from_root(self.NOTES_DIR)

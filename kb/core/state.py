@@ -23,7 +23,8 @@ import shutil
 import sqlite3
 import stat
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ OLD_LOCK_NAME = ".ingest.lock"
 # {"pid", "started_at", "folders", "last_batch_at", "last_batch_notes"} (kb.app.watch writes it,
 # status tools read it): a watcher runs while it exists and its pid is alive
 WATCHER_NAME = "watcher.json"
+# the running ingest's live line (counts only), for another process that waits for the lock
+PROGRESS_NAME = "ingest-progress"
+JOINING = "joining the ingest"  # how a run waiting for the lock starts its lines
+JOIN_POLL_S = 0.5  # how often a process waiting for the lock tries it again
+JOIN_SAY_S = 5.0  # ... and says the running ingest's progress at most this often
 
 OWNER_ONLY = 0o077  # umask bits: files this process makes are 0600, folders 0700
 PRIVATE_FILE = 0o600
@@ -98,12 +104,13 @@ class State:
         return self.folder
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self, joining: Callable[[str], None] | None = None) -> Iterator[None]:
         """Serialise writers: one ingest (or rebuild) per state folder at a time.
 
         flock is released by the kernel when the holder exits, even on SIGKILL, so a crash never
         leaves a stale lock behind. Taken before opening embedded storage, so a second ingest is
-        told about the first rather than about a busy storage folder.
+        told about the first rather than about a busy storage folder. Held by another: IngestBusy,
+        or with `joining`, wait for it, passing `joining` its progress (PROGRESS_NAME) meanwhile.
         """
         path = (self._ready() / LOCK_NAME).resolve()
         held = _held()
@@ -112,13 +119,20 @@ class State:
             return
         fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            said, shown = "", 0.0
+            while not _try_lock(fd):
                 pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                raise IngestBusy(
-                    f"another ingest is running (pid {pid}); wait for it to finish"
-                ) from None
+                if joining is None:
+                    raise IngestBusy(
+                        f"another ingest is running (pid {pid}); wait for it to finish"
+                    )
+                line = f"{JOINING} running in pid {pid}: {self.progress() or 'starting'}"
+                if not said or (line != said and time.monotonic() - shown >= JOIN_SAY_S):
+                    joining(line)
+                    said, shown = line, time.monotonic()
+                time.sleep(JOIN_POLL_S)
+            if said and joining is not None:
+                joining("that ingest is done; now this one")
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             held.add(path)
@@ -130,9 +144,29 @@ class State:
             os.close(fd)
 
     @property
+    def progress_path(self) -> Path:
+        """The running ingest's live line (PROGRESS_NAME); not made here."""
+        return self.folder / PROGRESS_NAME
+
+    def progress(self) -> str:
+        """The running ingest's live line, or "" (none yet, or none running)."""
+        try:
+            return self.progress_path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
+
+    @property
     def watcher_path(self) -> Path:
         """The watcher's status file (WATCHER_NAME); not made here."""
         return self.folder / WATCHER_NAME
+
+    def watcher_pid(self) -> int | None:
+        """The pid watcher.json names (its process may have ended); None without one."""
+        try:
+            pid = json.loads(self.watcher_path.read_text(encoding="utf-8")).get("pid")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return pid if isinstance(pid, int) else None
 
     def embed_cache_path(self, notes_dir: Path | None = None) -> Path:
         """The cache file, after carrying over one left in `notes_dir` by an older version
@@ -157,6 +191,14 @@ class State:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
         with os.fdopen(fd, "a", encoding="utf-8") as out:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _carry_over_cache(old: Path, new: Path) -> None:

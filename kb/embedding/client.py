@@ -22,11 +22,9 @@ from typing import Any
 
 import httpx
 
-from kb.core.errors import EmbedError
+from kb.core.errors import RERANK_DISABLED, RERANK_FAILED, EmbedError
 
 QUERY_CACHE_S = 60.0  # how long a query's vector is reused
-RERANK_DISABLED = "rerank_disabled"  # the error code of an embedder that serves no reranker
-RERANK_FAILED = "model_load_failed"  # ... and of one whose reranker did not load (its reason)
 QUERY_CACHE_SIZE = 256  # queries remembered (a 1024-d vector is ~8 KB as floats)
 
 RETRY_STATUSES = frozenset({429, 503})

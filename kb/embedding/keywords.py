@@ -21,9 +21,8 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import replace
-from functools import lru_cache
-
-import snowballstemmer
+from functools import cache, lru_cache
+from typing import Any
 
 from kb.core.schema import KeywordVector
 
@@ -69,12 +68,19 @@ STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 (one word per line as a list would run to 130 lines)
 )
 
-_stemmer = snowballstemmer.stemmer("english")
+
+@cache
+def _english() -> Any:
+    """Snowball's English stemmer; loaded on first use (the package loads every language's,
+    which a search through the MCP server never needs)."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return _stemmer.stemWord(word)
+    return str(_english().stemWord(word))
 
 
 def _word_terms(word: str) -> list[str]:

@@ -5,11 +5,14 @@ Only paths and counts are printed, never note text.
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TextIO
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
 
 from kb.core.limits import escaped
 from kb.sources.base import Failure
@@ -66,9 +69,30 @@ class Summary:
         self.seconds += other.seconds
         self.rebuilt = self.rebuilt or other.rebuilt
 
+    def to_json(self) -> dict[str, Any]:
+        """Its one wire form (the MCP server's ingest, answered to ingest.py): JSON values."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> Summary:
+        """The summary to_json wrote; TypeError or ValueError for anything else."""
+        if not isinstance(data, dict):
+            raise ValueError("a summary is a JSON object")
+        values = dict(data)
+        for name in ("failed", "notices"):
+            values[name] = [Failure(**f) for f in values.get(name, [])]
+        values["skipped_paths"] = [(str(p), str(g)) for p, g in values.get("skipped_paths", [])]
+        return cls(**values)
+
+    @property
+    def embedded(self) -> int:
+        """Chunks the embedder embedded (written, less the vectors the cache gave)."""
+        return max(0, self.written - self.embedded_cached)
+
     @property
     def chunks_per_s(self) -> float:
-        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+        """Chunks embedded per second: the embedder's pace (0 when it embedded nothing)."""
+        return self.embedded / self.seconds if self.seconds > 0 else 0.0
 
 
 class Progress:
@@ -164,6 +188,43 @@ class ConsoleProgress(Progress):
         self.stream.flush()
 
 
+class RecordedProgress(ConsoleProgress):
+    """ConsoleProgress's line kept in the file `path` (replaced whole, removed when the run
+    ends), so that a process waiting for this run shows how far it is (kb.core.state's lock);
+    every event also goes on to `inner`."""
+
+    def __init__(self, path: Path, inner: Progress | None) -> None:
+        super().__init__(io.StringIO(), tty=False, interval=1.0)
+        self.path = path
+        self.inner = inner or Progress()
+
+    def start(self, notes: int, chunks: int) -> None:
+        super().start(notes, chunks)
+        self.inner.start(notes, chunks)
+
+    def failed(self, failure: Failure) -> None:
+        self.inner.failed(failure)
+
+    def stored(self, sources: Sequence[str]) -> None:
+        self.inner.stored(sources)
+
+    def done(self, source: str, chunks: int) -> None:
+        super().done(source, chunks)
+        self.inner.done(source, chunks)
+
+    def finish(self, summary: Summary) -> None:
+        self.inner.finish(summary)
+        self.path.unlink(missing_ok=True)
+
+    def _write(self, text: str, *, live: bool) -> None:
+        part = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
+        try:
+            part.write_text(text + "\n", encoding="utf-8")
+            os.replace(part, self.path)
+        except OSError:
+            pass  # a progress line is no reason to stop an ingest
+
+
 def format_summary(summary: Summary, *, verbose: bool = False) -> str:
     """The end-of-run report: counts, speed, and every failed file with its reason; `verbose`
     (ingest.py -v) also names every skipped file with its gate and every ignored file."""
@@ -177,9 +238,11 @@ def format_summary(summary: Summary, *, verbose: bool = False) -> str:
     unindexed = (
         f", {len(summary.unindexed)} taken out of the index (private)" if summary.unindexed else ""
     )
+    # a pace only for what was embedded: unchanged notes cost no embedding
+    pace = f", {summary.chunks_per_s:.1f} chunks/s embedded" if summary.embedded else ""
     lines = [
         f"{verb} {len(summary.ingested)} notes ({summary.chunks} chunks) in "
-        f"{summary.seconds:.1f}s, {summary.chunks_per_s:.1f} chunks/s: {len(summary.added)} new, "
+        f"{summary.seconds:.1f}s{pace}: {len(summary.added)} new, "
         f"{len(summary.replaced)} replaced, {len(summary.unchanged)} already up to date"
         f"{restored}{private}{unindexed}{removed}{deleted}; "
         f"{summary.embedded_cached} chunk vectors reused; failed {len(summary.failed)}"

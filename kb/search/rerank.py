@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kb.core.errors import EmbedError
+from kb.core.errors import RERANK_DISABLED, RERANK_FAILED, EmbedError
 from kb.core.schema import Hit
-from kb.embedding.client import RERANK_DISABLED, RERANK_FAILED
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient

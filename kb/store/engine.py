@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from kb.store.models import models
 
@@ -22,7 +22,7 @@ from kb.store.models import models
 Payload = dict[str, Any]
 # which payload fields (or named vectors) to return: all, none, or these
 Fields = bool | Sequence[str]
-StoredVector = list[float] | models.SparseVector
+StoredVector: TypeAlias = "list[float] | models.SparseVector"  # a string: models load on use
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # in load order: each only imports the ones before it (and pydantic, numpy, httpx)
 _LEAVES = (
@@ -51,14 +52,33 @@ def _load_leaves() -> tuple[ModuleType, ModuleType]:
     return sys.modules[_LEAVES[2][0]], sys.modules[_LEAVES[3][0]]
 
 
+@cache
+def _loaded() -> tuple[ModuleType, ModuleType]:
+    try:
+        return _load_leaves()
+    except (ImportError, OSError):  # pragma: no cover - another qdrant-client layout
+        from qdrant_client import models
+        from qdrant_client.http import exceptions
+
+        return models, exceptions
+
+
+class _OnFirstUse:
+    """One of the two modules, loaded when an attribute is first read: the models are
+    pydantic classes that take most of a second to build, and a search through the MCP server
+    (kb.app.remote) never needs them."""
+
+    def __init__(self, index: int) -> None:
+        self._index = index
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_loaded()[self._index], name)
+
+
 if TYPE_CHECKING:  # the type checker reads the same classes from their modules
     from qdrant_client.http import exceptions
     from qdrant_client.http.models import models
 else:
-    try:
-        models, exceptions = _load_leaves()
-    except (ImportError, OSError):  # pragma: no cover - another qdrant-client layout
-        from qdrant_client import models
-        from qdrant_client.http import exceptions
+    models, exceptions = _OnFirstUse(0), _OnFirstUse(1)
 
 __all__ = ["exceptions", "models"]

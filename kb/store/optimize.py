@@ -8,7 +8,7 @@ engine does it only when told (`optimize()`), blocking, with Python's interprete
 its writes are done: the engine plans the work itself (a segment under its indexing threshold,
 10 MB of vectors, stays plain), so after a run that wrote little it returns at once.
 
-The MCP server does not: an ingest it runs for ingest.py (kb.app.handoff) or its watcher leaves
+The MCP server does not: an ingest it runs for ingest.py (kb.app.remote) or its watcher leaves
 the segments as written; `make local` (kb.app.local_stack) builds what they left at its next start,
 before the server opens the folder, and so does the next `ingest.py` run without a server.
 """

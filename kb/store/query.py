@@ -126,12 +126,13 @@ def kind_condition(kind: str) -> models.Condition:
 
 # a point of a note that is not soft-deleted (no `deleted_at`; points written before the field
 # existed have none either)
-LIVE = models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))
+def _live() -> models.Condition:
+    return models.IsEmptyCondition(is_empty=models.PayloadField(key=DELETED_AT))
 
 
 def visible(where: models.Filter | None) -> models.Filter:
     """`where`, and only points of notes that are not soft-deleted: every search and count."""
-    return models.Filter(must=[LIVE] if where is None else [LIVE, where])
+    return models.Filter(must=[_live()] if where is None else [_live(), where])
 
 
 def deleted_filter(cause: str | None = None, since: str | None = None) -> models.Filter:
@@ -185,12 +186,13 @@ def source_filter(sources: Iterable[str]) -> models.Filter:
 
 # the first chunk of a note: every note has exactly one, so filtering on it lists (and counts)
 # notes, not chunks
-FIRST_CHUNK = models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
+def _first_chunk() -> models.Condition:
+    return models.FieldCondition(key=CHUNK_INDEX, match=models.MatchValue(value=0))
 
 
 def first_chunks(where: models.Filter | None = None) -> models.Filter:
     """The first chunk of every note matching `where`."""
-    return models.Filter(must=[FIRST_CHUNK] if where is None else [FIRST_CHUNK, where])
+    return models.Filter(must=[_first_chunk()] if where is None else [_first_chunk(), where])
 
 
 def listing_filter(where: models.Filter | None, order_by: str) -> models.Filter:
@@ -198,7 +200,7 @@ def listing_filter(where: models.Filter | None, order_by: str) -> models.Filter:
     can place (kb.search.browse): notes without a value are left out, except by title (every
     note has one, and older points may lack the field)."""
     valueless = models.IsEmptyCondition(is_empty=models.PayloadField(key=order_by))
-    must: list[models.Condition] = [FIRST_CHUNK] if where is None else [FIRST_CHUNK, where]
+    must: list[models.Condition] = [_first_chunk()] if where is None else [_first_chunk(), where]
     return models.Filter(must=must, must_not=[] if order_by == TITLE else [valueless])
 
 

@@ -87,7 +87,7 @@ def build_server(backend: Backend) -> MCPServer:
 def build_app(backend: Backend, ingest_key: str = "") -> ASGIApp:
     """The HTTP app: /mcp (stateless streamable HTTP, JSON responses), GET /health and the
     dashboard's pages (dashboard.py), all behind the Guard; with `ingest_key` (embedded
-    storage: kb.app.handoff) also POST /ingest."""
+    storage: kb.app.handoff) also the hand-off routes (ingest_route.py)."""
     settings = backend.settings
     security = transport_security(settings)
     server = build_server(backend)
@@ -171,7 +171,7 @@ def serve(args: argparse.Namespace, backend: Backend) -> int:
     if args.stdio:
         build_server(backend).run("stdio")
         return 0
-    # holding embedded storage: ingest.py runs its ingests here (kb.app.handoff)
+    # holding embedded storage: the scripts reach the notes through this server (kb.app.notes)
     announced = handoff.announce(settings) if settings.QDRANT_PATH else None
     try:
         try:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kb.app.handoff import INGEST_PATH
+from kb.app.handoff import EVALUATE_PATH, INGEST_PATH, LIFECYCLE_PATH
 from kb.core.errors import ConfigError
 from kb.core.settings import Settings
 from notes_server.sessions import SESSION_COOKIE, Sessions
@@ -71,10 +71,10 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 def is_web(path: str) -> bool:
-    """A dashboard path: not the MCP endpoint, not the health check, not ingest.py's handoff
-    (POST /ingest needs its own key header, which no cross-site page can send: a custom header
+    """A dashboard path: not the MCP endpoint, not the health check, not the scripts' hand-off
+    routes (each needs its own key header, which no cross-site page can send: a custom header
     needs a CORS preflight this server never grants)."""
-    if path in (HEALTH_PATH, MCP_PATH, INGEST_PATH):
+    if path in (HEALTH_PATH, MCP_PATH, INGEST_PATH, LIFECYCLE_PATH, EVALUATE_PATH):
         return False
     return not path.startswith(MCP_PATH + "/")
 
