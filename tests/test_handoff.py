@@ -232,7 +232,8 @@ def test_ingest_py_save_url_through_the_server_indexes_the_page_and_syncs_the_in
         done = run_script("ingest.py", "--save-url", url, env=script_env(settings, **extra),
                           cwd=tmp_path, timeout=240)  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert "held by the MCP server" in done.stderr and "saved web/herald" in done.stderr
+        # the folder is the host fetched, never the page's own canonical link (issue 46)
+        assert "held by the MCP server" in done.stderr and "saved web/127.0.0.1/" in done.stderr
         assert "indexed by the MCP server" in done.stdout, done.stdout
         [page] = (settings.NOTES_DIR / "ingested" / "web").rglob("*.md")  # stored, moved
         assert page.read_text(encoding="utf-8").startswith("---\n")

@@ -16,7 +16,7 @@ from ingest_fixtures import make_settings
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
-from mcp_fixtures import RPC_HEADERS, serve_in_process
+from mcp_fixtures import RPC_HEADERS, serve_in_process, tool_answer
 
 from kb.app.backend import Backend, embed_client, open_store
 from kb.app.ingest import run
@@ -170,7 +170,7 @@ def test_resources_list_is_empty_before_anything_is_ingested(tmp_path: Path) -> 
 def test_a_search_hit_carries_the_uri_of_its_passage_and_reads_as_its_lines(notes) -> None:
     async def ask(client: Client) -> dict[str, Any]:
         found = await client.call_tool("search_notes", {"query": "sourdough flour", "k": 1})
-        return found.structured_content["results"][0]
+        return tool_answer(found)["results"][0]
 
     hit = talk(notes, ask)
     assert hit["source"] == PLAN

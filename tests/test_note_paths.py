@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
-from mcp_fixtures import call_tool, error_text, results, serve_in_process
+from mcp_fixtures import call_tool, error_text, results, serve_in_process, tool_answer
 
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
@@ -53,16 +53,15 @@ def test_the_mcp_tools_take_a_folders_path_without_its_name(folders: Settings) -
         listed = call_tool(server.url, "browse_notes", {"path": "Projects"})
     assert sorted(r["source"] for r in found) == ["vault/Projects/alpha.md",
                                                   "vault/Projects/kimchi.md"]  # fmt: skip
-    assert note.structured_content is not None
-    assert note.structured_content["source"] == "vault/Projects/kimchi.md"
-    assert "Salt the cabbage" in note.structured_content["text"]
-    assert links.structured_content is not None
-    related = [n["source"] for n in links.structured_content["notes"]]
+    read = tool_answer(note)
+    assert read["source"] == "vault/Projects/kimchi.md"
+    assert "Salt the cabbage" in read["text"]
+    related = [n["source"] for n in tool_answer(links)["notes"]]
     assert "vault/Projects/kimchi.md" in related
-    assert why.structured_content is not None
-    assert why.structured_content["source"] == "vault/Projects/kimchi.md"
-    assert why.structured_content["state"] == "indexed"
-    assert listed.structured_content is not None and listed.structured_content["total"] == 2
+    story = tool_answer(why)
+    assert story["source"] == "vault/Projects/kimchi.md"
+    assert story["state"] == "indexed"
+    assert tool_answer(listed)["total"] == 2
 
 
 def test_a_path_nothing_holds_names_the_folders_prefixes_and_two_folders_are_named(
@@ -73,11 +72,10 @@ def test_a_path_nothing_holds_names_the_folders_prefixes_and_two_folders_are_nam
                                                          "path": "Obsidian Sync/"})  # fmt: skip
         both = call_tool(server.url, "search_notes", {"query": "cabbage", "path": "daily"})
         unread = call_tool(server.url, "read_note", {"source": "Obsidian Sync/Projects/alpha.md"})
-    assert missing.structured_content is not None and both.structured_content is not None
     assert results(missing) == [] and results(both) == []
-    assert NOWHERE in missing.structured_content["note"]
-    assert "'Obsidian Sync'" in missing.structured_content["note"]
-    assert "write handbook/daily or vault/daily" in both.structured_content["note"]
+    assert NOWHERE in tool_answer(missing)["note"]
+    assert "'Obsidian Sync'" in tool_answer(missing)["note"]
+    assert "write handbook/daily or vault/daily" in tool_answer(both)["note"]
     assert unread.is_error and NOWHERE in error_text(unread)
 
 

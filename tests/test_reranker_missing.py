@@ -12,7 +12,7 @@ import httpx
 import pytest
 from helpers import EmbedderProcess, free_port
 from ingest_fixtures import run_script, script_env
-from mcp_fixtures import call_tool, make_settings, results, serve_in_process
+from mcp_fixtures import call_tool, make_settings, results, serve_in_process, tool_answer
 
 MISSING = "cross-encoder/not-fetched-here"
 FETCH = f"`uvx --from huggingface-hub hf download {MISSING}`"
@@ -46,16 +46,15 @@ def test_the_server_health_status_tool_and_searches_say_it_in_one_line(
     settings = make_settings(unfetched.url, store_copy(), MCP_PORT=free_port())
     with serve_in_process(settings) as server:
         health = httpx.get(f"{server.base}/health").json()
-        status = call_tool(server.url, "status").structured_content
+        status = tool_answer(call_tool(server.url, "status"))
         default = call_tool(server.url, "search_notes", {"query": "kimchi"})
         again = call_tool(server.url, "search_notes", {"query": "kimchi"})  # not asked again
         rerank_calls = server.backend.client.rerank_calls
     assert health["ok"] and health["embedder"]["problem"].startswith(LINE)
-    assert status is not None and status["reranker"].startswith(LINE)
+    assert status["reranker"].startswith(LINE)
     for found in (default, again):
-        assert results(found) and all(r["rerank_score"] is None for r in results(found))
-        assert found.structured_content is not None
-        note = found.structured_content["note"]
+        assert results(found) and all("rerank_score" not in r for r in results(found))
+        note = tool_answer(found)["note"]
         assert note.startswith(LINE) and "\n" not in note
     assert rerank_calls == 1
 
