@@ -12,7 +12,7 @@
 #     "tokenizers==0.23.3",
 #     "torch==2.13.0",
 #     "transformers==5.23.0",
-#     "uvicorn==0.54.0",
+#     "uvicorn==0.55.0",
 # ]
 #
 # # `uv run embedder/app.py` on Linux takes PyTorch's CPU-only build from PyTorch's own index
