@@ -105,6 +105,7 @@ def test_make_local_serves_ingest_search_and_stops_everything_on_sigterm(
         shown = log_text(log, chars=None)
         assert "Traceback" not in shown, shown[-3000:]
         assert "GET /" not in shown and "POST /" not in shown, shown[-3000:]
+        assert "Terminating session" not in shown, shown[-3000:]  # the SDK, after each request
         deadline = time.monotonic() + 10
         while any(alive(pid) for pid in children) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -151,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if level != "DEBUG":  # httpx logs every embedder request at INFO: noise, not news
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        # and the SDK its session manager's start and stop
-        logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
+        # and the SDK its session manager's start and stop, and "Terminating session: None"
+        # after every stateless request
+        for name in ("mcp.server.streamable_http_manager", "mcp.server.streamable_http"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         with ExitStack() as watching:
             if settings.MCP_WATCH:  # in-process: embedded storage opens in one process only
