@@ -209,6 +209,6 @@ def test_make_local_stops_at_once_naming_a_model_that_is_not_in_the_cache(tmp_pa
     )
     assert done.returncode == 1, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: the embedder cannot serve: EMBED_MODEL 'someone/not-downloaded")
+    assert last.startswith("error: the embedder cannot serve: EMBED_MODEL someone/not-downloaded")
     assert "not in the Hugging Face cache" in last
     assert "stopped the embedder" in done.stdout and "stopped the MCP server" in done.stdout

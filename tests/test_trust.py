@@ -24,6 +24,7 @@ from mcp_fixtures import (
     tool_answer,
 )
 
+from kb.app import handoff
 from kb.app.backend import embed_client, open_store, searcher
 from kb.app.ingest import run
 from kb.core.settings import Settings
@@ -80,8 +81,14 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
 
 @pytest.fixture(scope="module")
 def server(corpus: Settings) -> Iterator[str]:
-    with serve_in_process(corpus) as served:
-        yield served.url
+    """The MCP server holding the corpus's storage, announced in STATE_DIR/server.json as
+    mcp/server.py announces itself: query.py finds it there and goes through it."""
+    announced = handoff.announce(corpus)
+    try:
+        with serve_in_process(corpus, announced.key) as served:
+            yield served.url
+    finally:
+        handoff.withdraw(corpus, announced)
 
 
 def search_tool(url: str, **arguments: object) -> dict:
@@ -169,7 +176,7 @@ def test_why_not_found_tells_each_notes_story_over_mcp(server: str) -> None:
 def test_query_py_explains_and_packs_through_the_server_holding_the_store(
     server: str, corpus: Settings
 ) -> None:
-    env = script_env(corpus, MCP_URL=server)
+    env = script_env(corpus)
     explained = run_script("query.py", "kimchi fermentation", "--explain", "-k", "2", env=env,
                            cwd=corpus.NOTES_DIR.parent)  # fmt: skip
     assert explained.returncode == 0, explained.stderr
@@ -188,7 +195,7 @@ def test_query_py_explains_and_packs_through_the_server_holding_the_store(
 def test_query_py_why_asks_the_server_holding_the_store_and_tells_the_notes_story(
     server: str, corpus: Settings
 ) -> None:
-    env = script_env(corpus, MCP_URL=server)
+    env = script_env(corpus)
     told = run_script("query.py", "--why", "cooking/kimchi.md", "fermenting cabbage", "--json",
                       env=env, cwd=corpus.NOTES_DIR.parent)  # fmt: skip
     assert told.returncode == 0, told.stderr
