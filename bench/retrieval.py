@@ -50,7 +50,7 @@ baseline is measured with the embedder the bench starts itself (MiniLM, fp32, to
 
 The gate: `--baseline FILE` compares each development collection's nDCG@10 per pipeline with
 FILE (written by `--write-baseline FILE`) and exits 1 naming every one that fell by more than
-GATE_TOLERANCE; tests/test_retrieval_gate.py runs it.
+GATE_TOLERANCE; tests/bench/test_retrieval_gate.py runs it.
 
 `--rerank` adds rows for hybrid search reranked by the embedder's cross-encoder (kb.search.rerank):
 its best RERANK_CANDIDATES passages reordered, for each weight of `--rerank-weights` (1 = the

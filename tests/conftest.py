@@ -230,13 +230,16 @@ def embedder_url(minilm_embedder: EmbedderProcess) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Sizes of the hardening tests: CI's by default, the published runs' when asked."""
     parser.addoption(
-        "--fuzz-requests", type=int, default=150, help="tests/test_fuzz.py (published: 1000)"
+        "--fuzz-requests",
+        type=int,
+        default=150,
+        help="tests/hardening/test_fuzz.py (published: 1000)",
     )
     parser.addoption(
         "--soak-minutes",
         type=float,
         default=2 / 3,
-        help="tests/test_soak.py's run through an embedder restart (published: 10)",
+        help="tests/hardening/test_soak.py's run through an embedder restart (published: 10)",
     )
 
 

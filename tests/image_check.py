@@ -75,7 +75,7 @@ NOT_RUN = (
     "NOT RUN: the Qdrant server (qdrant/qdrant): no image registry serves its image here and no "
     "Qdrant binary can be had; the MCP server ran with embedded storage (its engine in-process)"
 )
-STATE_FOLDER = "/var/lib/notes-mcp"  # mcp/Dockerfile's writable folder (tests/test_stack.py)
+STATE_FOLDER = "/var/lib/notes-mcp"  # mcp/Dockerfile's writable folder (tests/e2e/test_stack.py)
 NOTES = {  # the notes folder mounted into the MCP server (read-only: indexed in place)
     "kimchi.md": "---\ntags: [cooking]\n---\n# Kimchi\n\nNapa cabbage salted overnight, then "
     "rubbed with chili paste and left to ferment in a crock for a week.\n",

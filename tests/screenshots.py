@@ -13,7 +13,7 @@ MCP server's app under uvicorn and Debian's Chromium take the pictures.
 Before each screenshot the page's text and HTML are checked for machine paths (MACHINE_PATHS,
 and this machine's own temp, home, repository and Python folders): one found stops the run
 naming the page, and no PNG is written. Each PNG carries the page's text (an iTXt chunk,
-`page-text`), which tests/test_docs.py checks again.
+`page-text`), which tests/project/test_docs.py checks again.
 """
 
 from __future__ import annotations

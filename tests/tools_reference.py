@@ -1,10 +1,10 @@
 """The tables the docs are built from: docs/guide/tools.md from the tools' snapshot (what
 `tools/list`
-answers, pinned by tests/test_mcp_server.py and test_mcp_write_tools.py), the tools' result
+answers, pinned by tests/unit/mcp/test_mcp_server.py and test_mcp_write_tools.py), the tools' result
 models (notes_server.surface: not sent, results are JSON text) and what the server answers to
 resources/templates/list and prompts/list (asked in-process), README's filter table
-from kb.search.filters. tests/test_readme.py compares them with the files;
-`UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py` rewrites them."""
+from kb.search.filters. tests/project/test_readme.py compares them with the files;
+`UPDATE_SNAPSHOTS=1 pytest tests/project/test_readme.py` rewrites them."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from notes_server.tools import all_tools
 from notes_server.tools.common import compact
 
 TOOLS_MD = REPO_ROOT / "docs" / "guide" / "tools.md"
-FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/test_readme.py) -->"
+FILTERS_BEGIN = "<!-- filters: built from kb/search/filters.py (tests/project/test_readme.py) -->"
 FILTERS_END = "<!-- /filters -->"
 METAVARS = {"tags": " a,b", "date": " DATE", "duration": " 10m", "kind": " video"}
 EXAMPLES = {
@@ -42,11 +42,12 @@ EXAMPLES = {
 TOOLS_HEADER = """# The MCP tools, resources and prompts
 
 What an assistant sees of the server (`tools/list`), generated from
-`tests/snapshots/tools_list_write_tools.json` by `tests/test_readme.py` (the [resources](#resources)
-and [prompts](#prompts) at the end from the server itself): after changing a tool,
-`UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_server.py tests/test_mcp_write_tools.py
-tests/test_readme.py` rewrites the snapshots and this page. Each description is the prompt the
-model reads. `search_notes`, `browse_notes` and `answer_question` take the same filters, built
+`tests/snapshots/tools_list_write_tools.json` by `tests/project/test_readme.py` (the
+[resources](#resources) and [prompts](#prompts) at the end from the server itself): after changing
+a tool, `UPDATE_SNAPSHOTS=1 pytest tests/unit/mcp/test_mcp_server.py
+tests/unit/mcp/test_mcp_write_tools.py tests/project/test_readme.py` rewrites the snapshots and
+this page. Each description is the prompt the model reads.
+`search_notes`, `browse_notes` and `answer_question` take the same filters, built
 from one table (`kb/search/filters.py`); only `search_notes` describes them, once. Each result
 comes back as compact JSON in one text block, a field left out when it is null or empty
 ([the design](../design/tool-surface.md)); its fields below are the result models'.

@@ -27,7 +27,7 @@ Why not a library: markdown-it-py and mdit-py-plugins know no wikilinks, tags, c
 or block ids, and their inline tokens carry no offsets, which chunk locators need; the
 Obsidian-aware parsers on PyPI need Python 3.12 (obsidianmd-parser) or bring pandas and networkx
 and read whole vaults from disk (obsidiantools). This is one pass of regular expressions with a
-test per construct (tests/test_obsidian.py).
+test per construct (tests/unit/content/test_obsidian.py).
 """
 
 from __future__ import annotations

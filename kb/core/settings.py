@@ -30,7 +30,7 @@ DEFAULT_STORAGE = "qdrant_data"  # embedded storage when nothing names a Qdrant 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Marks a setting that adds notes to the index (a source: the inbox, folders, playlists, pages),
 # so what must be emptied to index nothing of the user's (ingest_check.py) is read from the
-# fields themselves; tests/test_ingest_check.py checks no other setting adds a source.
+# fields themselves; tests/unit/ingest/test_ingest_check.py checks no other setting adds a source.
 SOURCE: dict[str, Any] = {"source": True}
 
 

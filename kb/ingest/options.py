@@ -3,9 +3,9 @@ configured with (IngestConfig: the settings it reads, as plain values).
 
 IngestOptions is what `ingest.py` builds from its arguments, what the dashboard's Sync and the
 watcher pass, and what the hand-off to the MCP server carries (kb.app.handoff): `to_json` and
-`from_json` are its one wire form, so every option crosses it (tests/test_ingest_options.py
-fails for an option that does not). `stop` and `progress` belong to the process that runs the
-ingest and never cross.
+`from_json` are its one wire form, so every option crosses it
+(tests/unit/ingest/test_ingest_options.py fails for an option that does not). `stop` and
+`progress` belong to the process that runs the ingest and never cross.
 """
 
 from __future__ import annotations

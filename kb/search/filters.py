@@ -6,7 +6,7 @@ keeps a spelling that differs, `--from`). Its test says what it keeps (and so it
 tags, an ISO date, a duration, a word), `help` is its one line for the tools' schemas, query.py's
 `--help` and the docs, and `group` puts it with the notes' or the videos' filters. `FILTERS` lists
 the rows; query.py's options, the tools' parameters and the docs' tables are built from it
-(tests/test_readme.py keeps README's table in step).
+(tests/project/test_readme.py keeps README's table in step).
 
 A new filter is one row here; its condition is built from its test and payload field
 (kb.store.query.payload_filter), so a test that exists already needs nothing else.

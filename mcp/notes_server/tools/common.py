@@ -11,8 +11,8 @@ searches or lists), and `make`, which builds every tool the same way (docs/desig
 - its arguments are checked by name before anything runs: an unknown one is refused with the
   valid names, a wrong value gets one line naming the argument.
 
-The surface is paid for in every assistant session's context: tests/test_mcp_server.py holds
-tools/list to a budget, tests/test_mcp_budget.py search_notes' results.
+The surface is paid for in every assistant session's context: tests/unit/mcp/test_mcp_server.py
+holds tools/list to a budget, tests/unit/mcp/test_mcp_budget.py search_notes' results.
 """
 
 from __future__ import annotations

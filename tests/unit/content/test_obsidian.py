@@ -38,7 +38,7 @@ from kb.search.query import tag_usage
 from kb.search.read import read_item
 from kb.search.related import related
 
-VAULT = Path(__file__).parent / "obsidian_vault"
+VAULT = REPO_ROOT / "tests" / "obsidian_vault"
 ALPHA = "vault/Projects/Alpha.md"
 PRIYA = "vault/People/Priya.md"
 ADR = "vault/Decisions/ADR-7 Postgres.md"

@@ -5,7 +5,7 @@ away from 1 (float and base64 vectors), error bodies outside the one envelope
 `{"error": {"message", "type", "param", "code"}}`. Targets: 0 of each.
 
 CI sends 150 requests; `--fuzz-requests 1000` (and `-s` for the counts) is the published run:
-    .venv/bin/python -m pytest tests/test_fuzz.py --fuzz-requests 1000 -s
+    .venv/bin/python -m pytest tests/hardening/test_fuzz.py --fuzz-requests 1000 -s
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import torch_threads_kept
+from helpers import REPO_ROOT, torch_threads_kept
 
 from embed_server import config, model, threads
 from embed_server.threads import COOL_DOWN_S, MAX_COOL_DOWN_S, PassThreads
 
-EMBEDDER = Path(__file__).resolve().parent.parent / "embedder"
+EMBEDDER = REPO_ROOT / "embedder"
 
 
 class FakeCores:

@@ -67,7 +67,7 @@ def test_tools_list_matches_the_snapshot(server: ServerProcess) -> None:
     expected = json.loads(SNAPSHOT.read_text())
     assert tools == expected, (
         "the tool surface changed; if that is deliberate, rewrite the snapshot with "
-        "UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_server.py"
+        "UPDATE_SNAPSHOTS=1 pytest tests/unit/mcp/test_mcp_server.py"
     )
 
 

@@ -100,7 +100,7 @@ def test_the_tools_reference_is_generated_from_the_tools_snapshot() -> None:
     write_if_asked(TOOLS_MD, expected, UPDATE)
     assert TOOLS_MD.read_text(encoding="utf-8") == expected, (
         "docs/guide/tools.md is not what the tools' snapshot says; after a deliberate change "
-        "rewrite it with UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py"
+        "rewrite it with UPDATE_SNAPSHOTS=1 pytest tests/project/test_readme.py"
     )
 
 
@@ -117,7 +117,7 @@ def test_readme_filter_table_is_built_from_the_filters_table() -> None:
         README.write_text(readme().replace(filters_block(readme()), render_filters()))
     assert filters_block(readme()) == render_filters(), (
         "README's filter table is not kb/search/filters.py's; rewrite it with "
-        "UPDATE_SNAPSHOTS=1 pytest tests/test_readme.py"
+        "UPDATE_SNAPSHOTS=1 pytest tests/project/test_readme.py"
     )
 
 

@@ -58,7 +58,7 @@ def test_write_tools_list_matches_their_snapshot(writer: ServerProcess) -> None:
         WRITE_SNAPSHOT.write_text(json.dumps(tools, indent=2, sort_keys=True) + "\n")
     assert tools == json.loads(WRITE_SNAPSHOT.read_text()), (
         "the tool surface with MCP_WRITE_TOOLS changed; if that is deliberate, rewrite the "
-        "snapshot with UPDATE_SNAPSHOTS=1 pytest tests/test_mcp_write_tools.py"
+        "snapshot with UPDATE_SNAPSHOTS=1 pytest tests/unit/mcp/test_mcp_write_tools.py"
     )
 
 

@@ -9,13 +9,13 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from helpers import torch_threads_kept
+from helpers import REPO_ROOT, torch_threads_kept
 
 from embed_server import config, errors, hardware, model, onnx_backend
 from embed_server import export as export_onnx
 
 CPU = torch.device("cpu")
-CRANFIELD = Path(__file__).resolve().parent.parent / "bench" / "datasets" / "cranfield" / "docs"
+CRANFIELD = REPO_ROOT / "bench" / "datasets" / "cranfield" / "docs"
 QUERIES = ["what similarity laws must be obeyed", "boundary layer in simple shear flow", "hi"]
 
 

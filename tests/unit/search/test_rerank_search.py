@@ -26,7 +26,8 @@ def first_stage(settings, query: str, k: int, **options) -> list[Hit]:
 
 def unjudged(found: kb_rerank.Reranked) -> kb_rerank.Reranked:
     """The search entry's result without what it adds after both stages (confidence, stale,
-    backlinks: tests/test_trust.py, tests/test_obsidian.py), to compare with the first stage."""
+    backlinks: tests/unit/search/test_trust.py, tests/unit/content/test_obsidian.py), to compare
+    with the first stage."""
     hits = [
         replace(h, confidence=None, stale=None, explain=None, links_in=None) for h in found.hits
     ]

@@ -163,7 +163,7 @@ def test_a_switch_under_way_shows_in_the_status_tool_and_the_dashboard_and_the_n
     tmp_path: Path, embedder_url: str, new_embedder: EmbedderProcess, tiny_qwen3_path: Path
 ) -> None:
     """An interrupted switch shows in the status tool and the dashboard's panel, and the next
-    run ends it. (The alias calls on either engine: tests/test_store.py.)"""
+    run ends it. (The alias calls on either engine: tests/unit/store/test_store.py.)"""
     settings = make_settings(tmp_path, embedder_url)
     notes = corpus(settings, 30)
     with open_store(settings) as store, embed_client(settings) as client:

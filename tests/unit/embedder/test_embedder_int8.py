@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import torch_threads_kept
+from helpers import REPO_ROOT, torch_threads_kept
 
 from embed_server import config, hardware, int8, model
 from embed_server.batching import Engine
 
-CRANFIELD = Path(__file__).resolve().parent.parent / "bench" / "datasets" / "cranfield" / "docs"
+CRANFIELD = REPO_ROOT / "bench" / "datasets" / "cranfield" / "docs"
 SHORT = ["hi", "wing", "flutter", "the", "heat transfer", "shock waves", "bread", "ok"]
 QUERIES = ["what similarity laws must be obeyed", "boundary layer in simple shear flow"]
 # Two-pass int8 runs only where int8 weights use all 8 bits (x86 with AVX-512 VNNI:

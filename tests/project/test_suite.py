@@ -41,10 +41,10 @@ HOSTILE_SHELL = {
 # Tests whose outcome those settings would change, one per reader of settings: a script
 # (query.py), the embedder process (embedder/config.py), the embedder client in the test process.
 REPRESENTATIVE = [
-    "tests/test_query.py::test_query_exits_with_one_error_line_when_qdrant_is_down",
-    "tests/test_embedder_api.py::test_too_many_inputs_get_413",
-    "tests/test_embedder_api.py::test_health_reports_model_dimensions_and_token_limit",
-    "tests/test_embed_client.py::test_documents_come_back_in_order_in_batches_of_batch_size",
+    "tests/unit/app/test_query.py::test_query_exits_with_one_error_line_when_qdrant_is_down",
+    "tests/unit/embedder/test_embedder_api.py::test_too_many_inputs_get_413",
+    "tests/unit/embedder/test_embedder_api.py::test_health_reports_model_dimensions_and_token_limit",
+    "tests/unit/embedding/test_embed_client.py::test_documents_come_back_in_order_in_batches_of_batch_size",
 ]
 
 

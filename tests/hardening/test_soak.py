@@ -9,7 +9,7 @@ end a final sync, then every note is checked: none lost or stale, no chunk twice
 
 CI runs 12 s on the session's embedder and 40 s on an embedder of its own, restarted halfway;
 `--soak-minutes 10 -s` is the published run (the figures are printed):
-    .venv/bin/python -m pytest tests/test_soak.py --soak-minutes 10 -s
+    .venv/bin/python -m pytest tests/hardening/test_soak.py --soak-minutes 10 -s
 """
 
 from __future__ import annotations
