@@ -206,7 +206,7 @@ def main() -> int:
     print(f"search_notes / (embedding + store query) on {n:,} chunks: {ratio:.2f}x "
           f"(target {TARGET_RATIO}x)")  # fmt: skip
     print(f"round trips per search: {embed_trips:g} to the embedder, {store_trips:g} to the store "
-          f"(both collections; the code one is empty)")  # fmt: skip
+          f"(both collections; the code one not made)")  # fmt: skip
     if args.json:
         print(
             json.dumps(

@@ -50,7 +50,10 @@ this page. Each description is the prompt the model reads.
 `search_notes`, `browse_notes` and `answer_question` take the same filters, built
 from one table (`kb/search/filters.py`); only `search_notes` describes them, once. Each result
 comes back as compact JSON in one text block, a field left out when it is null or empty
-([the design](../design/tool-surface.md)); its fields below are the result models'.
+([the design](../design/tool-surface.md)); its fields below are the result models'. Claude Code
+and Claude Desktop both give the model that text; Claude Code warns about a result over 10,000
+tokens and keeps one over 50,000 characters in a file, which a search (at most 40,000 at k=20)
+never reaches ([the clients](../design/tool-surface.md#what-the-clients-pass-to-the-model)).
 """
 
 
@@ -151,22 +154,27 @@ the rest is). Each search result's `uri` names its passage. `resources/list` nam
 items ingested last, newest first, rather than the whole index: a client fetches the whole list
 when it connects, and the template reaches every other note.
 
-In Claude Code (its documentation, *Connect Claude Code to tools via MCP*, "Use MCP
-resources"), type `@` to pick a listed note from the menu, where resources appear beside files,
-or reference one as `@notes:` followed by its URI, e.g.
+In Claude Code ([Connect Claude Code to tools via MCP](https://code.claude.com/docs/en/mcp),
+"Use MCP resources"), type `@` to pick a listed note from the menu, where resources appear
+beside files, or reference one as `@notes:` followed by its URI, e.g.
 `@notes:notes:///recipes/bread.md?lines=10-20`; a referenced resource is fetched and attached to
-the message, and Claude Code gives the model tools to list and read resources by URI.
+the message, and Claude Code gives the model tools to list and read resources by URI. Claude
+Desktop lets you attach a listed note to a message; by reports (Anthropic documents neither) it
+offers no template and its model does not read resources by itself, so there any other note
+is reached through `search_notes` and `read_note`.
 """
 
 PROMPTS = """## Prompts
 
-Claude Code shows each prompt as a command, `/mcp__notes__<name>` (its documentation, *Connect
-Claude Code to tools via MCP*, "Use MCP prompts as commands"), its arguments after the name in
-the order below. Claude Code splits them on spaces (a quoted phrase too, as its issue tracker
-reports), so give each argument as one word (`/mcp__notes__saved_about sourdough 2024-01-01`), or
-run `/mcp__notes__ask` alone and ask the question in the next message. A missing, unknown or
-malformed argument is refused in one line naming it and the usage. Each prompt asks the assistant
-to use the tools above and cite what they return; it reads nothing itself.
+Claude Code shows each prompt as a command, `/mcp__notes__<name>` ([its
+documentation](https://code.claude.com/docs/en/mcp), "Use MCP prompts as commands"), its
+arguments after the name in the order below. Claude Code splits them on spaces (a quoted phrase
+too, as its issue tracker reports), so give each argument as one word
+(`/mcp__notes__saved_about sourdough 2024-01-01`), or run `/mcp__notes__ask` alone and ask the
+question in the next message. A missing, unknown or malformed argument is refused in one line
+naming it and the usage. Each prompt asks the assistant to use the tools above and cite what
+they return; it reads nothing itself. Claude Desktop lists the prompts in the `+` menu under
+the server's connector (a third party's report).
 """
 
 

@@ -106,8 +106,8 @@ def merged(
             raise CollectionMissing(
                 f"{exc}; no code is indexed yet: code files and notebooks go to it"
             ) from None
-    try:
-        code_hits = one(*code)
+    try:  # no code collection, as most have, is no hits and (lately seen) no request
+        code_hits = [] if code[0].missing_lately() else one(*code)
     except CollectionMissing:
         code_hits = []
     try:

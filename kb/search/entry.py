@@ -137,7 +137,9 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
 
     Round trips: the query's embedding; one store request per collection for the first stage
     and the rankings confidence reads (`first_pass`); the reranker's, when it runs; one store
-    request for the backlinks. Staleness reads the hits' own payloads."""
+    request for the backlinks. Staleness reads the hits' own payloads. A collection seen missing
+    (the code collection, before any code is ingested) is not asked about at every search
+    (kb.store.points.Store.missing_lately)."""
     if request.filters.path:  # as the index names it (a folder's notes start with its name)
         stores = [store for store, _ in searcher.collections().values()]
         where = paths.resolve(stores, request.filters.path)

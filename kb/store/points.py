@@ -10,8 +10,10 @@ filtered, fused by a score formula, optionally grouped by note.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from time import monotonic
 from typing import Any, Literal
 
 from kb.core.schema import (
@@ -55,6 +57,11 @@ from kb.store.query import (
 
 UPSERT_BATCH = 256  # points per upsert request: keeps server requests well under its size limit
 FILTER_BATCH = 500  # note names per `source` filter
+# How long a "missing" answer stands for a server's collection (`Store.missing_lately`):
+# another process (ingest.py, another MCP server) may create it there at any moment, so a search
+# sees a new collection at most this late; short enough that a user who ran ingest.py and then
+# asks the assistant finds it, long enough that an answer's burst of searches asks once.
+MISSING_TTL = 10.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,30 @@ class Found:
     files: dict[str, FileStat]
 
 
+class _Seen:
+    """Collections seen missing (`Store.exists`), by name: the count of changes of names made
+    through these stores when it was asked, and when (monotonic). A change of names (create,
+    drop, alias) voids every answer asked before it ended."""
+
+    def __init__(self) -> None:
+        self.changes = 0
+        self.missing: dict[str, tuple[int, float]] = {}
+
+    def missing_lately(self, name: str, *, ttl: float | None) -> bool:
+        """Seen missing since the last change of names (and, with `ttl`, that recently)."""
+        seen = self.missing.get(name)
+        if seen is None or seen[0] != self.changes:
+            return False
+        return ttl is None or monotonic() - seen[1] < ttl
+
+    @contextmanager
+    def changing(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.changes += 1  # after the change: an answer asked during it is void too
+
+
 class Store:
     """One collection in one Qdrant. Build with `Store.open(...)` (kb.app.backend.open_store reads
     the settings); close when done."""
@@ -121,6 +152,7 @@ class Store:
         # what kb.store.collection has already checked, so a search does not ask again
         self.checked_model: tuple[str, int] | None = None
         self.has_keyword = False
+        self._seen = _Seen()  # shared by the stores `beside` this one
 
     @classmethod
     def open(
@@ -169,6 +201,7 @@ class Store:
         its folder once per process); closing it leaves this store open."""
         other = Store(self._engine, collection, cluster=self.cluster)
         other._owns_engine = False
+        other._seen = self._seen
         return other
 
     def optimize(self) -> bool:
@@ -193,7 +226,27 @@ class Store:
         return self._engine.collection_names()
 
     def exists(self) -> bool:
-        return self._engine.exists(self.collection)
+        """Whether the collection exists (asked); a "no" is remembered (`missing_lately`)."""
+        changes = self._seen.changes  # read first: a create finishing meanwhile voids the "no"
+        found = self._engine.exists(self.collection)
+        if found:
+            self._seen.missing.pop(self.collection, None)
+        else:
+            self._seen.missing[self.collection] = (changes, monotonic())
+        return found
+
+    def missing_lately(self) -> bool:
+        """Seen missing lately (`exists`), answered without a request: a search skips the code
+        collection while it is (kb.search.domains), as many never make one. Only where a
+        missing collection means no hits, never for an error or a decision that writes.
+
+        Lately: embedded storage is locked to one process (kb.store.edge), so only this
+        process creates collections there, each through a Store, which voids what the stores
+        beside it saw missing (`_Seen`): the answer stands until then. On a server another
+        process can create it too, unseen: the answer stands MISSING_TTL seconds at most."""
+        return self._seen.missing_lately(
+            self.collection, ttl=None if self.embedded else MISSING_TTL
+        )
 
     def describe(self) -> StoredCollection:
         return self._engine.describe(self.collection)
@@ -206,9 +259,10 @@ class Store:
         metadata: Mapping[str, Any],
     ) -> None:
         """Create it with these vectors, spread as `cluster` says on a cluster."""
-        self._engine.create(
-            self.collection, dense=dense, sparse=sparse, metadata=metadata, cluster=self.cluster
-        )
+        with self._seen.changing():
+            self._engine.create(
+                self.collection, dense=dense, sparse=sparse, metadata=metadata, cluster=self.cluster
+            )
 
     def create_index(self, field: str, kind: IndexKind) -> None:
         """A payload index (idempotent): a server filters and facets only on indexed fields."""
@@ -220,7 +274,8 @@ class Store:
 
     def drop_collection(self) -> bool:
         """Delete the collection and its points; True if it existed."""
-        return self._engine.drop(self.collection)
+        with self._seen.changing():
+            return self._engine.drop(self.collection)
 
     # --- names (kb.ingest.switch: a rebuilt index takes over the searched name) ------------
 
@@ -234,11 +289,13 @@ class Store:
         give an alias a collection's name: a collection of that name (made before any switch)
         is deleted first there, and the name is missing for a moment, once; embedded storage
         lets the alias shadow it."""
-        return self._engine.point_alias(self.collection, target)
+        with self._seen.changing():
+            return self._engine.point_alias(self.collection, target)
 
     def drop_alias(self) -> None:
         """Remove this store's name if it is an alias (its collection stays)."""
-        self._engine.drop_alias(self.collection)
+        with self._seen.changing():
+            self._engine.drop_alias(self.collection)
 
     # --- points -----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from kb.app.ingest import run
 from kb.core.errors import CollectionMissing
 from kb.core.settings import Settings
 from kb.search import SearchRequest, search
+from kb.store import points
 from kb.store.points import Search, Store
 
 NOTES = {
@@ -50,20 +51,22 @@ def counted(indexed: Settings) -> Iterator[tuple[Store, CountedEngine]]:
         yield Store(engine, opened.collection), engine
 
 
-def test_a_default_search_asks_the_embedder_once_and_the_store_twice_per_collection(
-    indexed: Settings, counted: tuple[Store, CountedEngine]
+def test_a_default_search_makes_three_round_trips_the_embedder_and_the_store_twice(
+    indexed: Settings, counted: tuple[Store, CountedEngine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, engine = counted
+    monkeypatch.setattr(points, "monotonic", lambda: 0.0)  # within MISSING_TTL on a server
     with embed_client(indexed) as client, embed_client(indexed, code=True) as code_client:
         look = searcher(indexed, store, client, code_client)
-        search(look, SearchRequest("how do I water tomato plants"))  # checks the collection once
+        search(look, SearchRequest("how do I water tomato plants"))  # checks the collections
         engine.calls.clear()
         embedded, reranked = client.calls, client.rerank_calls
         found = search(look, SearchRequest("what keeps pests away from tomatoes"))
-    # the code collection (none yet) is looked for; the notes' first stage and both rankings
-    # confidence reads go in one batch; the backlinks are one read
-    assert engine.calls == ["exists", "query_batch", "scroll"]
-    assert (client.calls - embedded, client.rerank_calls - reranked) == (1, 0)
+    # the code collection (none yet) is not looked for again; the notes' first stage and both
+    # rankings confidence reads go in one batch; the backlinks are one read
+    assert engine.calls == ["query_batch", "scroll"]
+    asked = (client.calls - embedded, client.rerank_calls - reranked)
+    assert asked == (1, 0) and len(engine.calls) + sum(asked) <= 3
     assert all(h.confidence is not None and h.stale is False for h in found.hits)
     links_in = {h.source: h.links_in for h in found.hits}
     assert links_in["garden/tomatoes.md"] == 2 and links_in["garden/herbs.md"] == 0
