@@ -36,8 +36,8 @@ chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	fi
 
-test: venv ## Run the whole test suite (what CI runs)
-	@$(UV) run --group dev pytest; rc=$$?; \
+test: venv ## Run the whole test suite (what CI runs), then its 30 slowest steps
+	@$(UV) run --group dev pytest --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-fast: venv ## The inner loop: the unit tests, nothing slow and no child process (minutes)

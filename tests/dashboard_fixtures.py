@@ -21,10 +21,7 @@ from helpers import free_port
 from ingest_fixtures import write
 from mcp_fixtures import make_settings, serve_in_process
 
-from kb.app import ingest
-from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
-from kb.ingest import lifecycle
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -80,6 +77,10 @@ def reader(
     store_copy: Callable[[], Path], embedder_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Dashboard]:
     """The ingested notes, plus EVIL_NOTE ingested through the inbox; DELETED_NOTE deleted."""
+    from kb.app import ingest
+    from kb.app.backend import embed_client, open_store
+    from kb.ingest import lifecycle
+
     root = tmp_path_factory.mktemp("dash-reader")
     write(root / "data" / EVIL, EVIL_NOTE)
     settings = _settings(root, embedder_url, store_copy(), MCP_WRITE_TOOLS=True)

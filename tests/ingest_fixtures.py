@@ -13,19 +13,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers import REPO_ROOT, UNREACHABLE_EMBEDDER, build_settings
 
-from kb.app.backend import embed_client, open_store
-from kb.app.ingest import run
-from kb.content.chunking import chunk_note
-from kb.content.notes import read_note
 from kb.core.schema import DENSE, point_id
 from kb.core.settings import Settings
-from kb.embedding.client import EmbedClient
-from kb.store.points import Store
-from kb.store.query import source_filter
+
+# kb.app (the ingest, the store, the web and YouTube sources) is imported where it is used:
+# every pytest run loads this plugin, and a test that needs none of it should not wait for it.
+if TYPE_CHECKING:
+    from kb.embedding.client import EmbedClient
+    from kb.store.points import Store
 
 KIMCHI = """---
 tags: [Korean Cuisine, "recipes ", korean   cuisine]
@@ -75,6 +75,9 @@ def ingest_notes(folder: Path, embed_url: str, notes: dict[str, str]) -> Setting
     settings = make_settings(folder, embed_url)
     for name, text in notes.items():
         write(settings.NOTES_DIR / name, text)
+    from kb.app.backend import embed_client, open_store
+    from kb.app.ingest import run
+
     with open_store(settings) as store, embed_client(settings) as client:
         assert sorted(run(settings, client, store).ingested) == sorted(notes)
     return settings
@@ -87,18 +90,25 @@ def settings(tmp_path: Path, embedder_url: str) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[EmbedClient]:
+    from kb.app.backend import embed_client
+
     with embed_client(settings) as opened:
         yield opened
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Store]:
+    from kb.app.backend import open_store
+
     with open_store(settings) as opened:
         yield opened
 
 
 def check_consistent(store: Store, settings: Settings) -> None:
     """Every note in ingested/ has exactly its current chunks in Qdrant, and nothing else is."""
+    from kb.content.chunking import chunk_note
+    from kb.content.notes import read_note
+
     expected: dict[str, int] = {}
     for path in (settings.NOTES_DIR / "ingested").rglob("*"):
         if path.is_file() and path.suffix.lower() in (".md", ".txt"):
@@ -238,6 +248,8 @@ with State(settings.STATE_DIR).lock(), open_store(settings):
 
 
 def count_points(store: Store, source: str | None = None) -> int:
+    from kb.store.query import source_filter
+
     """Points stored (of one note), soft-deleted ones too."""
     flt = source_filter([source]) if source is not None else None
     return store.count(flt, deleted=True)

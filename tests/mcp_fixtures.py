@@ -22,21 +22,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import httpx2
 import pytest
-import uvicorn
 from helpers import REPO_ROOT, ServiceProcess, build_settings, free_port
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult
 
-from kb.app import ingest
-from kb.app.backend import embed_client, open_store
 from kb.core.settings import Settings
-from kb.store import collection
+
+# The MCP SDK, uvicorn and kb.app are imported where they are used: every pytest run loads this
+# plugin, and a test that uses none of them should not wait seconds for them.
+if TYPE_CHECKING:
+    import httpx2
+    from mcp import Client
+    from mcp_types import CallToolResult
 
 SERVER_SCRIPT = REPO_ROOT / "mcp" / "server.py"
 CHECK_SCRIPT = REPO_ROOT / "mcp" / "check.py"
@@ -144,6 +142,10 @@ def ingested_notes_fixture(
 ) -> IngestedNotes:
     """NOTES ingested by kb.ingest.run (real MiniLM embedder) into a closed embedded Qdrant
     folder."""
+    from kb.app import ingest
+    from kb.app.backend import embed_client, open_store
+    from kb.store import collection
+
     root = tmp_path_factory.mktemp("mcp-notes")
     for relative, text in NOTES.items():
         path = root / "data" / relative
@@ -248,6 +250,8 @@ class InProcessServer:
 def serve_in_process(settings: Settings, ingest_key: str = "") -> Iterator[InProcessServer]:
     """build_app(settings) under a real uvicorn on 127.0.0.1:MCP_PORT, in a thread (with
     `ingest_key`, POST /ingest too)."""
+    import uvicorn
+
     module = server_module()
     backend = module.Backend(settings)
     app = module.build_app(backend, ingest_key)
@@ -277,6 +281,10 @@ def serve_in_process(settings: Settings, ingest_key: str = "") -> Iterator[InPro
 
 
 def _client(url: str, headers: Mapping[str, str] | None) -> tuple[httpx2.AsyncClient, Client]:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
     http = httpx2.AsyncClient(headers=dict(headers or {}), timeout=60.0)
     return http, Client(streamable_http_client(url, http_client=http))
 
@@ -288,6 +296,7 @@ def call_tool(
     headers: Mapping[str, str] | None = None,
 ) -> CallToolResult:
     """One tools/call through the SDK's streamable-HTTP client."""
+    import anyio
 
     async def run() -> CallToolResult:
         http, client = _client(url, headers)
@@ -299,6 +308,7 @@ def call_tool(
 
 def list_tools(url: str, headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """tools/list through the SDK client, as the JSON the server sent."""
+    import anyio
 
     async def run() -> list[dict[str, Any]]:
         http, client = _client(url, headers)

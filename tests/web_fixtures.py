@@ -26,7 +26,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from format_files import pdf_bytes
 
 DATA = Path(__file__).parent / "web_data"
 PAGES = {f"/pages/{p.name}": p.read_bytes() for p in sorted((DATA / "pages").glob("*.html"))}
@@ -100,6 +99,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/private/page.html":
             self._send(200, PAGES["/pages/sourdough-blog.html"])
         elif path == "/paper.pdf":
+            from format_files import pdf_bytes  # fpdf takes seconds to import: only when asked
+
             self._send(200, pdf_bytes(PDF_PAGES), "application/pdf")
         elif path == "/notes.txt":
             self._send(200, PLAIN.encode(), "text/plain; charset=utf-8")

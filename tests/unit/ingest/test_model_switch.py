@@ -85,6 +85,7 @@ class Handshake(Progress):
                 self.stop.set()
 
 
+@pytest.mark.slow  # 1,000 notes through the real embedder, twice
 def test_a_model_switch_serves_searches_throughout_and_ends_on_the_new_model_without_orphans(
     tmp_path: Path, embedder_url: str, new_embedder: EmbedderProcess, tiny_qwen3_path: Path
 ) -> None:
