@@ -47,6 +47,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench import avx2, embed_memory
 from bench.common import CRANFIELD, BenchError, cpu_name, export_apart, require_folder
 from bench.embed_accuracy import accuracy

@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import cpu_name
 from bench.embed_engines import embed_all, engine, load, naive, query_latency, search_latency
 from bench.qwen3_shape import QWEN3_06B, WORDS, build_apart, make_chunks

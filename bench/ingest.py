@@ -50,6 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import (
     CRANFIELD,
     REPO_ROOT,
