@@ -18,10 +18,10 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
 The default is what the shipped image runs: EMBED_BACKEND=auto, EMBED_DTYPE=auto, which
 measures the engines the image carries (no ONNX export) on this model at start
 (embed_server.autotune); the bench runs that measurement first and prints what it chose and why.
-`--emulate avx2|avx512-bf16` reruns the bench as on another CPU class (bench/avx2.py: CPUID
-answered by bench/avx2_only.c): avx2 hides AVX-512, VNNI, AVX-VNNI, AMX and BF16; avx512-bf16
-hides only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI). The cores, caches and
-clocks stay this machine's: say so when quoting the figures (an emulated Zen 4 is this Xeon
+`--emulate avx2|avx512-bf16` reruns the bench as on another CPU class (bench/research/avx2.py: CPUID
+answered by bench/research/avx2_only.c): avx2 hides AVX-512, VNNI, AVX-VNNI, AMX and BF16;
+avx512-bf16 hides only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI). The cores, caches
+and clocks stay this machine's: say so when quoting the figures (an emulated Zen 4 is this Xeon
 without AMX, not a Zen 4).
 
 Settings run interleaved, `--repeats` times, and each keeps its best time: the machine may be
@@ -50,11 +50,12 @@ from typing import Any
 if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench import avx2, embed_memory
+from bench import embed_memory
 from bench.common import CRANFIELD, BenchError, cpu_name, export_apart, require_folder
 from bench.embed_accuracy import accuracy
 from bench.embed_engines import BATCH_TOKENS, QUERY_RUNS, QUERY_TOKENS, label, throughput
 from bench.qwen3_shape import QWEN3_06B, build_apart, make_chunks
+from bench.research import avx2
 from embed_server.config import EmbedderSettings
 from embed_server.hardware import cpu_class, cpu_features
 
@@ -91,8 +92,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--emulate",
         choices=sorted(avx2.EMULATIONS),
-        help="run as on another CPU class (bench/avx2_only.c): avx2 hides AVX-512, VNNI, AMX and "
-        "BF16; avx512-bf16 hides what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI)",
+        help="run as on another CPU class (bench/research/avx2_only.c): avx2 hides AVX-512, VNNI, "
+        "AMX and BF16; avx512-bf16 hides what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI)",
     )
     parser.add_argument(
         "--emulate-avx2", dest="emulate", action="store_const", const="avx2", help="--emulate avx2"
@@ -301,7 +302,7 @@ def result_json(
         "default_backend": speed["default_engine"][0],
         "cpu_class": klass,
         "emulated": (
-            f"{avx2.emulating()} (CPUID shim, bench/avx2_only.c, on {cpu_name()})"
+            f"{avx2.emulating()} (CPUID shim, bench/research/avx2_only.c, on {cpu_name()})"
             if avx2.emulating()
             else None
         ),
