@@ -54,7 +54,7 @@ from bench import embed_memory
 from bench.common import CRANFIELD, BenchError, cpu_name, export_apart, require_folder
 from bench.embed_accuracy import accuracy
 from bench.embed_engines import BATCH_TOKENS, QUERY_RUNS, QUERY_TOKENS, label, throughput
-from bench.qwen3_shape import QWEN3_06B, build_apart, make_chunks
+from bench.qwen3_shape import QWEN3_06B, USED_IDS, build_apart, make_chunks
 from bench.research import avx2
 from embed_server.config import EmbedderSettings
 from embed_server.hardware import cpu_class, cpu_features
@@ -78,6 +78,14 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, help="interleaved runs (default 2; quick 1)")
     parser.add_argument(
         "--layers", type=int, default=QWEN3_06B["num_hidden_layers"], help="default 28 (0.6B)"
+    )
+    parser.add_argument(
+        "--vocab",
+        type=int,
+        default=QWEN3_06B["vocab_size"],
+        help=f"embedding rows (default {QWEN3_06B['vocab_size']}, the model's): {USED_IDS}, the "
+        "ids the chunks use, keeps every step and drops most of a few-layer model's size (the "
+        "smoke test's)",
     )
     parser.add_argument(
         "--dataset",
@@ -112,6 +120,8 @@ def check_inputs(args: argparse.Namespace) -> None:
         value = getattr(args, option)
         if value is not None and value < 1:
             raise BenchError(f"--{option} {value}: must be at least 1")
+    if not USED_IDS <= args.vocab <= QWEN3_06B["vocab_size"]:
+        raise BenchError(f"--vocab {args.vocab}: from {USED_IDS} to {QWEN3_06B['vocab_size']}")
     if args.memory_inputs < 0:
         raise BenchError(f"--memory-inputs {args.memory_inputs}: must be 0 or more")
     require_folder(args.dataset, "--dataset")
@@ -146,7 +156,7 @@ def measure_all(
 
     minilm = Path(get_model_path())
     with tempfile.TemporaryDirectory() as tmp:
-        model = build_apart(Path(tmp) / "model", args.layers)
+        model = build_apart(Path(tmp) / "model", args.layers, args.vocab)
         exports = Path(tmp) / "onnx"
         export_apart(model, exports)
         export_apart(minilm, exports)
@@ -236,7 +246,8 @@ def print_setup(args: argparse.Namespace, chunks: list[str], repeats: int) -> in
     tokens = [len(c.split()) + 1 for c in chunks]
     threads = EmbedderSettings(_env_file=None, EMBED_MODEL="-").EMBED_THREADS
     print(
-        f"Qwen3-0.6B shape, {args.layers} layers, random weights; {len(chunks)} chunks of "
+        f"Qwen3-0.6B shape, {args.layers} layers, {args.vocab} embedding rows, random weights; "
+        f"{len(chunks)} chunks of "
         f"{min(tokens)}-{max(tokens)} tokens (median {statistics.median(tokens):g}); "
         f"EMBED_BATCH_TOKENS={BATCH_TOKENS}, EMBED_THREADS={threads}; best of {repeats}",
         flush=True,
@@ -315,6 +326,7 @@ def result_json(
         "batch_tokens": BATCH_TOKENS,
         "threads": threads,
         "layers": args.layers,
+        "vocab": args.vocab,
         "chunks": n,
         "repeats": repeats,
         "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},

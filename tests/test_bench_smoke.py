@@ -44,6 +44,7 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
         str(BENCH / "embed_throughput.py"),
         "--quick",
         "--layers=1",
+        "--vocab=2002",  # the ids the chunks use: the 151,669-row table was most of the time
         "--chunks=3",
         "--memory-inputs=2",
         f"--dataset={tiny_dataset(tmp_path / 'data')}",
@@ -89,6 +90,7 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
     memory = result["memory"]
     assert memory["peak_rss_mb"] >= memory["resident_mb"] > 0
     assert memory["tokens"] == 2 * 2048  # each input filled EMBED_MAX_TOKENS
+    assert (result["layers"], result["vocab"]) == (1, 2002)
     assert "baseline: fp32, arrival order, batches of 16" in out
 
 
