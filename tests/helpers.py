@@ -41,11 +41,12 @@ def script_module(path: str) -> ModuleType:
 
 def register_bench() -> None:
     """bench/ as the package `bench`, as the benchmarks import it when run as files: it is a
-    folder of the checkout, not installed (not part of the product), and the repository root is
-    not on sys.path under `uv run pytest`. Done once, before any test module imports it."""
-    if "bench" in sys.modules:
-        return
+    folder of the checkout, not installed (not part of the product), the repository root is not
+    on sys.path under `uv run pytest`, and a folder tests/bench/ would pass for a namespace
+    package of that name. Done once, before any test module imports it."""
     folder = REPO_ROOT / "bench"
+    if getattr(sys.modules.get("bench"), "__file__", None) == str(folder / "__init__.py"):
+        return
     spec = importlib.util.spec_from_file_location(
         "bench", folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
