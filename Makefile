@@ -37,11 +37,11 @@ chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin
 	fi
 
 test: venv ## Run the whole test suite (what CI runs), then its 30 slowest steps
-	@$(UV) run --group dev pytest --durations=30; rc=$$?; \
+	@$(UV) run --group dev pytest -m "not research" --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-fast: venv ## The inner loop: the unit tests, nothing slow and no child process (minutes)
-	$(UV) run --group dev pytest -m "unit and not slow"
+	$(UV) run --group dev pytest -m "unit and not slow and not research"
 
 screenshots: venv chromium ## Remake docs/img/ (the dashboard from a neutral setup, checked for machine paths)
 	$(UV) run --group dev python tests/screenshots.py docs/img

@@ -1,1 +1,2 @@
-"""Benchmarks: each module is a script (`uv run bench/NAME.py`); results in README.md."""
+"""Benchmarks: each module is a script (`uv run bench/NAME.py`) of the checkout, not installed;
+results in README.md."""

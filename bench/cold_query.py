@@ -27,6 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import REPO_ROOT, cpu_name, embedder, format_table
 from bench.scale import corpus
 from kb.embedding.client import EmbedClient

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -73,6 +74,29 @@ def require_folder(path: Path, what: str, holding: str | None = None) -> Path:
     if holding and next(path.glob(holding), None) is None:
         raise BenchError(f"{what} {path}: no {holding} files in it")
     return path
+
+
+ARCHIVE = ".tar.gz"
+_unpacked: dict[Path, tempfile.TemporaryDirectory[str]] = {}
+
+
+def documents(path: Path, what: str) -> Path:
+    """A folder of documents, or NAME.tar.gz holding the folder NAME/, unpacked once per run
+    into a temporary folder removed at exit. Source code kept as data ships packed
+    (bench/datasets/code/kb.tar.gz): unpacked in the checkout, its Store class and
+    read_note function would stand beside the product's for grep, IDEs and static tools."""
+    if not path.name.endswith(ARCHIVE):
+        return require_folder(path, what)
+    path = require_file(path, what).resolve()
+    if path not in _unpacked:
+        unpacked = tempfile.TemporaryDirectory(prefix="kb-bench-docs-")
+        with tarfile.open(path) as archive:
+            archive.extractall(unpacked.name, filter="data")
+        _unpacked[path] = unpacked
+    folder = Path(_unpacked[path].name) / path.name.removesuffix(ARCHIVE)
+    if not folder.is_dir():
+        raise BenchError(f"{what} {path}: no folder {folder.name}/ in it")
+    return folder
 
 
 def require_file(path: Path, what: str) -> Path:

@@ -36,6 +36,9 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import STOPS, bench_settings, cpu_name, describe, embedder, format_table
 from kb.app import status
 from kb.app.backend import Backend, embed_client, open_store

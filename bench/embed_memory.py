@@ -29,6 +29,9 @@ from typing import Any
 
 import httpx
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import BenchError, export_apart, free_port, require_folder
 from bench.qwen3_shape import QWEN3_06B, WORDS, build_apart
 from kb.app.process import Child, ChildError

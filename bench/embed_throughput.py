@@ -18,10 +18,10 @@ embedder/model.py and the Engine of embedder/batching.py, in this process) for:
 The default is what the shipped image runs: EMBED_BACKEND=auto, EMBED_DTYPE=auto, which
 measures the engines the image carries (no ONNX export) on this model at start
 (embed_server.autotune); the bench runs that measurement first and prints what it chose and why.
-`--emulate avx2|avx512-bf16` reruns the bench as on another CPU class (bench/avx2.py: CPUID
-answered by bench/avx2_only.c): avx2 hides AVX-512, VNNI, AVX-VNNI, AMX and BF16; avx512-bf16
-hides only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI). The cores, caches and
-clocks stay this machine's: say so when quoting the figures (an emulated Zen 4 is this Xeon
+`--emulate avx2|avx512-bf16` reruns the bench as on another CPU class (bench/research/avx2.py: CPUID
+answered by bench/research/avx2_only.c): avx2 hides AVX-512, VNNI, AVX-VNNI, AMX and BF16;
+avx512-bf16 hides only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI). The cores, caches
+and clocks stay this machine's: say so when quoting the figures (an emulated Zen 4 is this Xeon
 without AMX, not a Zen 4).
 
 Settings run interleaved, `--repeats` times, and each keeps its best time: the machine may be
@@ -47,11 +47,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import avx2, embed_memory
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench import embed_memory
 from bench.common import CRANFIELD, BenchError, cpu_name, export_apart, require_folder
 from bench.embed_accuracy import accuracy
 from bench.embed_engines import BATCH_TOKENS, QUERY_RUNS, QUERY_TOKENS, label, throughput
-from bench.qwen3_shape import QWEN3_06B, build_apart, make_chunks
+from bench.qwen3_shape import QWEN3_06B, USED_IDS, build_apart, make_chunks
+from bench.research import avx2
 from embed_server.config import EmbedderSettings
 from embed_server.hardware import cpu_class, cpu_features
 
@@ -76,6 +80,14 @@ def parser() -> argparse.ArgumentParser:
         "--layers", type=int, default=QWEN3_06B["num_hidden_layers"], help="default 28 (0.6B)"
     )
     parser.add_argument(
+        "--vocab",
+        type=int,
+        default=QWEN3_06B["vocab_size"],
+        help=f"embedding rows (default {QWEN3_06B['vocab_size']}, the model's): {USED_IDS}, the "
+        "ids the chunks use, keeps every step and drops most of a few-layer model's size (the "
+        "smoke test's)",
+    )
+    parser.add_argument(
         "--dataset",
         type=Path,
         default=CRANFIELD,
@@ -88,8 +100,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--emulate",
         choices=sorted(avx2.EMULATIONS),
-        help="run as on another CPU class (bench/avx2_only.c): avx2 hides AVX-512, VNNI, AMX and "
-        "BF16; avx512-bf16 hides what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI)",
+        help="run as on another CPU class (bench/research/avx2_only.c): avx2 hides AVX-512, VNNI, "
+        "AMX and BF16; avx512-bf16 hides what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10, AVX-VNNI)",
     )
     parser.add_argument(
         "--emulate-avx2", dest="emulate", action="store_const", const="avx2", help="--emulate avx2"
@@ -108,6 +120,8 @@ def check_inputs(args: argparse.Namespace) -> None:
         value = getattr(args, option)
         if value is not None and value < 1:
             raise BenchError(f"--{option} {value}: must be at least 1")
+    if not USED_IDS <= args.vocab <= QWEN3_06B["vocab_size"]:
+        raise BenchError(f"--vocab {args.vocab}: from {USED_IDS} to {QWEN3_06B['vocab_size']}")
     if args.memory_inputs < 0:
         raise BenchError(f"--memory-inputs {args.memory_inputs}: must be 0 or more")
     require_folder(args.dataset, "--dataset")
@@ -142,7 +156,7 @@ def measure_all(
 
     minilm = Path(get_model_path())
     with tempfile.TemporaryDirectory() as tmp:
-        model = build_apart(Path(tmp) / "model", args.layers)
+        model = build_apart(Path(tmp) / "model", args.layers, args.vocab)
         exports = Path(tmp) / "onnx"
         export_apart(model, exports)
         export_apart(minilm, exports)
@@ -232,7 +246,8 @@ def print_setup(args: argparse.Namespace, chunks: list[str], repeats: int) -> in
     tokens = [len(c.split()) + 1 for c in chunks]
     threads = EmbedderSettings(_env_file=None, EMBED_MODEL="-").EMBED_THREADS
     print(
-        f"Qwen3-0.6B shape, {args.layers} layers, random weights; {len(chunks)} chunks of "
+        f"Qwen3-0.6B shape, {args.layers} layers, {args.vocab} embedding rows, random weights; "
+        f"{len(chunks)} chunks of "
         f"{min(tokens)}-{max(tokens)} tokens (median {statistics.median(tokens):g}); "
         f"EMBED_BATCH_TOKENS={BATCH_TOKENS}, EMBED_THREADS={threads}; best of {repeats}",
         flush=True,
@@ -298,7 +313,7 @@ def result_json(
         "default_backend": speed["default_engine"][0],
         "cpu_class": klass,
         "emulated": (
-            f"{avx2.emulating()} (CPUID shim, bench/avx2_only.c, on {cpu_name()})"
+            f"{avx2.emulating()} (CPUID shim, bench/research/avx2_only.c, on {cpu_name()})"
             if avx2.emulating()
             else None
         ),
@@ -311,6 +326,7 @@ def result_json(
         "batch_tokens": BATCH_TOKENS,
         "threads": threads,
         "layers": args.layers,
+        "vocab": args.vocab,
         "chunks": n,
         "repeats": repeats,
         "chunks_per_s": {name: round(rate, 4) for name, rate in speed["rates"].items()},

@@ -25,6 +25,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import REPO_ROOT, cpu_name, free_port
 
 NOTES = REPO_ROOT / "bench" / "notes_corpus" / "notes"

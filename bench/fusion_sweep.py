@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import STOPS, bench_settings, copy_notes, describe, embedder, format_table
 from bench.corpora import Collection, dev_collections
 from bench.retrieval import Cache, K, Query, load_queries, score

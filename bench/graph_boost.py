@@ -22,6 +22,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import BenchError, bench_settings, copy_notes, describe, embedder, format_table
 from bench.corpora import COLLECTIONS, Collection
 from bench.retrieval import Cache, Query, average, load_queries, score

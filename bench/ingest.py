@@ -31,8 +31,8 @@ engine measured at its first start), reported as wall time per 1,000 chunks besi
 README's "about ten minutes for a thousand chunks", with the embedder's first start (load and
 auto's measuring) and a later start (the decision kept) timed apart. Its tokenizer is one token
 per word: Qwen3's own gives English prose about 1.3 tokens a word, so real chunks are longer.
-`--emulate avx2|avx512-bf16` runs it as on another CPU class (bench/avx2.py; the embedder process
-inherits the CPUID shim): the cores, caches and clocks stay this machine's.
+`--emulate avx2|avx512-bf16` runs it as on another CPU class (bench/research/avx2.py; the embedder
+process inherits the CPUID shim): the cores, caches and clocks stay this machine's.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.common import (
     CRANFIELD,
@@ -293,7 +296,7 @@ def _embedder(model: Path, state: Path, log: Path) -> tuple[Child, str]:
 def qwen3_shape(docs: Path, files: list[Path]) -> dict[str, Any]:
     """Ingest `files` through a Qwen3-0.6B-shaped embedder with the shipped defaults: wall time
     per 1,000 chunks, and the embedder's first and later start."""
-    from bench import avx2  # torch: only for this mode
+    from bench.research import avx2  # torch: only for this mode
     from embed_server import hardware
 
     with tempfile.TemporaryDirectory(prefix="kb-bench-qwen3-") as tmp:
@@ -372,7 +375,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--emulate",
         choices=["avx2", "avx512-bf16"],
-        help="with --qwen3-shape: run as on another CPU class (bench/avx2_only.c)",
+        help="with --qwen3-shape: run as on another CPU class (bench/research/avx2_only.c)",
     )
     return parser
 
@@ -388,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.emulate and not args.qwen3_shape:
         arguments.error("--emulate needs --qwen3-shape")
     if args.emulate:
-        from bench import avx2  # torch: only for this mode
+        from bench.research import avx2  # torch: only for this mode
 
         if not avx2.emulating():
             # CPUID is read when each library loads: a fresh process, this one's arguments

@@ -32,6 +32,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.cold_query import COLLECTION, build
 from bench.common import REPO_ROOT, CountedEngine, cpu_name, embedder, format_table, free_port
 from kb.app.process import Child, ChildError

@@ -20,6 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import REPO_ROOT, bench_settings, copy_notes, cpu_name, embedder, format_table
 from bench.mcp_search import server
 from kb.app import ingest

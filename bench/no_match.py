@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import REPO_ROOT, bench_settings, copy_notes, embedder, format_table
 from bench.retrieval import load_queries, model_name
 from kb.app.backend import embed_client, open_store

@@ -25,6 +25,7 @@ QWEN3_06B = {  # Qwen/Qwen3-Embedding-0.6B config.json
     "max_position_embeddings": 32768,
 }
 WORDS = 2000  # tokenizer vocabulary actually used by the generated text
+USED_IDS = WORDS + 2  # with <|endoftext|> and <unk>: the smallest embedding table the text fits
 
 
 def build_qwen3_shape(folder: Path, shape: dict[str, int] = QWEN3_06B) -> Path:
@@ -50,12 +51,12 @@ def build_qwen3_shape(folder: Path, shape: dict[str, int] = QWEN3_06B) -> Path:
     return folder
 
 
-def build_apart(folder: Path, layers: int) -> Path:
-    """`build_qwen3_shape` with `layers` layers in a child process: building needs the fp32
-    model in memory (~2.4 GB at full size), which a long-lived process would keep reserved."""
-    subprocess.run(
-        [sys.executable, __file__, str(folder), f"--layers={layers}"], check=True, timeout=900
-    )
+def build_apart(folder: Path, layers: int, vocab: int = QWEN3_06B["vocab_size"]) -> Path:
+    """`build_qwen3_shape` with `layers` layers and `vocab` embedding rows in a child process:
+    building needs the fp32 model in memory (~2.4 GB at full size), which a long-lived process
+    would keep reserved."""
+    argv = [sys.executable, __file__, str(folder), f"--layers={layers}", f"--vocab={vocab}"]
+    subprocess.run(argv, check=True, timeout=900)
     return folder
 
 
@@ -72,9 +73,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="where to write the model (created if needed)")
     parser.add_argument("--layers", type=int, default=QWEN3_06B["num_hidden_layers"])
+    parser.add_argument("--vocab", type=int, default=QWEN3_06B["vocab_size"])
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
-    build_qwen3_shape(args.folder, QWEN3_06B | {"num_hidden_layers": args.layers})
+    shape = QWEN3_06B | {"num_hidden_layers": args.layers, "vocab_size": args.vocab}
+    build_qwen3_shape(args.folder, shape)
     return 0
 
 

@@ -37,6 +37,9 @@ from typing import Any
 
 import numpy as np
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import cpu_name
 from bench.rerank_models import MODELS, WORDS, build_cross_encoder
 from embed_server.batching import Engine

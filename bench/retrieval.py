@@ -68,14 +68,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import (
     CRANFIELD,
     STOPS,
     BenchError,
     describe,
+    documents,
     embedder,
     require_file,
-    require_folder,
 )
 from bench.corpora import COLLECTIONS, Collection, dev_collections
 from bench.retrieval_eval import Cache, Result, evaluate, pipelines
@@ -129,7 +132,8 @@ def add_folder_options(parser: argparse.ArgumentParser) -> None:
         metavar="DOCS_DIR",
         nargs="?",
         default=CRANFIELD / "docs",
-        help="notes to ingest (default: the Cranfield documents)",
+        help="notes to ingest, a folder or NAME.tar.gz of the folder NAME/ (default: the "
+        "Cranfield documents)",
     )
     parser.add_argument(
         "queries",
@@ -153,7 +157,8 @@ def add_folder_options(parser: argparse.ArgumentParser) -> None:
         "--also",
         type=Path,
         metavar="DIR",
-        help="another folder ingested beside DOCS_DIR (never judged): e.g. code beside notes",
+        help="another folder (or NAME.tar.gz) ingested beside DOCS_DIR (never judged): e.g. "
+        "code beside notes",
     )
     parser.add_argument(
         "--domain",
@@ -248,9 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.held_out or args.baseline or args.write_baseline:
             raise BenchError("--held-out, --baseline and --write-baseline go with --all")
         # every input is checked before the embedder starts
-        require_folder(args.docs_dir, "DOCS_DIR")
+        docs = documents(args.docs_dir, "DOCS_DIR")
         require_file(args.queries, "QUERIES_JSONL")
-        queries = load_queries(args.queries, args.docs_dir)
+        queries = load_queries(args.queries, docs)
         weights: list[float] = []
         if args.rerank:
             try:
@@ -259,10 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BenchError(f"--rerank-weights {args.rerank_weights!r}: numbers") from None
             if not weights or not all(0 <= w <= 1 for w in weights):
                 raise BenchError(f"--rerank-weights {args.rerank_weights!r}: each within 0..1")
-        if args.also is not None:
-            require_folder(args.also, "--also")
+        also = None if args.also is None else documents(args.also, "--also")
         with embedder() as url:
-            result = evaluate(args.docs_dir.resolve(), queries, url, args.also,
+            result = evaluate(docs.resolve(), queries, url, also,
                               args.domain or ("all",), weights, args.index or "",
                               pipelines(args.fusion), args.cache)  # fmt: skip
     except STOPS as exc:

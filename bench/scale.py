@@ -31,6 +31,9 @@ from typing import Any
 
 import numpy as np
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import cpu_name
 from kb.core.schema import KeywordVector, point_id
 from kb.store.points import Point, Store

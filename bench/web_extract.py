@@ -9,7 +9,7 @@ boilerplate. Per extractor and page: the share of article sentences its text kee
 boilerplate snippets left in it, whether it found the page's title, and its time per page, side
 by side in one run (Markdown markup is ignored when matching).
 
-    uv run --group dev python -m bench.web_extract [--repeat N] [--json]
+    uv run --group dev bench/web_extract.py [--repeat N] [--json]
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.common import REPO_ROOT, cpu_name
 

@@ -10,10 +10,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from helpers import EmbedderProcess
+from helpers import EmbedderProcess, register_bench
 from stack_files import embedder_settings_class
 
 from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
+
+register_bench()  # the tests import bench.* (not installed) as the benchmarks do
 
 # Shared fixtures (ingested notes, servers, the browser, YouTube replays, the reranker, the
 # recorded web site).

@@ -39,6 +39,23 @@ def script_module(path: str) -> ModuleType:
     return module
 
 
+def register_bench() -> None:
+    """bench/ as the package `bench`, as the benchmarks import it when run as files: it is a
+    folder of the checkout, not installed (not part of the product), the repository root is not
+    on sys.path under `uv run pytest`, and a folder tests/bench/ would pass for a namespace
+    package of that name. Done once, before any test module imports it."""
+    folder = REPO_ROOT / "bench"
+    if getattr(sys.modules.get("bench"), "__file__", None) == str(folder / "__init__.py"):
+        return
+    spec = importlib.util.spec_from_file_location(
+        "bench", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["bench"] = package
+    spec.loader.exec_module(package)
+
+
 def build_settings(
     embed_url: str = UNREACHABLE_EMBEDDER, root: Path | None = None, **overrides: Any
 ) -> Settings:

@@ -194,7 +194,7 @@ def resolve_engine(
     return "onnx", (ONNX_AUTO_DTYPE if dtype == "auto" else dtype)
 
 
-# What RERANK_DTYPE=auto runs per CPU class (bench/rerank.py, bench/rerank_fidelity.py,
+# What RERANK_DTYPE=auto runs per CPU class (bench/rerank.py, bench/research/rerank_fidelity.py,
 # docs/design/reranking.md). avx512-bf16 without AMX: fp32; bf16 ran 0.6x its speed, and torch
 # dynamic int8 ran 1.5x but moved the scores (Spearman 0.92 to fp32 over 30 passages), so int8 is
 # opt-in. avx2, ARM and others: fp32 (int8 likewise opt-in). amx: bf16, computed natively there

@@ -1,6 +1,7 @@
-"""`bench/embed_throughput.py --emulate avx2|avx512-bf16` (bench/avx2.py) measures every engine as
-on another CPU class: bench/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from CPUID for the whole
-process, or with CPUID_HIDE=zen4 only what AMD Zen 4 lacks (AMX and later)."""
+"""`bench/embed_throughput.py --emulate avx2|avx512-bf16` (bench/research/avx2.py) measures every
+engine as on another CPU class: bench/research/avx2_only.c hides AVX-512, VNNI, AMX and BF16 from
+CPUID for the whole process, or with CPUID_HIDE=zen4 only what AMD Zen 4 lacks (AMX and later).
+Research (`-m research`): CI does not run it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import avx2
+from bench.research import avx2
+
+pytestmark = pytest.mark.research
 
 
 def can_fault_cpuid() -> bool:

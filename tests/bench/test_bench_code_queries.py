@@ -1,31 +1,51 @@
 """The code query set (bench/datasets/code) names real files of its frozen copy of kb/ and line
-ranges inside them; the retrieval bench reads documents of every kind."""
+ranges inside them; that copy ships packed, unpacked for the run; the retrieval bench reads
+documents of every kind."""
 
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 
+import pytest
 from helpers import REPO_ROOT
 
-from bench import retrieval
+from bench import corpora, retrieval
+from bench.common import BenchError, documents
 
 BENCH = REPO_ROOT / "bench"
 
 QUERIES = BENCH / "datasets" / "code" / "queries.jsonl"
-CODE = BENCH / "datasets" / "code" / "kb"  # frozen: the gate's collection must not move
+ARCHIVE = BENCH / "datasets" / "code" / "kb.tar.gz"  # frozen: the gate's collection must not move
 
 
 def test_the_code_query_set_has_twenty_questions_each_judged_by_a_file_and_lines():
-    queries = retrieval.load_queries(QUERIES, CODE)
+    code = documents(ARCHIVE, "code")
+    queries = retrieval.load_queries(QUERIES, code)
     assert len(queries) >= 20
     for line in QUERIES.read_text().splitlines():
         entry = json.loads(line)
         path, _, span = entry["lines"].partition(":")
         assert list(entry["relevant"]) == [path]
         first, last = map(int, span.split("-"))
-        length = len((CODE / path).read_text().splitlines())
+        length = len((code / path).read_text().splitlines())
         assert 1 <= first <= last <= length, entry["id"]
+
+
+def test_the_frozen_copy_is_unpacked_outside_the_checkout_once_per_run():
+    (code,) = [c for c in corpora.COLLECTIONS if c.name == "code"]
+    folder = code.docs
+    assert folder == code.docs  # unpacked once, not per use
+    assert not folder.is_relative_to(REPO_ROOT)
+    assert len(list(folder.rglob("*.py"))) == 61
+
+
+def test_an_archive_without_its_named_folder_is_refused_with_its_path(tmp_path: Path):
+    with tarfile.open(tmp_path / "notes.tar.gz", "w:gz") as archive:
+        archive.add(ARCHIVE, arcname="other/kb.tar.gz")
+    with pytest.raises(BenchError, match=r"DOCS_DIR .*notes\.tar\.gz: no folder notes/ in it"):
+        documents(tmp_path / "notes.tar.gz", "DOCS_DIR")
 
 
 def test_documents_of_every_indexed_kind_can_be_judged(tmp_path: Path):

@@ -99,6 +99,7 @@ def test_an_empty_dataset_folder_is_refused_naming_its_docs_folder(tmp_path: Pat
         ("embed_throughput", ["--chunks", "0"], "--chunks 0"),
         ("embed_throughput", ["--repeats", "0"], "--repeats 0"),
         ("embed_throughput", ["--memory-inputs", "-1"], "--memory-inputs -1"),
+        ("embed_throughput", ["--vocab", "100"], "--vocab 100: from 2002 to 151669"),
         ("embed_memory", ["--inputs", "0"], "--inputs"),
         ("ingest", ["--limit", "0"], "--limit"),
         ("ingest", ["--emulate", "avx2"], "--emulate needs --qwen3-shape"),

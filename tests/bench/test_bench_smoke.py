@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from helpers import REPO_ROOT
 
 BENCH = REPO_ROOT / "bench"
@@ -45,6 +44,7 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
         str(BENCH / "embed_throughput.py"),
         "--quick",
         "--layers=1",
+        "--vocab=2002",  # the ids the chunks use: the 151,669-row table was most of the time
         "--chunks=3",
         "--memory-inputs=2",
         f"--dataset={tiny_dataset(tmp_path / 'data')}",
@@ -90,6 +90,7 @@ def test_throughput_bench_prints_ratios_accuracy_and_memory_as_json(tmp_path: Pa
     memory = result["memory"]
     assert memory["peak_rss_mb"] >= memory["resident_mb"] > 0
     assert memory["tokens"] == 2 * 2048  # each input filled EMBED_MAX_TOKENS
+    assert (result["layers"], result["vocab"]) == (1, 2002)
     assert "baseline: fp32, arrival order, batches of 16" in out
 
 
@@ -125,41 +126,3 @@ def test_memory_bench_refuses_an_unknown_engine_naming_it() -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "'torch:fp16': expected torch or onnx" in proc.stderr
-
-
-GPU_CHECK_ON_CPU = ["--device=cpu", "--layers=1", "--chunks=3", "--repeats=1", "--json"]
-
-
-@pytest.mark.slow  # builds a one-layer Qwen3 shape and three embedders: ~45 s
-def test_gpu_check_runs_its_steps_on_the_cpu_and_fails_exactly_when_it_names_a_regression() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "gpu_check.py"), *GPU_CHECK_ON_CPU],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["default"].endswith(" on cpu")  # the shipped default, where it was asked
-    assert result["baseline_chunks_per_s"] > 0 and result["default_chunks_per_s"] > 0
-    assert 0 < result["query_p50_p95_s"][0] <= result["query_p50_p95_s"][1]
-    assert result["search"]["tokens"] > result["search"]["instruction_tokens_reused"] > 0
-    assert -1 <= result["min_cosine_vs_cpu_fp32"] <= 1 + 1e-6
-    assert (proc.returncode == 1) == bool(result["regressions"])
-
-
-def test_gpu_check_without_a_gpu_says_so_in_one_line() -> None:
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA GPU is here: the check would run")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "gpu_check.py")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == (
-        "error: torch sees no CUDA GPU (--device cpu runs the steps here)"
-    )

@@ -147,7 +147,7 @@ def test_an_int8_reranker_keeps_the_models_order_and_health_says_int8(
     expected = direct_scores(tiny_reranker_path, QUERY, docs, max_length=256)  # fp32
     got = {r["index"]: r["relevance_score"] for r in body["results"]}
     # int8 moves each score a little (this random head's logits are near-tied, so relatively a
-    # lot: bench/rerank_fidelity.py), not the order of clear gaps: a passage ranked above
+    # lot: bench/research/rerank_fidelity.py), not the order of clear gaps: a passage ranked above
     # another never scores clearly below it in fp32.
     tolerance = 0.08
     assert max(abs(got[i] - expected[i]) for i in got) < tolerance

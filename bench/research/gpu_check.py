@@ -18,7 +18,7 @@ the whole one (beyond 10 %, these machines being noisy); cosines are printed, no
 weights say how far the GPU's arithmetic moves a vector, not what a search loses. `--device cpu`
 runs the same steps here (the bench's smoke test does).
 
-    python bench/gpu_check.py [--device cuda|cpu] [--layers 28] [--chunks 16] [--json]
+    python bench/research/gpu_check.py [--device cuda|cpu] [--layers 28] [--chunks 16] [--json]
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from bench.common import cpu_name
 from bench.embed_engines import embed_all, engine, load, naive, query_latency, search_latency

@@ -1,12 +1,12 @@
 """`--emulate avx2|avx512-bf16` (bench/embed_throughput.py): measure as on another CPU class, on
 this one.
 
-bench/avx2_only.c, compiled with gcc and preloaded, turns on Linux's CPUID faulting and answers
-CPUID with features cleared: `avx2` clears AVX-512, VNNI, AVX-VNNI, AMX and BF16, so torch and
-ONNX Runtime pick the kernels they run on most laptops (torch's own caps are set too);
+bench/research/avx2_only.c, compiled with gcc and preloaded, turns on Linux's CPUID faulting and
+answers CPUID with features cleared: `avx2` clears AVX-512, VNNI, AVX-VNNI, AMX and BF16, so torch
+and ONNX Runtime pick the kernels they run on most laptops (torch's own caps are set too);
 `avx512-bf16` (CPUID_HIDE=zen4) clears only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10,
-AVX-VNNI). Needs x86-64 Linux with `cpuid_fault` in /proc/cpuinfo. The cores, caches and clocks
-stay this machine's: an emulated Zen 4 is this CPU without AMX, not a Zen 4.
+AVX-VNNI). Needs x86-64 Linux with `cpuid_fault` in /proc/cpuinfo. The cores, caches and clocks stay
+this machine's: an emulated Zen 4 is this CPU without AMX, not a Zen 4.
 """
 
 from __future__ import annotations
@@ -44,14 +44,16 @@ def emulating() -> str | None:
 
 
 def build_shim() -> Path:
-    """bench/avx2_only.c compiled into the temporary folder (once per source version)."""
+    """bench/research/avx2_only.c compiled into the temporary folder (once per source version)."""
     if platform.machine().lower() not in {"x86_64", "amd64"} or not Path("/proc").exists():
         raise BenchError("--emulate needs Linux on x86-64")
     flags = Path("/proc/cpuinfo").read_text().split()
     if "cpuid_fault" not in flags:
         raise BenchError("--emulate: this CPU or kernel has no CPUID faulting (cpuid_fault)")
     if shutil.which("gcc") is None:
-        raise BenchError("--emulate builds bench/avx2_only.c with gcc: gcc is not installed")
+        raise BenchError(
+            "--emulate builds bench/research/avx2_only.c with gcc: gcc is not installed"
+        )
     digest = hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]
     target = Path(tempfile.gettempdir()) / f"avx2_only-{digest}.so"
     if not target.exists():
@@ -77,7 +79,7 @@ def cpu_line() -> str:
         like = "cores, caches and clocks are this machine's"
     return (
         f"CPU class: {klass}, emulated: CPUID shows {hidden} to any engine "
-        f"(bench/avx2_only.c); {like} ({cpu_name()})"
+        f"(bench/research/avx2_only.c); {like} ({cpu_name()})"
     )
 
 

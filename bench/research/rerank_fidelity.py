@@ -12,7 +12,7 @@ Per setting: Spearman correlation of the 30 scores with the reference (mean and 
 queries), overlap of the top 5, agreement on the top 1, Pearson correlation of all logits, and
 the share of pairs that setting's token limit cuts.
 
-    uv run bench/rerank_fidelity.py [--queries N] [--quick] [--json]
+    uv run bench/research/rerank_fidelity.py [--queries N] [--quick] [--json]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 from embed_server.batching import Engine
 from embed_server.config import EmbedderSettings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 CRANFIELD = ROOT / "bench" / "datasets" / "cranfield"

@@ -1,1 +1,0 @@
-"""Shared host library: settings, notes, chunking, store, search, ingest."""

@@ -1,0 +1,1 @@
+"""Engine research that never ships: CPU-class emulation, the GPU check, model comparisons."""
