@@ -58,6 +58,8 @@ class Kind:
     fields: ClassVar[tuple[str, ...]] = ()
     # the first part of every item's `source` ("youtube", "web"): no folder may take it
     prefix: ClassVar[str | None] = None
+    # what why_not_found says of a name under `prefix` that the index does not hold
+    unseen: ClassVar[str] = ""
     # owns what no other kind owns (a NOTE_FOLDERS folder: its origin is any name the user chose)
     fallback: ClassVar[bool] = False
 

@@ -64,6 +64,15 @@ def build(
     return built if only is None else [s for s in built if s.origin in only]
 
 
+def unseen(name: str) -> str | None:
+    """What why_not_found says of `name`, never stored, when a kind names its items so (its
+    `prefix`); None for a name of the inbox or a folder (a file's story)."""
+    for kind in kinds():
+        if kind.prefix and kind.unseen and name.startswith(f"{kind.prefix}/"):
+            return f"never seen: {kind.unseen}"
+    return None
+
+
 def close(sources: Sequence[Source]) -> None:
     for kind in kinds():
         kind.close(sources)

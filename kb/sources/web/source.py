@@ -32,12 +32,11 @@ from kb.content.formats.base import FormatError
 from kb.content.notes import Note, NoteError
 from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, Domain
-from kb.core.schema import BOOKMARK_REMOVED, ORIGIN, WEB, folder_key
+from kb.core.schema import BOOKMARK_REMOVED, folder_key
 from kb.core.settings import Settings
 from kb.core.state import State
-from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
+from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
 from kb.sources.web import bookmarks
 from kb.sources.web.fetch import NOT_MODIFIED, Fetcher, FetchError, Limits
 from kb.sources.web.page import PREFIX, Marks, Page, Pages, page_note, page_source, read_page
@@ -253,21 +252,3 @@ def web_sources(settings: Settings, state: State, **options: Any) -> list[WebSou
         WebSource(paths, state.web_dir(), web_limits(settings), wanted,
                   settings.WEB_REFRESH_DAYS, **options)
     ]  # fmt: skip
-
-
-class Bookmarks(Kind):
-    """The BOOKMARKS pages: each page an item of origin `web`, read back from what the index
-    stored (a page saved with save_url is a note of the inbox, read from its file)."""
-
-    name = WEB
-    order = 3
-    prefix = PREFIX
-
-    def build(self, settings: Settings, state: State) -> list[Source]:
-        return list(web_sources(settings, state))
-
-    def owns(self, payload: Payload) -> bool:
-        return payload.get(ORIGIN) == WEB
-
-
-KIND = Bookmarks()

@@ -44,13 +44,11 @@ import httpx
 from kb.content.notes import Note
 from kb.core.errors import ConfigError, KbError
 from kb.core.kinds import PROSE, Domain
-from kb.core.schema import CHANNEL, DURATION_S, PLAYLIST_REMOVED, VIDEO, VIEW_COUNT
-from kb.core.schema import KIND as KIND_FIELD
+from kb.core.schema import PLAYLIST_REMOVED, VIEW_COUNT
 from kb.core.settings import Settings
 from kb.core.state import State
-from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
+from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
 from kb.sources.youtube import captions, watch_later
 from kb.sources.youtube.api import PAGE, Entry, YoutubeApi
 from kb.sources.youtube.captions import CaptionError, Captions
@@ -365,26 +363,3 @@ def playlists(
             f"or {settings.NOTES_DIR / PREFIX} already uses that name: rename it"
         )
     return configured(config, state, ledger=ledger, video_info=video_info, **api_options)
-
-
-class Youtube(Kind):
-    """The YOUTUBE_PLAYLISTS playlists: each video an item of kind `video`, read back from what
-    the index stored (the video has no file of the user's)."""
-
-    name = "youtube"
-    order = 2
-    remote = True  # the Data API's quota: never spent by a watcher's batch
-    prefix = PREFIX
-    fields = (CHANNEL, DURATION_S, VIEW_COUNT)
-
-    def build(self, settings: Settings, state: State) -> list[Source]:
-        return list(playlists(settings, state))
-
-    def owns(self, payload: Payload) -> bool:
-        return payload.get(KIND_FIELD) == VIDEO
-
-    def close(self, sources: Sequence[Source]) -> None:
-        close([s for s in sources if isinstance(s, PlaylistSource)])
-
-
-KIND = Youtube()
