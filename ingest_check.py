@@ -25,7 +25,7 @@ from kb.core.settings import Settings, get_settings, without_sources
 from kb.embedding.client import EmbedClient
 from kb.search.filters import Filters
 from kb.search.query import search, tag_usage
-from kb.sources.inbox import INGESTED
+from kb.sources.files import INGESTED
 from kb.store import collection
 from kb.store.points import Store
 

@@ -37,6 +37,8 @@ EXAMPLES = {
     "language": " en",
     "category": " Chess",
     "folder": ' "read later"',
+    "sender": " ana@example.com",
+    "recipient": " ana@example.com",
 }
 
 TOOLS_HEADER = """# The MCP tools, resources and prompts

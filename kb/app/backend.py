@@ -12,15 +12,14 @@ from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from kb.content.notes import normalise_tags
-from kb.core.errors import ConfigError, EmbedError, StoreError
-from kb.core.schema import INBOX
-from kb.core.settings import Settings, from_root
+from kb.core.errors import EmbedError, StoreError
+from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient, reranker_failure
 from kb.search import RerankOptions, Searcher
-from kb.search.read import Passage, ReadConfig, read_item
+from kb.search.read import Passage, read_item
 from kb.search.rerank import unloaded
-from kb.sources.folder import parse
-from kb.sources.inbox import INGESTED
+from kb.sources import registry
+from kb.sources.kind import ReadConfig
 from kb.store import collection
 from kb.store.engine import ClusterLayout
 from kb.store.points import Store
@@ -88,12 +87,9 @@ def rerank_options(settings: Settings) -> RerankOptions:
 
 def roots(settings: Settings) -> dict[str, Path]:
     """Where each source's notes are read from, by origin (kb.search.fresh): the inbox's
-    ingested/ and every NOTE_FOLDERS folder (none while NOTE_FOLDERS does not parse)."""
-    found = {INBOX: settings.NOTES_DIR / INGESTED}
-    try:
-        return found | {name: from_root(Path(path)) for name, path in parse(settings.NOTE_FOLDERS)}
-    except ConfigError:
-        return found
+    ingested/ and every NOTE_FOLDERS folder (none while NOTE_FOLDERS does not parse), as each
+    kind says (kb.sources.registry)."""
+    return registry.files(settings)
 
 
 def searcher(

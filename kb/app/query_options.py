@@ -19,6 +19,7 @@ GROUPS = {
     "notes": "filters",
     "videos": "saved videos' filters (YOUTUBE_PLAYLISTS)",
     "web": "web pages' filters (BOOKMARKS)",
+    "mail": "messages' filters (MAIL)",
 }
 METAVARS = {"tags": "TAGS", "date": "DATE", "duration": "LENGTH", "text": None, "kind": None}
 

@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from kb.app.ingest import ingest_config, run, web_limits
+from kb.app.ingest import ingest_config, run
 from kb.content.formats.base import FormatError
 from kb.content.notes import normalise_tags
 from kb.core.errors import ConfigError, IngestError, SaveError
@@ -41,11 +41,13 @@ from kb.embedding.client import EmbedClient
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
 from kb.ingest.run import ingest
+from kb.sources.files import INGESTED
 from kb.sources.folder import parse as folder_names
-from kb.sources.inbox import INGESTED, InboxSource
+from kb.sources.inbox import InboxSource
 from kb.sources.picked import Picked
 from kb.sources.web.fetch import Fetcher, FetchError
 from kb.sources.web.page import PREFIX, Page, host_of, read_page, saved_note
+from kb.sources.web.source import web_limits
 from kb.store.points import Store
 
 log = logging.getLogger(__name__)

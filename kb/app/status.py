@@ -26,9 +26,8 @@ from kb.core.state import RUN_LOG_NAME
 from kb.ingest import lifecycle, switch
 from kb.ingest import plan as sync
 from kb.search.related import UnresolvedLink, unresolved_links
-from kb.sources.files import discover, git_files
+from kb.sources.files import INGESTED, discover, git_files
 from kb.sources.folder import parse
-from kb.sources.inbox import INGESTED
 from kb.store import collection
 from kb.store.points import Store
 

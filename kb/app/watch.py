@@ -31,14 +31,14 @@ from pathlib import Path
 import watchfiles
 
 from kb.app.backend import Backend
-from kb.app.ingest import folders, run
+from kb.app.ingest import run
 from kb.core.errors import ConfigError, EmbedError, KbError
 from kb.core.schema import INBOX
 from kb.core.state import State
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
-from kb.sources.files import is_editor_file
-from kb.sources.inbox import INGESTED
+from kb.sources import registry
+from kb.sources.files import INGESTED, is_editor_file
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,8 @@ class Watcher:
         self.retry_s = retry_s
         if not self.settings.NOTES_DIR.is_dir():
             raise ConfigError(f"NOTES_DIR {self.settings.NOTES_DIR} is not a folder")
-        self.roots: dict[str, Path] = {INBOX: self.settings.NOTES_DIR.resolve()}
-        self.roots |= {f.name: f.root.resolve() for f in folders(self.settings)}
+        places = registry.places(self.settings)  # the inbox and the folders, checked
+        self.roots: dict[str, Path] = {name: path.resolve() for name, path in places.items()}
         self.ingested = self.roots[INBOX] / INGESTED
         self.state = State(self.settings.STATE_DIR)
         self.batches = 0  # batches synced (the first, full one included)

@@ -20,7 +20,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from kb.app.backend import roots
-from kb.app.ingest import folders as configured
 from kb.app.status import last_runs
 from kb.content.chunking import chunk_note
 from kb.content.notes import NoteError, normalise_tags, read_note
@@ -31,8 +30,9 @@ from kb.ingest.prepare import is_private
 from kb.search import Searcher, fresh, paths
 from kb.search import query as kb_query
 from kb.search.filters import FILTERS, Filters
-from kb.sources.files import GONE, git_files, listed_now
-from kb.sources.inbox import INGESTED
+from kb.sources import registry
+from kb.sources.files import GONE, INGESTED, git_files, listed_now
+from kb.sources.folder import folders as configured
 from kb.store import collection
 
 State = Literal[
@@ -101,6 +101,8 @@ def why_not_found(
         why.story.append(f"never indexed: ingest skips {shown}: {gate}")
     elif file is not None:
         _unindexed(why, settings, file, shown)
+    elif (said := registry.unseen(name)) is not None:
+        why.story.append(said)
     else:
         why.story.append(
             f"never seen: no file {name} in NOTES_DIR ({settings.NOTES_DIR}), its {INGESTED}/ "

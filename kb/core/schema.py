@@ -51,6 +51,8 @@ WEB = "web"  # the kind of a web page: a bookmark's (kb.sources.web) or one save
 PLAYLIST_REMOVED = "playlist_removed"  # deleted_cause of a video removed from its playlist
 BOOKMARK_REMOVED = "bookmark_removed"  # deleted_cause of a page whose bookmark was removed
 FILE_DELETED = "file_deleted"  # deleted_cause of a note whose file left its folder
+MESSAGE_REMOVED = "message_removed"  # deleted_cause of a message gone from its mailbox
+EMAIL = "email"  # the kind of a message of a MAIL mailbox (kb.sources.mail)
 USER_DELETED = "user"  # deleted_cause of a note deleted by hand (kb.ingest.lifecycle)
 # kb.store.points.fingerprints marks each point of a soft-deleted note so: never "unchanged"
 # (kb.ingest.plan)
@@ -111,6 +113,11 @@ class ChunkRecord:
     fetched_at: str | None = None  # UTC, ISO 8601: when the page was fetched
     bookmark_folders: list[str] = field(default_factory=list)  # "Bookmarks bar/Read later"
     folder_keys: list[str] = field(default_factory=list)  # the `folder` filter's (`folder_keys`)
+    # a message's (kind "email", kb.sources.mail): addresses lowercased, the thread's first
+    # message id (Gmail's thread id when it has one)
+    sender: str | None = None
+    recipients: list[str] = field(default_factory=list)
+    thread: str | None = None
     # a vault's graph (kb.content.obsidian): the note's other names, the sources of the indexed
     # notes it links to, and what its links to notes that are not indexed name
     aliases: list[str] = field(default_factory=list)
@@ -152,6 +159,9 @@ LANGUAGE = "language"
 TITLE = "title"
 SITE = "site"
 FOLDER_KEYS = "folder_keys"
+SENDER = "sender"
+RECIPIENTS = "recipients"
+THREAD = "thread"
 ALIASES = "aliases"
 LINKS = "links"
 UNRESOLVED = "unresolved_links"
@@ -184,6 +194,10 @@ PAYLOAD_INDEXES: dict[str, IndexKind] = {
     # web pages (kb.sources.web): the `folder` filter, and their site
     FOLDER_KEYS: "keyword",
     SITE: "keyword",
+    # messages (kb.sources.mail): the `sender` and `recipient` filters, a thread's messages
+    SENDER: "keyword",
+    RECIPIENTS: "keyword",
+    THREAD: "keyword",
     LINKS: "keyword",  # backlinks: the notes whose links name a note
 }
 
@@ -192,7 +206,8 @@ PAYLOAD_INDEXES: dict[str, IndexKind] = {
 # so notes stored before them stay unchanged (not rewritten) after an upgrade
 _LATER = frozenset({KIND, CHANNEL, "url", DURATION_S, VIEW_COUNT, UPLOADED, CATEGORIES,
                     LANGUAGE, "thumbnail", "locator", "domain", SITE, "author", "fetched_at",
-                    "bookmark_folders", FOLDER_KEYS, ALIASES, LINKS, UNRESOLVED})  # fmt: skip
+                    "bookmark_folders", FOLDER_KEYS, ALIASES, LINKS, UNRESOLVED,
+                    SENDER, RECIPIENTS, THREAD})  # fmt: skip
 _DEFAULTS: dict[str, object] = {
     f.name: f.default_factory() if callable(f.default_factory) else f.default
     for f in fields(ChunkRecord)

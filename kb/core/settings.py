@@ -271,6 +271,14 @@ class Settings(BaseSettings):
         "unit per 50 videos; the payload is updated, nothing embedded); 0: never.",
     )
 
+    # --- mail (docs/guide/mail.md) ------------------------------------------------------------
+    MAIL: str = Field(
+        "",
+        description="Comma-separated mailboxes synced as a source (each message one item, "
+        "results under mail/): .mbox files (Gmail Takeout, Thunderbird, Apple Mail), Maildir "
+        "folders, .eml files or folders of them.",
+        json_schema_extra=SOURCE,
+    )
     # --- bookmarks and web pages (docs/guide/web.md) ----------------------------------------
     BOOKMARKS: str = Field(
         "",

@@ -146,7 +146,8 @@ def prepare(
     read = Read(listed=[item.source for item in listing.items])
     bad_yaml: list[str] = []
     for item in listing.items:
-        stat = FileStat.of(item.path)  # before reading: a change meanwhile reads as stale
+        # before reading: a change meanwhile reads as stale
+        stat = FileStat.of(item.path) if item.own_file else None
         try:
             note = source.read(item, max_bytes=max_bytes)
             if is_private(note, private_tags):

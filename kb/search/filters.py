@@ -27,9 +27,12 @@ from kb.core.schema import (
     DATE_INGESTED,
     DOCUMENT_DATE,
     DURATION_S,
+    EMAIL,
     FOLDER_KEYS,
     LANGUAGE,
     NOTE,
+    RECIPIENTS,
+    SENDER,
     UPLOADED,
     VIDEO,
     WEB,
@@ -45,15 +48,16 @@ __all__ = ["FILTERS", "KINDS", "FilterError", "FilterField", "Filters", "seconds
 # What a filter keeps, which also fixes the shape of its value (FilterField.value).
 Test = Literal[
     "any_tag", "every_tag", "since", "until", "folder", "kind", "equals", "least", "most",
-    "within",
+    "within", "address",
 ]  # fmt: skip
 Value = Literal["tags", "date", "text", "kind", "duration"]
-Group = Literal["notes", "videos", "web"]
+Group = Literal["notes", "videos", "web", "mail"]
 VALUES: dict[Test, Value] = {
     "any_tag": "tags", "every_tag": "tags", "since": "date", "until": "date", "folder": "text",
     "equals": "text", "kind": "kind", "least": "duration", "most": "duration", "within": "text",
+    "address": "text",
 }  # fmt: skip
-KINDS = (NOTE, VIDEO, WEB)
+KINDS = (NOTE, VIDEO, WEB, EMAIL)
 _ROW = "filter"  # the key of a row in its dataclass field's metadata
 T = TypeVar("T")
 
@@ -149,7 +153,7 @@ class Filters:
         help="Notes in this folder ('recipes/', any depth) or this one file.")
     # the videos' filters (kb.sources.youtube.playlist; a note has none of these fields)
     kind: str | None = row(None, "kind", group="videos",
-        help="Only notes (files), videos (saved YouTube videos) or web pages.")
+        help="Only notes (files), videos (saved YouTube videos), web pages or email.")
     channel: str | None = row(None, "equals", CHANNEL, group="videos",
         help="Videos of this channel (its exact name).")
     min_duration: int | str | None = row(None, "least", DURATION_S, group="videos",
@@ -167,6 +171,11 @@ class Filters:
     # the web pages' filters (kb.sources.web): `within` matches a path of folders, any depth
     folder: str | None = row(None, "within", FOLDER_KEYS, group="web",
         help="Bookmarks in this browser folder ('read later', any depth, any case).")
+    # the messages' filters (kb.sources.mail): an address, any case
+    sender: str | None = row(None, "address", SENDER, group="mail",
+        help="Messages from this address (ana@example.com).")
+    recipient: str | None = row(None, "address", RECIPIENTS, group="mail",
+        help="Messages to or cc'd to this address.")
     # fmt: on
 
     def __post_init__(self) -> None:
@@ -188,6 +197,8 @@ class Filters:
                 object.__setattr__(self, spec.name, seconds(spec.name, value))
             elif spec.test == "equals":
                 object.__setattr__(self, spec.name, (value or "").strip() or None)
+            elif spec.test == "address":
+                object.__setattr__(self, spec.name, (value or "").strip().lower() or None)
             elif spec.test == "within":
                 object.__setattr__(self, spec.name, folder_key(value or "") or None)
         self._bounds()  # the ranges are checked now rather than at search time
@@ -228,7 +239,9 @@ class Filters:
     def where(self) -> QdrantFilter | None:
         """The Qdrant filter for these conditions (None when there are none)."""
         keywords = [
-            (f.payload, getattr(self, f.name)) for f in FILTERS if f.test in ("equals", "within")
+            (f.payload, getattr(self, f.name))
+            for f in FILTERS
+            if f.test in ("equals", "within", "address")
         ]
         return payload_filter(
             tags_any=tuple(self.tags),

@@ -6,15 +6,16 @@ the gates of the listing that indexed it (kb.sources.files through its source's 
 link, no hidden or git-ignored path, no secrets file, a kind INDEX_EXTENSIONS indexes, a
 regular file inside the inbox's ingested/ or its NOTE_FOLDERS folder), read without following
 a link, and refused when it is private now (`private: true`, a PRIVATE_TAGS tag) or its
-frontmatter no longer parses: what ingest would not index is not returned either.
+frontmatter no longer parses: what ingest would not index is not returned either. Which kind of
+source an item is, and how its text is read back, is the kind's (kb.sources.registry).
 
 What is returned gets what search results get: credentials redacted as the index redacts them
 (kb.content.redact, a key block's lines kept so line numbers still match the file) and invisible
 characters removed and counted (kb.core.invisible). The text is the item's readable text
 (kb.content.formats:
 a PDF page by page, a table row by row, a notebook cell by cell) with line numbers matching the
-`line_start`/`line_end` of its hits; at most MAX_BYTES per call. A saved video or a bookmarked
-page (origin `web`) has no file of the user's: its stored text is read instead. The note's
+`line_start`/`line_end` of its hits; at most MAX_BYTES per call. An item without a file of the
+user's (a video, a bookmarked page, a message) is read back from its stored text. The note's
 aliases and link counts come from the index, as search results' do.
 """
 
@@ -23,38 +24,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kb.content.notes import NoteError, is_private, read_note
-from kb.content.obsidian import without_comments
 from kb.content.redact import redact_text
 from kb.core.errors import NoteNotFound
 from kb.core.invisible import strip_invisible
-from kb.core.properties import Properties
-from kb.core.schema import ALIASES, INBOX, LINKS, TRANSCRIPT, VIDEO, WEB
+from kb.core.schema import ALIASES, LINKS
 from kb.search import paths
-from kb.sources.folder import FolderSource, configured
-from kb.sources.inbox import InboxSource
+from kb.sources import registry
+from kb.sources.kind import ReadConfig
 from kb.store import collection
 from kb.store.points import Store
 
 MAX_BYTES = 500_000  # per call: what an assistant's context can take in one go
 MAX_LINES = 2000
-
-
-@dataclass(frozen=True)
-class ReadConfig:
-    """The settings reading reads, as plain values (kb.app.backend.read_config builds it): where
-    the indexed files are and how ingest reads them."""
-
-    notes_dir: Path  # NOTES_DIR: the inbox, whose stored notes are in ingested/
-    note_folders: str  # NOTE_FOLDERS as written (checked when a folder's note is read)
-    folders_git: bool  # NOTE_FOLDERS_GIT
-    suffixes: tuple[str, ...]  # INDEX_EXTENSIONS
-    max_bytes: int  # NOTE_MAX_BYTES
-    private_tags: frozenset[str]  # PRIVATE_TAGS, normalised
-    properties: Properties  # NOTE_PROPERTIES: which keys fill which field
 
 
 @dataclass(frozen=True)
@@ -95,59 +78,6 @@ def holding(
     )
 
 
-def video_text(payloads: Sequence[dict[str, Any]]) -> str:
-    """A saved video (or bookmarked page) has no file: its text is what the index stored, in
-    chunk order (title and link first; a caption passage led by its moment, `[12:34]`)."""
-    first = payloads[0]
-    lines = [str(first.get("title") or first.get("source")), str(first.get("url") or ""), ""]
-    for payload in sorted(payloads, key=lambda p: int(p.get("chunk_index") or 0)):
-        moment = (
-            f"[{payload.get('locator')}] " if payload.get("heading_path") == [TRANSCRIPT] else ""
-        )
-        lines += [moment + str(payload.get("text") or ""), ""]
-    return "\n".join(lines)
-
-
-def locate(config: ReadConfig, source: str, origin: str) -> Path:
-    """The file of an indexed item, if its source's listing would hold it now."""
-    parts = PurePosixPath(source).parts
-    if not parts or source.startswith("/") or ".." in parts or "\\" in source:
-        raise NoteNotFound(f"{source!r} is not a note's name")
-    if origin == INBOX:
-        listing: InboxSource | FolderSource = InboxSource(
-            config.notes_dir, suffixes=config.suffixes
-        )
-    else:
-        found = configured(
-            config.notes_dir, config.note_folders, git=config.folders_git, suffixes=config.suffixes
-        )
-        folders = {f.name: f for f in found}
-        if origin not in folders or parts[0] != origin:
-            raise NoteNotFound(f"{source}: its folder {origin!r} is no longer in NOTE_FOLDERS")
-        listing = folders[origin]
-    try:
-        return listing.file_now(source)
-    except NoteError as exc:
-        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
-
-
-def file_text(config: ReadConfig, source: str, origin: str) -> str:
-    """The readable text of an indexed item's file, as ingest would read it now; NoteNotFound
-    when ingest would not index it (unreadable, private now)."""
-    path = locate(config, source, origin)
-    try:
-        note = read_note(path, source, max_bytes=config.max_bytes, properties=config.properties)
-    except NoteError as exc:
-        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
-    except OSError as exc:
-        raise NoteNotFound(f"{source}: not read: cannot read it ({exc.strerror})") from None
-    if is_private(note, config.private_tags):
-        raise NoteNotFound(
-            f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
-        )
-    return without_comments(note.text, note.edits)  # as the index holds it
-
-
 @lru_cache(maxsize=4)
 def shown_lines(text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """An item's lines as they may be returned (invisible characters removed, then secrets
@@ -180,10 +110,7 @@ def read_item(
     found = paths.resolve(stores, source)  # a folder's note named without the folder's name
     source = found.path
     store, payloads = holding(stores, source, found.problem)
-    if payloads[0].get("kind") == VIDEO or payloads[0].get("origin") == WEB:
-        text = video_text(payloads)
-    else:
-        text = file_text(config, source, str(payloads[0].get("origin") or INBOX))
+    text = registry.kind_of(payloads[0]).text(config, source, payloads)
     all_lines, hidden_per_line = shown_lines(text)
     shown: list[str] = []
     size = hidden = 0

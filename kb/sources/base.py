@@ -41,6 +41,9 @@ class Item:
     shown: str  # how summaries name it (e.g. `ingested/a.md` for an inbox note already moved)
     pending: bool = True  # needs after_store (an inbox note still in the inbox)
     replaces: bool = False  # an earlier version of the note is being replaced
+    # `path` is the item's own file, whose stat and hash mark a result stale (a message of an
+    # mbox is not: hashing the whole mailbox per message would read it once per message)
+    own_file: bool = True
 
 
 @dataclass

@@ -21,6 +21,9 @@ from pathlib import Path
 from kb.content.formats import DEFAULT_EXTENSIONS, is_secret
 from kb.sources.base import Failure
 
+# the inbox's folder of stored notes (kb.sources.inbox): never listed as waiting
+INGESTED = "ingested"
+
 # what editors leave beside a note while saving it: never a note
 EDITOR_FILES = ("*.swp", "*~", ".#*", "*.save", "*.tmp", "*.part")
 HIDDEN = "hidden"

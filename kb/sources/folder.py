@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb.content.notes import Note, NoteError, read_note
-from kb.core.errors import ConfigError
+from kb.core.errors import ConfigError, NoteNotFound
 from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
 from kb.core.properties import Properties
 from kb.core.schema import INBOX
-from kb.core.settings import from_root
-from kb.sources.base import Failure, Item, Listing, SourceDefaults
-from kb.sources.files import DEFAULT_SUFFIXES, discover, git_files, listed_now
-from kb.sources.inbox import INGESTED
+from kb.core.settings import Settings, from_root
+from kb.core.state import State
+from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
+from kb.sources.files import DEFAULT_SUFFIXES, INGESTED, discover, git_files, listed_now
+from kb.sources.kind import Kind, Payload, ReadConfig, checked_name, file_text
 
 # names a folder may not take: another source's (the inbox's, its ingested/ folder)
 RESERVED = frozenset({INBOX, INGESTED})
@@ -162,3 +163,56 @@ def _inbox_names(notes_dir: Path) -> set[str]:
         with contextlib.suppress(OSError), os.scandir(folder) as entries:
             names.update(e.name for e in entries if e.name != INGESTED)
     return names
+
+
+def folders(settings: Settings) -> list[FolderSource]:
+    """The NOTE_FOLDERS folders, checked (ConfigError naming the folder otherwise)."""
+    return configured(
+        settings.NOTES_DIR,
+        settings.NOTE_FOLDERS,
+        git=settings.NOTE_FOLDERS_GIT,
+        suffixes=settings.index_extensions,
+        properties=settings.note_properties,
+    )
+
+
+class Folders(Kind):
+    """The NOTE_FOLDERS folders, indexed in place: every other origin is a folder's name."""
+
+    name = "folders"
+    order = 1
+    fallback = True
+
+    def build(self, settings: Settings, state: State) -> list[Source]:
+        return list(folders(settings))
+
+    def owns(self, payload: Payload) -> bool:
+        return True
+
+    def text(self, config: ReadConfig, source: str, payloads: Sequence[Payload]) -> str:
+        parts = checked_name(source).parts
+        origin = str(payloads[0].get("origin"))
+        found = configured(
+            config.notes_dir, config.note_folders, git=config.folders_git, suffixes=config.suffixes
+        )
+        by_name = {f.name: f for f in found}
+        if origin not in by_name or parts[0] != origin:
+            raise NoteNotFound(f"{source}: its folder {origin!r} is no longer in NOTE_FOLDERS")
+        try:
+            path = by_name[origin].file_now(source)
+        except NoteError as exc:
+            raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+        return file_text(config, source, path)
+
+    def files(self, settings: Settings) -> dict[str, Path]:
+        """Every folder (none while NOTE_FOLDERS does not parse: `status` says why)."""
+        try:
+            return {name: from_root(Path(path)) for name, path in parse(settings.NOTE_FOLDERS)}
+        except ConfigError:
+            return {}
+
+    def places(self, settings: Settings) -> dict[str, Path]:
+        return {f.name: f.root for f in folders(settings)}
+
+
+KIND = Folders()

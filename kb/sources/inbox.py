@@ -17,13 +17,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kb.content.notes import Note, NoteError, read_note
+from kb.core.errors import IngestError, NoteNotFound
 from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
 from kb.core.properties import Properties
-from kb.core.schema import INBOX
-from kb.sources.base import Failure, Item, Listing, SourceDefaults
-from kb.sources.files import DEFAULT_SUFFIXES, discover, listed_now
+from kb.core.schema import INBOX, ORIGIN
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
+from kb.sources.files import DEFAULT_SUFFIXES, INGESTED, discover, listed_now
+from kb.sources.folder import folders
+from kb.sources.kind import Kind, Payload, ReadConfig, checked_name, file_text
 
-INGESTED = "ingested"
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
 
 
@@ -120,6 +124,47 @@ class InboxSource(SourceDefaults):
                     break
                 folder = folder.parent
         self._emptied.clear()
+
+
+class Inbox(Kind):
+    """NOTES_DIR as the inbox: its notes' origin is "inbox" (or none: written before origins)."""
+
+    name = INBOX
+    order = 0
+
+    def build(self, settings: Settings, state: State) -> list[Source]:
+        """The inbox; no note of it may start with a NOTE_FOLDERS name (checked there:
+        ConfigError naming the folder). IngestError for a NOTES_DIR that is not a folder."""
+        if not settings.NOTES_DIR.is_dir():
+            raise IngestError(f"NOTES_DIR {settings.NOTES_DIR} is not a folder")
+        return [
+            InboxSource(
+                settings.NOTES_DIR,
+                reserved=[f.name for f in folders(settings)],
+                suffixes=settings.index_extensions,
+                properties=settings.note_properties,
+            )
+        ]
+
+    def owns(self, payload: Payload) -> bool:
+        return payload.get(ORIGIN) in (None, "", INBOX)
+
+    def text(self, config: ReadConfig, source: str, payloads: Sequence[Payload]) -> str:
+        checked_name(source)
+        try:
+            path = InboxSource(config.notes_dir, suffixes=config.suffixes).file_now(source)
+        except NoteError as exc:
+            raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+        return file_text(config, source, path)
+
+    def files(self, settings: Settings) -> dict[str, Path]:
+        return {INBOX: settings.NOTES_DIR / INGESTED}
+
+    def places(self, settings: Settings) -> dict[str, Path]:
+        return {INBOX: settings.NOTES_DIR}
+
+
+KIND = Inbox()
 
 
 # --- moving ---------------------------------------------------------------------------

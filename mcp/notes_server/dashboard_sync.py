@@ -23,12 +23,13 @@ from typing import Any
 import anyio
 
 from kb.app.backend import Backend
-from kb.app.ingest import folders, run
+from kb.app.ingest import run
 from kb.core.errors import ConfigError, IngestBusy, IngestError, KbError
 from kb.core.state import State
 from kb.ingest.lifecycle import now_iso
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary, format_summary
+from kb.sources import registry
 from kb.sources.base import Failure
 
 START_WAIT_S = 10.0  # how long a press waits to learn whether the lock was free
@@ -139,7 +140,7 @@ class SyncRunner:
                 "folder here (the Docker image does not mount your notes)"
             )
         try:
-            folders(settings)
+            registry.places(settings)
         except ConfigError as exc:
             return f"this server cannot sync your folders: {exc}"
         return None

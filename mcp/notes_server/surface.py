@@ -163,7 +163,8 @@ class DeletedNote(BaseModel):
     cause: str | None = Field(
         description="Why: 'file_deleted' (its file left its folder), 'playlist_removed' (a "
         "video taken out of its YouTube playlist), 'bookmark_removed' (a page no longer "
-        "bookmarked) or 'user' (deleted by hand)."
+        "bookmarked), 'message_removed' (a message gone from its mailbox) or 'user' (deleted by "
+        "hand)."
     )
 
 
@@ -320,7 +321,8 @@ Rerank = Annotated[bool | None, Field(description=described("rerank"))]
 Explain = Annotated[bool, Field(description=described("explain"))]
 MaxChars = Annotated[int | None, Field(description=described("max_chars"))]
 DeleteCause = Annotated[
-    Literal["file_deleted", "user", "playlist_removed", "bookmark_removed"] | None,
+    Literal["file_deleted", "user", "playlist_removed", "bookmark_removed", "message_removed"]
+    | None,
     Field(description="Only notes deleted for this reason."),
 ]
 DeletedSince = Annotated[

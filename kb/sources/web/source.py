@@ -26,13 +26,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kb.content.formats.base import FormatError
 from kb.content.notes import Note, NoteError
+from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, Domain
 from kb.core.schema import BOOKMARK_REMOVED, folder_key
+from kb.core.settings import Settings
+from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
+from kb.sources.folder import parse as folder_names
 from kb.sources.web import bookmarks
 from kb.sources.web.fetch import NOT_MODIFIED, Fetcher, FetchError, Limits
 from kb.sources.web.page import PREFIX, Marks, Page, Pages, page_note, page_source, read_page
@@ -215,3 +219,36 @@ class WebSource(SourceDefaults):
     def too_many_gone(self, gone: int, live: int) -> str:
         """The mass-deletion guard's words (kb.ingest.guard)."""
         return f"BOOKMARKS: {gone} of its {live} pages are no longer bookmarked"
+
+
+def web_limits(settings: Settings) -> Limits:
+    """The WEB_* limits every page fetch keeps to (BOOKMARKS pages, save_url)."""
+    types = tuple(t.strip().lower() for t in settings.WEB_CONTENT_TYPES.split(",") if t.strip())
+    return Limits(
+        timeout=settings.WEB_TIMEOUT,
+        max_bytes=settings.WEB_MAX_BYTES,
+        max_redirects=settings.WEB_MAX_REDIRECTS,
+        content_types=types,
+        robots=settings.WEB_ROBOTS,
+        allow_private=settings.WEB_ALLOW_PRIVATE,
+    )
+
+
+def web_sources(settings: Settings, state: State, **options: Any) -> list[WebSource]:
+    """The BOOKMARKS source (none when BOOKMARKS is empty; its files in order, without
+    repeats); ConfigError when a NOTE_FOLDERS folder is named `web` (its notes' origin would
+    be the pages'). `options`: WebSource's (tests: a clock, a fetcher)."""
+    names = [n.strip() for n in settings.BOOKMARKS.split(",") if n.strip()]
+    paths = list(dict.fromkeys(Path(n).expanduser() for n in names))
+    if not paths:
+        return []
+    if PREFIX in (name for name, _ in folder_names(settings.NOTE_FOLDERS)):
+        raise ConfigError(
+            f"BOOKMARKS: pages are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses "
+            "that name: rename it"
+        )
+    wanted = tuple(k for k in (folder_key(f) for f in settings.BOOKMARKS_FOLDERS.split(",")) if k)
+    return [
+        WebSource(paths, state.web_dir(), web_limits(settings), wanted,
+                  settings.WEB_REFRESH_DAYS, **options)
+    ]  # fmt: skip

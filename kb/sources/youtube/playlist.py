@@ -45,8 +45,10 @@ from kb.content.notes import Note
 from kb.core.errors import ConfigError, KbError
 from kb.core.kinds import PROSE, Domain
 from kb.core.schema import PLAYLIST_REMOVED, VIEW_COUNT
+from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
+from kb.sources.folder import parse as folder_names
 from kb.sources.youtube import captions, watch_later
 from kb.sources.youtube.api import PAGE, Entry, YoutubeApi
 from kb.sources.youtube.captions import CaptionError, Captions
@@ -325,3 +327,39 @@ def close(sources: Sequence[PlaylistSource]) -> None:
         api.close()
     for kept in {id(s.captions): s.captions for s in sources if s.captions is not None}.values():
         kept.http.close()
+
+
+def youtube_config(settings: Settings) -> YoutubeConfig:
+    return YoutubeConfig(
+        playlists=settings.YOUTUBE_PLAYLISTS,
+        api_url=settings.YOUTUBE_API_URL,
+        api_key=settings.YOUTUBE_API_KEY,
+        daily_units=settings.YOUTUBE_DAILY_UNITS,
+        cookies_file=settings.YOUTUBE_COOKIES_FILE,
+        cookies_browser=settings.YOUTUBE_COOKIES_BROWSER,
+        captions=settings.YOUTUBE_CAPTIONS,
+        captions_languages=settings.YOUTUBE_CAPTIONS_LANGUAGES,
+        refresh_days=settings.YOUTUBE_REFRESH_DAYS,
+    )
+
+
+def playlists(
+    settings: Settings,
+    state: State,
+    *,
+    ledger: Ledger | None = None,
+    video_info: Callable[[str], dict[str, Any]] | None = None,
+    **api_options: Any,
+) -> list[PlaylistSource]:
+    """The YOUTUBE_PLAYLISTS playlists (`configured`); ConfigError when a folder or the inbox
+    already names notes `youtube/...`, as the videos are named."""
+    config = youtube_config(settings)
+    if not parse(config.playlists):
+        return []
+    names = {name for name, _ in folder_names(settings.NOTE_FOLDERS)}
+    if PREFIX in names or (settings.NOTES_DIR / PREFIX).exists():
+        raise ConfigError(
+            f"YOUTUBE_PLAYLISTS: videos are named {PREFIX}/..., and a NOTE_FOLDERS folder "
+            f"or {settings.NOTES_DIR / PREFIX} already uses that name: rename it"
+        )
+    return configured(config, state, ledger=ledger, video_info=video_info, **api_options)

@@ -46,7 +46,7 @@ ARGUMENT_TYPES: dict[Value, object] = {
     "tags": list[str] | None,
     "date": str | None,
     "text": str | None,
-    "kind": Literal["note", "video", "web"] | None,
+    "kind": Literal["note", "video", "web", "email"] | None,
     "duration": int | str | None,
 }
 assert get_args(get_args(ARGUMENT_TYPES["kind"])[0]) == KINDS

@@ -9,10 +9,9 @@ import pytest
 from helpers import REPO_ROOT
 from ingest_fixtures import make_settings, run_script, script_env, write
 
-from kb.app.ingest import folders
 from kb.core.errors import ConfigError
 from kb.sources.files import EDITOR, HIDDEN, UNTRACKED
-from kb.sources.folder import FolderSource
+from kb.sources.folder import FolderSource, folders
 from kb.sources.inbox import InboxSource
 
 

@@ -24,7 +24,7 @@ from web_fixtures import (
 
 from kb.app.backend import embed_client, open_store
 from kb.app.backend import searcher as make_searcher
-from kb.app.ingest import ingest_config, run, web_sources
+from kb.app.ingest import ingest_config, run
 from kb.content.chunking import chunk_note
 from kb.core.errors import IngestError
 from kb.core.schema import BOOKMARK_REMOVED, point_id
@@ -38,7 +38,7 @@ from kb.search import SearchRequest, search
 from kb.search.filters import Filters
 from kb.search.read import read_item
 from kb.sources.web.page import page_source
-from kb.sources.web.source import NOT_WEB, OUTSIDE
+from kb.sources.web.source import NOT_WEB, OUTSIDE, web_sources
 from kb.store.points import Store
 from notes_server.dashboard import templates
 

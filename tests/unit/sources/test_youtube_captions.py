@@ -15,7 +15,7 @@ from helpers import script_module
 from youtube_fixtures import DATA, KEY, RECORDED, VIDEO_INFO, Clock, Replay, filler
 
 from kb.app.backend import read_config
-from kb.app.ingest import ingest_config, playlists
+from kb.app.ingest import ingest_config
 from kb.content.chunking import chunk_note, embedding_text
 from kb.core.schema import TRANSCRIPT, Hit, at_moment
 from kb.core.settings import Settings
@@ -38,7 +38,7 @@ from kb.sources.youtube.captions import (
     pick,
     windows,
 )
-from kb.sources.youtube.playlist import CAPTIONS_DIR, close
+from kb.sources.youtube.playlist import CAPTIONS_DIR, close, playlists
 from kb.sources.youtube.quota import Ledger
 from kb.sources.youtube.video_note import video_note
 from kb.store.points import Store

@@ -10,7 +10,6 @@ import pytest
 from ingest_fixtures import make_settings, run_script, script_env, write
 from youtube_fixtures import KEY, RECORDED, WATCH_LATER_FLAT, Clock, Replay, filler
 
-from kb.app import ingest as app_ingest
 from kb.app.ingest import ingest_config, run
 from kb.core.errors import IngestError
 from kb.core.schema import PLAYLIST_REMOVED
@@ -21,6 +20,7 @@ from kb.ingest import lifecycle
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Summary
 from kb.ingest.run import ingest
+from kb.sources.youtube import playlist as app_ingest
 from kb.sources.youtube.playlist import UNAVAILABLE, UNLISTED, WAITING, PlaylistSource
 from kb.sources.youtube.quota import Ledger
 from kb.store.points import Store

@@ -1,0 +1,129 @@
+"""A kind of source as the rest of the house sees it: how its sources are built from the
+settings, which stored items are its own, how such an item is read back (`read_note`, the
+resources) and where its files are (staleness, status, the watcher).
+
+Each kind declares one `KIND = ...` in its own module (kb.sources.inbox, kb.sources.folder,
+kb.sources.youtube, kb.sources.web, kb.sources.mail); kb.sources.registry finds them. kb.app,
+kb.search and the MCP server iterate the registry and import no kind (import-linter checks it),
+so a new kind is one module, one guide page and one test file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from pydantic_settings import BaseSettings
+
+from kb.content.notes import NoteError, is_private, read_note
+from kb.content.obsidian import without_comments
+from kb.core.errors import NoteNotFound
+from kb.core.properties import Properties
+from kb.core.schema import TRANSCRIPT
+from kb.core.settings import Settings
+from kb.core.state import State
+from kb.sources.base import Source
+
+Payload = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """The settings reading reads, as plain values (kb.app.backend.read_config builds it): where
+    the indexed files are and how ingest reads them."""
+
+    notes_dir: Path  # NOTES_DIR: the inbox, whose stored notes are in ingested/
+    note_folders: str  # NOTE_FOLDERS as written (checked when a folder's note is read)
+    folders_git: bool  # NOTE_FOLDERS_GIT
+    suffixes: tuple[str, ...]  # INDEX_EXTENSIONS
+    max_bytes: int  # NOTE_MAX_BYTES
+    private_tags: frozenset[str]  # PRIVATE_TAGS, normalised
+    properties: Properties  # NOTE_PROPERTIES: which keys fill which field
+
+
+class Kind:
+    """One kind of source. Subclasses set the class attributes and override what differs; the
+    defaults are those of a kind whose items have no file of the user's (read back from what
+    the index stored)."""
+
+    name: ClassVar[str]  # as the docs and logs name it
+    order: ClassVar[int]  # when its sources sync in a run (the inbox first)
+    # its listing spends a remote quota (a playlist): not built for a watcher's batch
+    remote: ClassVar[bool] = False
+    # its own settings model (environment variables as today), None when it reads only Settings
+    settings_model: ClassVar[type[BaseSettings] | None] = None
+    # the payload fields its items add to a note's (ChunkRecord's extra fields)
+    fields: ClassVar[tuple[str, ...]] = ()
+    # the first part of every item's `source` ("youtube", "web"): no folder may take it
+    prefix: ClassVar[str | None] = None
+    # what why_not_found says of a name under `prefix` that the index does not hold
+    unseen: ClassVar[str] = ""
+    # owns what no other kind owns (a NOTE_FOLDERS folder: its origin is any name the user chose)
+    fallback: ClassVar[bool] = False
+
+    def build(self, settings: Settings, state: State) -> list[Source]:
+        """Its sources as the settings configure them (none when it is not configured);
+        ConfigError naming the setting otherwise."""
+        raise NotImplementedError
+
+    def owns(self, payload: Payload) -> bool:
+        """Whether a stored item (its first chunk's payload) is one of this kind's."""
+        raise NotImplementedError
+
+    def text(self, config: ReadConfig, source: str, payloads: Sequence[Payload]) -> str:
+        """The stored item's readable text as `read_note` returns it (before redaction and
+        invisible characters, which the reader applies); NoteNotFound when it may not be read."""
+        return stored_text(payloads)
+
+    def files(self, settings: Settings) -> dict[str, Path]:
+        """Where its items' files are, by origin (kb.search.fresh tells a stale result by them);
+        none for a kind without files of the user's."""
+        return {}
+
+    def places(self, settings: Settings) -> dict[str, Path]:
+        """The folders its sources list, by origin (the watcher, the dashboard's Sync), checked:
+        ConfigError naming the setting for one that is wrong."""
+        return {}
+
+    def close(self, sources: Sequence[Source]) -> None:
+        """The run is over: close what `build` opened (clients)."""
+
+
+def stored_text(payloads: Sequence[Payload]) -> str:
+    """An item without a file (a video, a bookmarked page, a message): its text is what the
+    index stored, in chunk order (title and link first; a caption passage led by its moment,
+    `[12:34]`)."""
+    first = payloads[0]
+    lines = [str(first.get("title") or first.get("source")), str(first.get("url") or ""), ""]
+    for payload in sorted(payloads, key=lambda p: int(p.get("chunk_index") or 0)):
+        moment = (
+            f"[{payload.get('locator')}] " if payload.get("heading_path") == [TRANSCRIPT] else ""
+        )
+        lines += [moment + str(payload.get("text") or ""), ""]
+    return "\n".join(lines)
+
+
+def checked_name(source: str) -> PurePosixPath:
+    """A stored item's name as a relative POSIX path; NoteNotFound for anything else."""
+    path = PurePosixPath(source)
+    if not path.parts or source.startswith("/") or ".." in path.parts or "\\" in source:
+        raise NoteNotFound(f"{source!r} is not a note's name")
+    return path
+
+
+def file_text(config: ReadConfig, source: str, path: Path) -> str:
+    """The readable text of an indexed item's file `path`, as ingest would read it now;
+    NoteNotFound when ingest would not index it (unreadable, private now)."""
+    try:
+        note = read_note(path, source, max_bytes=config.max_bytes, properties=config.properties)
+    except NoteError as exc:
+        raise NoteNotFound(f"{source}: not read: {exc.reason}") from None
+    except OSError as exc:
+        raise NoteNotFound(f"{source}: not read: cannot read it ({exc.strerror})") from None
+    if is_private(note, config.private_tags):
+        raise NoteNotFound(
+            f"{source}: not read: it is private now (private: true or a PRIVATE_TAGS tag)"
+        )
+    return without_comments(note.text, note.edits)  # as the index holds it
