@@ -40,7 +40,9 @@ NOTES = {
 
 
 @pytest.fixture(scope="module", name="server_url")
-def server_url_fixture(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Iterator[str]:
+def server_url_fixture(
+    tmp_path_factory: pytest.TempPathFactory, embedder_url: str
+) -> Iterator[str]:
     root = tmp_path_factory.mktemp("languages")
     settings = build_settings(embedder_url, root, MCP_PORT=free_port())
     for relative, text in NOTES.items():
@@ -73,7 +75,9 @@ def found(url: str, query: str, **arguments: object) -> list[dict[str, object]]:
         ("꿀", "ko/yangbong.md"),  # ... a one-syllable noun (꿀을)
     ],
 )
-def test_a_note_is_found_by_another_form_of_its_words(server_url: str, query: str, note: str) -> None:
+def test_a_note_is_found_by_another_form_of_its_words(
+    server_url: str, query: str, note: str
+) -> None:
     hits = found(server_url, query, mode="keyword")
     assert hits and hits[0]["source"] == note, [h["source"] for h in hits]
 

