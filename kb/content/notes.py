@@ -99,6 +99,9 @@ class Note:
     markdown: bool = True  # without blocks: cut along Markdown headings, else plain text
     notice: str | None = None  # indexed in a lesser way (a .py that does not parse)
     aliases: tuple[str, ...] = ()  # other names of the note (frontmatter `aliases`)
+    # frontmatter `lang` / `language`, its primary subtag lower-cased ("pt-BR" -> "pt"): the
+    # language its keywords are analysed in (kb.embedding.languages), else detected per chunk
+    language: str | None = None
     links: tuple[Link, ...] = ()  # what its body and frontmatter link to (kb.content.obsidian)
     edits: tuple[Edit, ...] = ()  # offsets in `text`: what embedding shows differently
 
@@ -306,6 +309,21 @@ def _aliases(meta: Mapping[str, Any], keys: Iterable[str], notices: list[str]) -
     return out
 
 
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*")
+
+
+def _language(meta: Mapping[str, Any], notices: list[str]) -> str | None:
+    """Frontmatter `lang` or `language` as a primary language subtag ("pt-BR" -> "pt")."""
+    for key in ("lang", "language"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str) and _LANGUAGE_TAG.fullmatch(value.strip()):
+            return re.split(r"[-_]", value.strip())[0].lower()
+        notices.append(f"{key}: not a language tag (en, de, pt-BR); the language is detected")
+    return None
+
+
 def parse_note(
     text: str,
     path: Path,
@@ -332,6 +350,7 @@ def parse_note(
     topic = _topic(meta, properties["topic"], path, notices)
     record = web_record(meta, path) if meta.get("kind") == WEB else None
     aliases = _aliases(meta, properties["aliases"], notices)
+    language = _language(meta, notices)
     syntax = obsidian.scan(text, body_start) if markdown else obsidian.Syntax()
     tags = normalise_tags([*tags, *syntax.tags])
     return Note(
@@ -347,6 +366,7 @@ def parse_note(
         markdown=markdown,
         notice="; ".join(notices) or None,
         aliases=tuple(aliases),
+        language=language,
         links=(*obsidian.frontmatter_links(meta), *syntax.links),
         edits=syntax.edits,
     )

@@ -42,6 +42,9 @@ class KeywordVector:
     # a query's only: it is a lookup (kb.embedding.keywords.is_lookup), whose keyword match
     # hybrid search weighs more (kb.store.query.fusion)
     lookup: bool = False
+    # a query's only: its distinct words (one may be searched in several languages' forms, each
+    # a term of `indices`): the keyword bonus's scale. 0: as many as `indices`.
+    words: int = 0
 
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox

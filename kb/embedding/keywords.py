@@ -4,14 +4,17 @@ Documents get BM25 term-frequency saturation weights; queries get 1.0 per distin
 half of BM25 is left to Qdrant's `Modifier.IDF` on the sparse vector, so document frequencies stay
 right as notes are added, replaced and deleted, with no corpus statistics kept here.
 
-Tokens: words are case-folded and Snowball-stemmed (snowballstemmer, the maintained port Sphinx
-uses; it switches to the C PyStemmer when installed). Code identifiers (`snake_case`,
+Tokens: words are case-folded and Snowball-stemmed in the text's language (snowballstemmer, the
+maintained port Sphinx uses; it switches to the C PyStemmer when installed), a stored chunk in the
+language kb.embedding.languages detects for it (or its note's `lang`), a query in the language it
+is written in and in English. Code identifiers (`snake_case`,
 `dotted.names`, `path/to/file.py`, `camelCase`) are kept whole *and* split into their parts, so an
 exact lookup and a partial one both match; a compound part of a longer one is kept whole too
 (`enqueue_many` in `job.enqueue_many`, `main.py` in `src/app/main.py`), so a method or file named
 alone matches where it is written qualified. Numbers are kept. CJK runs become overlapping character
 bigrams (as Lucene's CJK analyzer does), so Chinese/Japanese/Korean text never collapses into one
-token per sentence.
+token per sentence; a Korean word is also indexed without its trailing particle (`벌통에서` ->
+`벌통`), so a word searched alone matches where a particle is glued to it.
 """
 
 from __future__ import annotations
@@ -20,11 +23,18 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
-from functools import cache, lru_cache
-from typing import Any
 
 from kb.core.schema import KeywordVector
+from kb.embedding.languages import (
+    ANALYSIS_VERSION,
+    ENGLISH,
+    query_languages,
+    stems,
+    stopwords,
+    word_language,
+)
 
 # BM25 document-side parameters. AVG_LEN stands in for the corpus mean chunk length (in tokens):
 # a fixed value keeps vectors independent of the rest of the corpus. Chunks are <= 1500 chars,
@@ -36,7 +46,7 @@ AVG_LEN = 100.0
 
 # Bump when tokens or weights change: it is in every note's fingerprint, so a folder's notes are
 # re-indexed by its next ingest and the inbox's by the next --rebuild (embeddings from the cache).
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 2 + ANALYSIS_VERSION
 
 _CJK = "\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(
@@ -50,6 +60,17 @@ _DOT_SEP = re.compile(r"\.+")
 _NAME_SEP = re.compile(r"[_\-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+_HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]{2,}$")
+# Korean particles (josa) glued to the end of a word, longest first: the common case, topic,
+# subject, object, place, direction, possession and comparison markers. A word ending in one is
+# also indexed without it (its bigrams stay: a noun that merely ends like a particle still
+# matches by them).
+KOREAN_PARTICLES = sorted(
+    "에서는 에게서 으로는 으로서 으로써 에서 에게 으로 까지 부터 보다 처럼 한테 에는 이랑 "  # noqa: SIM905
+    "이나 은 는 이 가 을 를 에 의 와 과 로 도 만 랑".split(),
+    key=len,
+    reverse=True,
+)
 
 # Snowball's English stop list (the stemmer's own project) plus modal verbs. With IDF weighting
 # a stopword still adds noise: question words ("what", "how", "which") are rare in notes, so
@@ -69,41 +90,48 @@ STOPWORDS = frozenset(
 )
 
 
-@cache
-def _english() -> Any:
-    """Snowball's English stemmer; loaded on first use (the package loads every language's,
-    which a search through the MCP server never needs)."""
-    import snowballstemmer
-
-    return snowballstemmer.stemmer("english")
+def _stopword(low: str, language: str) -> bool:
+    return low in (STOPWORDS if language == ENGLISH else stopwords(language))
 
 
-@lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    return str(_english().stemWord(word))
-
-
-def _word_terms(word: str) -> list[str]:
+def _word_terms(word: str, languages: Sequence[str]) -> list[str]:
     low = word.lower()
-    if low in STOPWORDS and not (len(word) > 1 and word.isupper()):
-        return []
     if low.isdigit() or not low.isalpha():
         return [low]  # numbers and mixed tokens (v2, 3d, utf8) match exactly
-    return [_stem(low)]
+    analysed = list(dict.fromkeys(word_language(word, lang) for lang in languages))
+    if any(_stopword(low, lang) for lang in analysed) and not (len(word) > 1 and word.isupper()):
+        return []  # a stopword in any language the query may be in (an all-caps one: acronym)
+    terms: list[str] = []
+    for language in analysed:
+        terms.extend(t for t in stems(low, language) if t not in terms)
+    return terms
 
 
-def tokenize(text: str) -> list[str]:
-    """Text -> index terms (with repeats, in order)."""
+def _cjk_terms(run: str) -> list[str]:
+    """Overlapping bigrams of a CJK run (the run itself when one character long); a Korean word
+    without its particle too."""
+    terms = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    if _HANGUL_WORD.match(run):
+        for particle in KOREAN_PARTICLES:
+            if run.endswith(particle) and len(run) > len(particle):
+                terms.append(run[: -len(particle)])
+                break
+    return terms
+
+
+def tokenize(text: str, languages: Sequence[str] = (ENGLISH,)) -> list[str]:
+    """Text -> index terms (with repeats, in order), its words analysed in each of `languages`
+    (one for a stored chunk; a query's languages for a query)."""
     terms: list[str] = []
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
         tok = match.group()
         if _CJK_RUN.match(tok):
-            terms.extend([tok] if len(tok) == 1 else [tok[i : i + 2] for i in range(len(tok) - 1)])
+            terms.extend(_cjk_terms(tok))
             continue
         words, compounds = _split(tok)
         terms.extend(compounds)  # the whole identifier and its compound pieces, for lookups
         for w in words:
-            terms.extend(_word_terms(w))
+            terms.extend(_word_terms(w, languages))
     return terms
 
 
@@ -138,9 +166,9 @@ def _to_vector(weights: dict[int, float]) -> KeywordVector:
     return KeywordVector(ids, [weights[i] for i in ids])
 
 
-def document_vector(text: str) -> KeywordVector:
-    """BM25 term-frequency part for a stored chunk."""
-    terms = tokenize(text)
+def document_vector(text: str, language: str = ENGLISH) -> KeywordVector:
+    """BM25 term-frequency part for a stored chunk written in `language`."""
+    terms = tokenize(text, (language,))
     norm = K1 * (1 - B + B * len(terms) / AVG_LEN)
     weights: dict[int, float] = {}
     for term, tf in Counter(terms).items():
@@ -153,8 +181,26 @@ def document_vector(text: str) -> KeywordVector:
 def query_vector(text: str) -> KeywordVector:
     """Each distinct query term once; Qdrant multiplies by its IDF. Marked `lookup` when the
     query is one (`is_lookup`)."""
-    vector = _to_vector({term_id(t): 1.0 for t in tokenize(text)})
-    return replace(vector, lookup=is_lookup(text))
+    languages = query_languages(text)
+    vector = _to_vector({term_id(t): 1.0 for t in tokenize(text, languages)})
+    return replace(vector, lookup=is_lookup(text), words=query_words(text, languages[0]))
+
+
+def query_words(text: str, language: str = ENGLISH) -> int:
+    """How many words a query has, for the keyword bonus's scale (kb.store.query.fusion): its
+    distinct terms in `language`, not the forms each word is searched in; a CJK run counts one
+    word per two characters, not one per bigram (a Japanese query of 20 bigrams is about ten
+    words: counted as 20, a note matching half its words gained a bonus of 0.17 at most, and the
+    English-only test model's noise buried it; bench/README.md)."""
+    words: set[str] = set()
+    cjk = 0
+    for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
+        tok = match.group()
+        if _CJK_RUN.match(tok):
+            cjk += (len(tok) + 1) // 2
+        else:
+            words.update(tokenize(tok, (language,)))
+    return len(words) + cjk
 
 
 # What marks a word as an identifier, a code or an acronym rather than a word of prose: one of

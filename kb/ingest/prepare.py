@@ -34,13 +34,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from kb.content import obsidian
+from kb.content import formats, obsidian
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
 from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
 from kb.content.redact import redact_note, redact_text
 from kb.core.errors import IngestError, KbError
-from kb.core.schema import INBOX, ChunkRecord, FileStat, fingerprint, folders_of, point_id
+from kb.core.schema import INBOX, LANGUAGE, ChunkRecord, FileStat, fingerprint, folders_of, point_id
 from kb.embedding.keywords import TOKENIZER_VERSION
+from kb.embedding.languages import detect
 from kb.ingest.progress import Progress, Summary
 from kb.sources.base import Failure, Item, Source
 
@@ -71,6 +72,17 @@ class Prepared:
         return self.clean_title if self.clean_title is not None else note_title(self.note)
 
     @cached_property
+    def languages(self) -> list[str | None]:
+        """Each chunk's language (kb.embedding.languages): the note's frontmatter `lang`, a
+        video's, else detected from the text embedded; None for code (its identifiers are
+        analysed as English)."""
+        note = self.note
+        if note.domain == formats.CODE:
+            return [None] * len(self.chunks)
+        given = note.language or (note.record or {}).get(LANGUAGE)
+        return [given or detect(text) for text in self.texts]
+
+    @cached_property
     def records(self) -> list[ChunkRecord]:
         note = self.note
         return [
@@ -97,9 +109,9 @@ class Prepared:
                 file_mtime_ns=self.stat.mtime_ns if self.stat else None,
                 file_size=self.stat.size if self.stat else None,
                 file_sha256=self.stat.sha256 if self.stat else None,
-                **(note.record or {}),
+                **{**(note.record or {}), LANGUAGE: language},
             )
-            for c in self.chunks
+            for c, language in zip(self.chunks, self.languages, strict=True)
         ]
 
     def points(self, model: str, dimensions: int) -> dict[str, str]:

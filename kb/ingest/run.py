@@ -45,6 +45,7 @@ from kb.core.state import State
 from kb.embedding.cache import EmbedCache
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
+from kb.embedding.languages import ENGLISH
 from kb.ingest import plan as sync
 from kb.ingest.guard import check_deletes, check_sources
 from kb.ingest.options import DEFAULTS, IngestConfig, IngestOptions
@@ -109,7 +110,7 @@ class _Writer:
                         payload=record.payload(),
                         # keywords of the very text embedded: a deep chunk is found by its
                         # note's title and section words too
-                        keyword=document_vector(texts[len(points)]),
+                        keyword=document_vector(texts[len(points)], record.language or ENGLISH),
                     )
                 )
         # only notes with stored points can have stale ones: embedded Qdrant scans every point

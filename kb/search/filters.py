@@ -151,6 +151,8 @@ class Filters:
         help="Notes ingested on or before this ISO date.")
     path: str | None = row(None, "folder",
         help="Notes in this folder ('recipes/', any depth) or this one file.")
+    language: str | None = row(None, "equals", LANGUAGE,
+        help="Passages in this language (en, de, ja): a note's `lang`, else detected.")
     # the videos' filters (kb.sources.youtube.playlist; a note has none of these fields)
     kind: str | None = row(None, "kind", group="videos",
         help="Only notes (files), videos (saved YouTube videos), web pages or email.")
@@ -164,8 +166,6 @@ class Filters:
         help="Videos uploaded on or after this ISO date.")
     uploaded_to: str | None = row(None, "until", UPLOADED, group="videos",
         help="Videos uploaded on or before this ISO date.")
-    language: str | None = row(None, "equals", LANGUAGE, group="videos",
-        help="Videos in this language (en, ja, es).")
     category: str | None = row(None, "equals", CATEGORIES, group="videos",
         help="Videos of this topic category (e.g. Chess).")
     # the web pages' filters (kb.sources.web): `within` matches a path of folders, any depth

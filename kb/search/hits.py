@@ -52,7 +52,7 @@ RESULT_FIELDS: dict[str, str] = {
     "view_count": "A video's views when it was fetched.",
     "uploaded": "When a video was uploaded (ISO, UTC).",
     "categories": "A video's topic categories (e.g. Chess).",
-    "language": "A video's language (e.g. en, ja).",
+    "language": "The passage's language (en, de, ja): its note's `lang`, else detected.",
     "thumbnail": "A video's thumbnail image URL.",
     "site": "A web page's site name (e.g. its publication).",
     "author": "A web page's author, if it names one.",

@@ -188,7 +188,8 @@ def for_collection(store: Store, client: EmbedClient) -> EmbedClient:
 
 def keyword_terms(query: str) -> int:
     """Distinct keyword terms of `query` (stopwords left out): the keyword bonus's scale."""
-    return len(query_vector(query).indices)
+    vector = query_vector(query)
+    return vector.words or len(vector.indices)
 
 
 class TagUsage(NamedTuple):

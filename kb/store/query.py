@@ -294,7 +294,7 @@ def fused(
     """The query that merges the dense prefetch (first) and the keyword prefetch (second) of
     query vector `keyword` by the fusion `name`."""
     if name == "bonus":
-        return fusion(len(keyword.indices), lookup=keyword.lookup)
+        return fusion(keyword.words or len(keyword.indices), lookup=keyword.lookup)
     if name == "rrf":
         return models.RrfQuery(rrf=models.Rrf(k=REFERENCE_RRF_K, weights=REFERENCE_RRF_WEIGHTS))
     if name == "dbsf":

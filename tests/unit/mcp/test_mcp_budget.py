@@ -27,8 +27,9 @@ from kb.app.backend import embed_client, open_store
 CORPUS = REPO_ROOT / "bench" / "notes_corpus"
 DEFAULT_K_BUDGET = 8_000  # characters at the default k (5): about 2,000 tokens
 K20_BUDGET = 40_000  # at k=20, the most a call may ask: under Claude Code's 10,000-token warning
+# (`language` is every passage's: a note's detected or frontmatter language)
 VIDEO_AND_WEB_FIELDS = {"channel", "url", "duration_s", "view_count", "uploaded", "categories",
-                        "language", "thumbnail", "site", "author", "fetched_at",
+                        "thumbnail", "site", "author", "fetched_at",
                         "bookmark_folders"}  # fmt: skip
 
 

@@ -1,0 +1,82 @@
+"""Keyword analysis per language (kb.embedding.languages, kb.embedding.keywords): which language
+a text is in, and the terms another form of a word meets its note by."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kb.content.notes import parse_note
+from kb.embedding.keywords import document_vector, query_vector, query_words, tokenize
+from kb.embedding.languages import detect, query_languages
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Im Herbst füttern wir die Bienenvölker mit Zuckersirup.", "de"),
+        ("Hay que alimentarla dos veces al día junto a la ventana.", "es"),
+        ("Зимой ульи стоят в омшанике, а весной их выносят.", "ru"),
+        ("冬の前に巣箱を点検して、蜂蜜の量を確かめました。", "ja"),
+        ("冬天之前我们检查了蜂箱里的蜂蜜储量。", "zh"),
+        ("겨울이 오기 전에 벌통에서 꿀을 꺼냈다.", "ko"),
+        ("首先导入 BackgroundTasks 并在 路径操作函数 中使用类型声明 BackgroundTasks", "zh"),
+        ("The hives stand behind the shed all winter.", "en"),
+        ("enqueue_many", "en"),  # too short to tell: English, as the index was before
+    ],
+)
+def test_a_text_is_detected_in_its_language(text: str, language: str) -> None:
+    assert detect(text) == language
+
+
+def shared(note: str, query: str) -> set[str]:
+    """The terms a query shares with a note, each analysed as search and ingest do."""
+    return set(tokenize(note, (detect(note),))) & set(tokenize(query, query_languages(query)))
+
+
+@pytest.mark.parametrize(
+    ("note", "query"),
+    [
+        ("Im Herbst füttern wir die Bienenvölker mit Zuckersirup.", "Bienenvolk"),
+        ("Hay que alimentarla dos veces al día en la habitación.", "alimentar habitacion"),
+        ("Зимой ульи стоят в омшанике, пчёлы спят.", "улей пчелы"),
+        ("겨울이 오기 전에 벌통에서 꿀을 꺼냈다.", "꿀"),
+        ("ＦａｓｔＡＰＩ　で　ＡＰＩ　を作る", "fastapi"),  # full-width forms
+    ],
+)
+def test_another_form_of_a_word_meets_the_note(note: str, query: str) -> None:
+    assert shared(note, query)
+
+
+def test_a_stop_word_of_the_query_language_is_left_out_but_an_acronym_is_kept() -> None:
+    assert tokenize("die Bienen und der Honig", ("de",)) == ["bien", "honig"]
+    assert "die" in tokenize("DIE Bienen", ("de",))
+
+
+def test_a_cyrillic_word_in_an_english_note_is_stemmed_as_russian() -> None:
+    assert tokenize("the word ульи", ("en",)) == ["word", *tokenize("ульи", ("ru",))]
+
+
+def test_a_cjk_query_counts_a_word_per_two_characters_for_the_keyword_bonus() -> None:
+    query = "レスポンスを返した後にメール通知を送る"  # one run of 19 characters, 18 bigrams
+    assert len(query_vector(query).indices) == 18
+    assert query_words(query) == query_vector(query).words == 10
+
+
+def test_a_word_searched_in_two_languages_counts_once() -> None:
+    vector = query_vector("Bienenvölker überwintern")  # German and English forms of each word
+    assert len(vector.indices) > 2 and vector.words == 2
+
+
+def test_the_frontmatter_language_is_its_primary_subtag(tmp_path: Path) -> None:
+    note = parse_note("---\nlang: pt-BR\n---\nTexto.\n", tmp_path / "a.md", "a.md")
+    assert note.language == "pt"
+    wrong = parse_note("---\nlanguage: [1]\n---\nText.\n", tmp_path / "b.md", "b.md")
+    assert wrong.language is None and "language" in (wrong.notice or "")
+
+
+def test_a_chunk_is_analysed_in_the_language_it_is_given() -> None:
+    german = document_vector("Die Bienenvölker", "de")
+    english = document_vector("Die Bienenvölker", "en")
+    assert german.indices != english.indices
