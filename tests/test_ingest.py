@@ -499,9 +499,9 @@ def test_progress_redraws_one_terminal_line_with_rate_and_eta_and_leaves_failure
     progress.done("c.md", 10)
     progress.finish(Summary())
     text = out.getvalue()
-    assert "\r\x1b[K1/4 notes, 10/40 chunks, 2.0 chunks/s, ETA 15s" in text
+    assert "\r\x1b[K[#####...............] 1/4 notes, 10/40 chunks, 2.0 chunks/s, ETA 15s" in text
     assert "failed" not in text  # listed once, by the summary
-    assert "\r\x1b[K2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
+    assert "\r\x1b[K[##########..........] 2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
     assert text.endswith("\r\x1b[K")
 
 
