@@ -4,6 +4,7 @@ newest first, status shows how far it is, and a stopped run resumes without redo
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import threading
@@ -22,7 +23,7 @@ from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import query_vector
 from kb.ingest.options import IngestOptions
-from kb.ingest.progress import Summary
+from kb.ingest.progress import ConsoleProgress, Summary
 from kb.search.entry import Searcher, SearchRequest, search
 from kb.store.points import Store
 
@@ -170,3 +171,17 @@ def test_every_note_is_found_by_its_own_word_while_embedding_is_under_way_and_a_
     whole = sorted(str(p["source"]) for _, p in store.payloads() if EMBEDDING not in p)
     assert whole == [f"note-{n:04d}.md" for n in range(NOTES - 3 * BATCH, NOTES)]
     assert status(settings, store).unembedded == NOTES - 3 * BATCH
+
+
+def test_the_progress_line_counts_notes_findable_by_words_and_paces_only_what_is_embedded():
+    now = [100.0]
+    progress = ConsoleProgress(io.StringIO(), tty=False, clock=lambda: now[0])
+    progress.start(notes=4, chunks=40)
+    progress.done("unchanged.md", 10)  # nothing to embed: done at once
+    progress.findable(3, 30)
+    progress.embedding(3, 30)
+    now[0] += 10
+    progress.done("newest.md", 10)
+    assert progress.line() == (
+        "2/4 notes, 20/40 chunks, 1.0 chunks/s, ETA 20s; 4/4 notes findable by words"
+    )

@@ -325,9 +325,11 @@ def _write(
     keeps its keyword-only points, marked PENDING, which the next run plans as to write (kb.store
     .points.fingerprints); the embedding cache keeps what was embedded."""
     waiting: list[Prepared] = []
+    seen = 0
     for group in _groups(writing, max(group_chunks, WORDS_GROUP)):
-        _check_stop(options, len(writing) - len(waiting))
+        _check_stop(options, len(writing) - seen + len(waiting))  # the rest, and those waiting
         waiting += writer.words(group)
+        seen += len(group)
     waiting.sort(key=_modified, reverse=True)  # stable: listing order among equals
     writer.progress.embedding(len(waiting), sum(len(p.chunks) for p in waiting))
     done = 0
