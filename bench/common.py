@@ -162,6 +162,9 @@ def minilm_path() -> Path:
     return Path(get_model_path())
 
 
+EMBEDDER_PIDS: dict[str, int] = {}  # the process of each embedder `embedder` started, by URL
+
+
 @contextmanager
 def embedder() -> Iterator[str]:
     """Base URL of the embedder: EMBED_URL from the environment when set, else a MiniLM
@@ -193,7 +196,11 @@ def embedder() -> Iterator[str]:
         with Child("embedder", argv, env=env, log=Path(tmp) / "embedder.log") as child:
             print(f"embedder: starting MiniLM at {url}", file=sys.stderr)
             child.wait_ready(f"{url}/health", EMBEDDER_START_S)
-            yield url
+            EMBEDDER_PIDS[url] = child.pid
+            try:
+                yield url
+            finally:
+                EMBEDDER_PIDS.pop(url, None)
 
 
 def export_apart(model: Path, exports: Path) -> None:

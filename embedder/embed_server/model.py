@@ -215,10 +215,15 @@ class Embedder:
                 "auto",
             ):
                 klass = hardware.cpu_class(hardware.cpu_features())
+                why = (
+                    f"CPU class {klass} is not measured (its choice would flip with load)"
+                    if settings.EMBED_AUTO_MEASURE
+                    else "EMBED_AUTO_MEASURE=false"
+                )
                 self.decision = {
                     "measured": False,
-                    "reason": f"EMBED_AUTO_MEASURE=false: {' '.join(engine)}, the table's "
-                    f"engine for CPU class {klass}",
+                    "reason": f"{why}: {' '.join(engine)}, the table's engine for CPU class "
+                    f"{klass}",
                 }
         probe = self.embed_ids(self.tokenize(["health check"]))
         if probe.shape[0] != 1 or not np.isfinite(probe).all():

@@ -55,7 +55,9 @@ def explained(hit: Hit) -> str:
         )  # fmt: skip
 
     parts = [
-        place("semantic", why.semantic_rank, why.semantic_score),
+        "semantic: not embedded yet (found by its words)"
+        if why.unembedded
+        else place("semantic", why.semantic_rank, why.semantic_score),
         place("keyword", why.keyword_rank, why.keyword_score),
         f"first stage #{why.fused_rank} {why.first_score:.3f}",
     ]

@@ -22,7 +22,7 @@ from typing import Any
 from kb.core.errors import ConfigError, StoreError
 from kb.core.schema import INBOX, ORIGIN
 from kb.core.settings import Settings, from_root
-from kb.core.state import RUN_LOG_NAME
+from kb.core.state import RUN_LOG_NAME, State
 from kb.ingest import lifecycle, switch
 from kb.ingest import plan as sync
 from kb.search.related import UnresolvedLink, unresolved_links
@@ -90,6 +90,9 @@ class Status:
     unresolved: list[UnresolvedLink] = field(default_factory=list)  # the first of them
     problem: str | None = None  # why the store could not be read
     switch: SwitchStatus | None = None  # a new index being built beside the searched one
+    # chunks found by their words only, their meaning not embedded yet (kb.ingest.run)
+    unembedded: int = 0
+    ingest: str | None = None  # the running ingest's progress line (kb.ingest.progress)
 
 
 def status(settings: Settings, store: Store | None) -> Status:
@@ -102,7 +105,7 @@ def status(settings: Settings, store: Store | None) -> Status:
     stored: dict[str, dict[str, dict[str, str]]] = {}
     problem = sources_problem
     info = None
-    total = deleted = broken = 0
+    total = deleted = broken = unembedded = 0
     unresolved: list[UnresolvedLink] = []
     switching: SwitchStatus | None = None
     try:
@@ -117,6 +120,7 @@ def status(settings: Settings, store: Store | None) -> Status:
             deleted = len(lifecycle.list_deleted(store))
             stored = {name: store.fingerprints(origin=name) for name, _ in folders}
             broken, unresolved = unresolved_links(store)
+            unembedded = store.unembedded()
             under_way = switch.progress(store)
             if under_way is not None:
                 switching = SwitchStatus(**asdict(under_way))
@@ -142,6 +146,8 @@ def status(settings: Settings, store: Store | None) -> Status:
         unresolved=unresolved,
         problem=problem,
         switch=switching,
+        unembedded=unembedded,
+        ingest=State(settings.STATE_DIR).progress() or None,
     )
 
 

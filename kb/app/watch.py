@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from kb.core.errors import ConfigError, EmbedError, KbError
 from kb.core.schema import INBOX
 from kb.core.state import State
 from kb.ingest.options import IngestOptions
-from kb.ingest.progress import Progress, Summary
+from kb.ingest.progress import ConsoleProgress, Progress, Summary
 from kb.sources import registry
 from kb.sources.files import INGESTED, is_editor_file
 
@@ -211,7 +212,8 @@ def in_background(backend: Backend) -> Iterator[Watcher]:
     sharing its store: embedded storage opens in one process only); stopped after its batch, or
     while it waits for the embedder before one."""
     stop = threading.Event()
-    watcher = Watcher(backend, stop=stop)
+    # make local's console: the ingest's progress line, as ingest.py prints it to a log
+    watcher = Watcher(backend, stop=stop, progress=ConsoleProgress(sys.stderr, tty=False))
 
     def watch() -> None:
         try:

@@ -63,6 +63,15 @@ DELETED_MARK = "deleted:"
 # ... and each point of a note restored by hand: never "gone" while its file stays away
 # (kb.ingest.plan)
 RESTORED_MARK = "restored:"
+# Words first, meaning next (kb.ingest.run): a note's points are stored with their keyword vector
+# alone and payload EMBEDDING = PENDING, found by keyword (and hybrid) search within seconds; its
+# dense vector is written later over the same point, without the field. Qdrant keeps a point whose
+# named dense vector is absent out of dense results. The field is storage state, not the note's:
+# never part of ChunkRecord or a fingerprint. kb.store.points.fingerprints puts PENDING_MARK
+# (after any lifecycle mark) before such a point's fingerprint, so the next run embeds it.
+EMBEDDING = "embedding"
+PENDING = "pending"
+PENDING_MARK = "pending:"
 
 # the heading path of a video's caption passages, whose locator is the time they start at
 # ("12:34", kb.sources.youtube.captions): a result's `url` then opens the video at that moment
@@ -202,6 +211,7 @@ PAYLOAD_INDEXES: dict[str, IndexKind] = {
     RECIPIENTS: "keyword",
     THREAD: "keyword",
     LINKS: "keyword",  # backlinks: the notes whose links name a note
+    EMBEDDING: "keyword",  # points waiting for their dense vector (status counts them)
 }
 
 
@@ -339,6 +349,8 @@ class Explanation:
     filters: dict[str, Any] = field(default_factory=dict)  # the filters applied, as given
     collection: str = ""  # the Qdrant collection it came from
     indexed_at: str | None = None  # when its text was indexed (UTC, ISO)
+    # stored by its words only so far: no semantic place until its meaning is embedded
+    unembedded: bool = False
 
 
 # An indexed item as an MCP resource (RFC 6570; notes_server.resources reads it): its source

@@ -91,6 +91,16 @@ class EmbedCache:
         )
         self._db.commit()
 
+    def known(self, client: DocumentEmbedder, texts: Sequence[str]) -> list[list[float]] | None:
+        """Vectors for `texts` in order when the cache holds every one (counted as hits), else
+        None: nothing to embed for them, so ingest writes them whole at once."""
+        keys = [content_key(client.model, client.dimensions, t) for t in texts]
+        found = self._get(keys)
+        if any(k not in found for k in keys):
+            return None
+        self.hits += len(keys)
+        return [found[k] for k in keys]
+
     def embed_documents(self, client: DocumentEmbedder, texts: Sequence[str]) -> list[list[float]]:
         """Vectors for `texts` in order; only texts never embedded by this model hit `client`."""
         keys = [content_key(client.model, client.dimensions, t) for t in texts]

@@ -105,11 +105,22 @@ class Progress:
     def failed(self, failure: Failure) -> None:
         """A file was not ingested; it stays where it is."""
 
+    def findable(self, notes: int, chunks: int) -> None:
+        """These notes' points are stored by their words alone: keyword search finds them;
+        their meaning follows (`embedding`, then `done` for each)."""
+
+    def embedding(self, notes: int, chunks: int) -> None:
+        """About to embed these notes (all the others are done); the pace starts here."""
+
     def stored(self, sources: Sequence[str]) -> None:
         """Qdrant acknowledged these notes' points; inbox files are not moved yet."""
 
     def done(self, source: str, chunks: int) -> None:
         """A note is stored and, if it came from the inbox, moved to ingested/."""
+
+    def settled(self) -> None:
+        """A group of notes is done: what is kept for others to read (RecordedProgress) is
+        brought up to date; a console waits for its interval."""
 
     def finish(self, summary: Summary) -> None:
         """The run ended (also called when it stopped early)."""
@@ -124,9 +135,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = width * done // total if total > 0 else width
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
 class ConsoleProgress(Progress):
-    """Notes, chunks, chunks/s and ETA: redrawn in place on a TTY, a line every `interval` s
-    otherwise (logs, CI). Failed files are listed once, by the summary (format_summary)."""
+    """Notes and chunks done of total, chunks/s and time left, and while embedding follows the
+    words, the notes findable by their words so far: one line, the same wherever it is shown
+    (ingest.py, the ingest-progress file that `status`, the dashboard and a joining ingest
+    read). Redrawn in place behind a bar on a TTY, a plain line every `interval` s otherwise
+    (logs, CI). Failed files are listed once, by the summary (format_summary)."""
 
     def __init__(
         self,
@@ -141,20 +160,41 @@ class ConsoleProgress(Progress):
         self.interval = interval
         self.clock = clock
         self.notes_total = self.chunks_total = self.notes_done = self.chunks_done = 0
+        self.words_only = 0  # notes stored by their words alone, their meaning not yet
         self.started = self.last_line = 0.0
+        self._paced_from = (0.0, 0)  # (time, chunks done) the pace is measured from
+        self._embedding = False  # `embedding` was called: each note done was words-only
         self._shown = 0  # notes_done when the last counts line was written
         self._live = False  # a TTY line is drawn and must be cleared before other output
 
     def start(self, notes: int, chunks: int) -> None:
         # counts are per source: done ones from the source before must not count against these
         self.notes_total, self.chunks_total = notes, chunks
-        self.notes_done = self.chunks_done = self._shown = 0
+        self.notes_done = self.chunks_done = self.words_only = self._shown = 0
         self.started = self.last_line = self.clock()
+        self._paced_from, self._embedding = (self.started, 0), False
         self._write(f"ingesting {notes} notes ({chunks} chunks)", live=False)
+
+    def findable(self, notes: int, chunks: int) -> None:
+        self.words_only += notes
+        self._tick()
+
+    def embedding(self, notes: int, chunks: int) -> None:
+        # unchanged notes and cached vectors were done at once: the pace counts embedding only
+        self._paced_from, self._embedding = (self.clock(), self.chunks_done), True
 
     def done(self, source: str, chunks: int) -> None:
         self.notes_done += 1
         self.chunks_done += chunks
+        if self._embedding:
+            self.words_only = max(0, self.words_only - 1)
+        self._tick()
+
+    def failed(self, failure: Failure) -> None:
+        if self._embedding:  # stored whole, but not handed over
+            self.words_only = max(0, self.words_only - 1)
+
+    def _tick(self) -> None:
         now = self.clock()
         if self.tty or now - self.last_line >= self.interval:
             self.last_line, self._shown = now, self.notes_done
@@ -170,18 +210,27 @@ class ConsoleProgress(Progress):
         self.stream.flush()
 
     def line(self, now: float | None = None) -> str:
-        elapsed = (self.clock() if now is None else now) - self.started
-        rate = self.chunks_done / elapsed if elapsed > 0 else 0.0
+        now = self.clock() if now is None else now
+        since, base = self._paced_from
+        paced = self.chunks_done - base
+        rate = paced / (now - since) if now > since and paced > 0 else 0.0
         left = self.chunks_total - self.chunks_done
         eta = _duration(left / rate) if rate > 0 else "?"
+        words = (
+            f"; {self.notes_done + self.words_only}/{self.notes_total} notes findable by words"
+            if self.words_only
+            else ""
+        )
         return (
             f"{self.notes_done}/{self.notes_total} notes, "
             f"{self.chunks_done}/{self.chunks_total} chunks, {rate:.1f} chunks/s, ETA {eta}"
+            f"{words}"
         )
 
     def _write(self, text: str, *, live: bool) -> None:
         if self.tty:
-            self.stream.write("\r\x1b[K" + text + ("" if live else "\n"))
+            shown = f"{_bar(self.chunks_done, self.chunks_total)} {text}" if live else text
+            self.stream.write("\r\x1b[K" + shown + ("" if live else "\n"))
         else:
             self.stream.write(text + "\n")
         self._live = live
@@ -202,7 +251,16 @@ class RecordedProgress(ConsoleProgress):
         super().start(notes, chunks)
         self.inner.start(notes, chunks)
 
+    def findable(self, notes: int, chunks: int) -> None:
+        super().findable(notes, chunks)
+        self.inner.findable(notes, chunks)
+
+    def embedding(self, notes: int, chunks: int) -> None:
+        super().embedding(notes, chunks)
+        self.inner.embedding(notes, chunks)
+
     def failed(self, failure: Failure) -> None:
+        super().failed(failure)
         self.inner.failed(failure)
 
     def stored(self, sources: Sequence[str]) -> None:
@@ -211,6 +269,11 @@ class RecordedProgress(ConsoleProgress):
     def done(self, source: str, chunks: int) -> None:
         super().done(source, chunks)
         self.inner.done(source, chunks)
+
+    def settled(self) -> None:
+        self.last_line, self._shown = self.clock(), self.notes_done
+        self._write(self.line(), live=False)
+        self.inner.settled()
 
     def finish(self, summary: Summary) -> None:
         self.inner.finish(summary)

@@ -3,11 +3,13 @@
 A run (1) takes the ingest lock, (2) reads and chunks every listed note first, so bad
 frontmatter in the inbox stops the run before anything is written (a folder's note fails alone,
 kb.ingest.prepare) and progress knows the total, (3) plans with kb.ingest.plan which notes
-changed, (4) embeds those in groups (vectors by content hash from kb.embedding.cache) and writes
-each group's points with wait=True, deleting the notes' stale chunks, and (5) only then calls the
-source's `after_store` for the group (the inbox moves the files into ingested/). A run killed at any
-point leaves every note either still to do (re-ingested next run, overwriting its points: ids
-are deterministic) or stored and done.
+changed, (4) stores those by their words first (keyword vectors alone, payload EMBEDDING =
+PENDING: keyword search finds them within seconds), deleting the notes' stale chunks, then embeds
+them in groups, most recently modified first (vectors by content hash from kb.embedding.cache),
+writing each group's points whole with wait=True, and (5) only then calls the source's
+`after_store` for the group (the inbox moves the files into ingested/). A run killed at any point
+leaves every note either still to do (its points PENDING or old: re-ingested next run,
+overwriting its points: ids are deterministic) or stored and done.
 
 A complete source (a NOTE_FOLDERS folder, a playlist) is synced in full each run: only its own
 stored notes (payload `origin`) are compared with its listing; a note whose item is gone is
@@ -41,6 +43,7 @@ from datetime import UTC, datetime
 
 from kb.content.formats import CODE
 from kb.core.errors import EmbedError, IngestError, StoreError
+from kb.core.schema import EMBEDDING, PENDING
 from kb.core.state import State
 from kb.embedding.cache import EmbedCache
 from kb.embedding.client import EmbedClient
@@ -57,6 +60,7 @@ from kb.store import collection
 from kb.store.points import Point, Store
 
 log = logging.getLogger(__name__)
+WORDS_GROUP = 512  # chunks per group stored by their words alone: no embedder to wait for
 
 
 def _groups(pending: Sequence[Prepared], target_chunks: int) -> Iterator[list[Prepared]]:
@@ -93,33 +97,68 @@ class _Writer:
     summary: Summary
     progress: Progress
 
-    def write(self, group: list[Prepared]) -> None:
+    def words(self, group: list[Prepared]) -> list[Prepared]:
+        """Store the group's points by their words: each note whole when the embedding cache
+        holds all its vectors (handed over at once), else with keyword vectors alone, marked
+        PENDING, found by keyword search from now on. The notes still to embed, in order."""
+        points: list[Point] = []
+        whole: list[Prepared] = []
+        waiting: list[Prepared] = []
+        for p in group:
+            vectors = self.cache.known(self.client, p.texts)
+            (waiting if vectors is None else whole).append(p)
+            points += self._points(p, vectors)
+        # only notes with stored points can have stale ones: embedded Qdrant scans every point
+        # to delete by filter, so skipping that for new notes keeps a first ingest linear
+        stale = [p.note.source for p in group if p.note.source in self.stored]
+        self.store.replace(points, stale)
+        self.progress.findable(len(waiting), sum(len(p.chunks) for p in waiting))
+        if whole:
+            self._stored(whole)
+        else:
+            self.progress.settled()
+        return waiting
+
+    def meaning(self, group: list[Prepared]) -> None:
+        """Embed the group's notes and write their points whole (dense vector and all) over
+        the keyword-only ones `words` stored, then hand them over."""
         texts = [text for p in group for text in p.texts]
         vectors = self.cache.embed_documents(self.client, texts)
         if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
             raise IngestError(f"embedder returned malformed vectors for {len(texts)} texts")
         points: list[Point] = []
         for p in group:
-            points_of = self.wanted[p.note.source]
-            for record, (pid, note_hash) in zip(p.records, points_of.items(), strict=True):
-                record = replace(record, date_ingested=self.date_ingested, note_hash=note_hash)
-                points.append(
-                    Point(
-                        id=pid,
-                        vector=vectors[len(points)],
-                        payload=record.payload(),
-                        # keywords of the very text embedded: a deep chunk is found by its
-                        # note's title and section words too
-                        keyword=document_vector(texts[len(points)], record.language or ENGLISH),
-                    )
+            points += self._points(p, vectors[len(points) : len(points) + len(p.chunks)])
+        self.store.replace(points, [])
+        self._stored(group)
+
+    def _points(self, p: Prepared, vectors: Sequence[list[float]] | None) -> list[Point]:
+        """The note's points: whole with `vectors`, else by their words alone (PENDING)."""
+        points: list[Point] = []
+        pending = {EMBEDDING: PENDING} if vectors is None else {}
+        points_of = self.wanted[p.note.source]
+        for i, (record, (pid, note_hash)) in enumerate(
+            zip(p.records, points_of.items(), strict=True)
+        ):
+            record = replace(record, date_ingested=self.date_ingested, note_hash=note_hash)
+            points.append(
+                Point(
+                    id=pid,
+                    vector=None if vectors is None else vectors[i],
+                    payload=record.payload() | pending,
+                    # keywords of the very text embedded: a deep chunk is found by its
+                    # note's title and section words too
+                    keyword=document_vector(p.texts[i], record.language or ENGLISH),
                 )
-        # only notes with stored points can have stale ones: embedded Qdrant scans every point
-        # to delete by filter, so skipping that for new notes keeps a first ingest linear
-        stale = [p.note.source for p in group if p.note.source in self.stored]
-        self.store.replace(points, stale)
-        self.summary.written += len(points)
+            )
+        return points
+
+    def _stored(self, group: list[Prepared]) -> None:
+        """These notes' points are stored whole: count them, then the source's hand-over."""
+        self.summary.written += sum(len(p.chunks) for p in group)  # whole points only
         self.progress.stored([p.note.source for p in group])
         self.hand_over(group, written=True)
+        self.progress.settled()
 
     def hand_over(self, group: list[Prepared], *, written: bool, restored: bool = False) -> None:
         """The source's after-store hook, then each note counted once."""
@@ -281,14 +320,34 @@ def _run(job: _Job) -> None:
 def _write(
     writer: _Writer, writing: list[Prepared], group_chunks: int, options: IngestOptions
 ) -> None:
-    """Embed and store `writing` group by group; `options.stop` ends it between groups."""
+    """Words first, meaning next: store every note by its words (keyword search finds it
+    within seconds), then embed them group by group, the most recently modified first (what
+    a user is most likely to look for). `options.stop` ends it between groups: what is left
+    keeps its keyword-only points, marked PENDING, which the next run plans as to write (kb.store
+    .points.fingerprints); the embedding cache keeps what was embedded."""
+    waiting: list[Prepared] = []
+    seen = 0
+    for group in _groups(writing, max(group_chunks, WORDS_GROUP)):
+        _check_stop(options, len(writing) - seen + len(waiting))  # the rest, and those waiting
+        waiting += writer.words(group)
+        seen += len(group)
+    waiting.sort(key=_modified, reverse=True)  # stable: listing order among equals
+    writer.progress.embedding(len(waiting), sum(len(p.chunks) for p in waiting))
     done = 0
-    for group in _groups(writing, group_chunks):
-        if options.stop is not None and options.stop.is_set():
-            left = len(writing) - done
-            raise IngestError(f"interrupted; {left} notes are left for the next run")
-        writer.write(group)
+    for group in _groups(waiting, group_chunks):
+        _check_stop(options, len(waiting) - done)
+        writer.meaning(group)
         done += len(group)
+
+
+def _check_stop(options: IngestOptions, left: int) -> None:
+    if options.stop is not None and options.stop.is_set():
+        raise IngestError(f"interrupted; {left} notes are left for the next run")
+
+
+def _modified(p: Prepared) -> int:
+    """When the note's file was last modified (0 for an item without a file)."""
+    return p.stat.mtime_ns if p.stat is not None else 0
 
 
 def unindex(source: Source, store: Store, read: Read, summary: Summary, progress: Progress) -> None:

@@ -192,6 +192,7 @@ class Pass:
     hits: list[Hit]
     rankings: explaining.Rankings
     files: dict[str, FileStat]  # what ingest recorded of the hits' notes' files
+    unembedded: frozenset[str] = frozenset()  # hits' notes found by their words only so far
 
 
 def first_pass(
@@ -236,9 +237,8 @@ def _pass(
     answers = iter(ranked)
     semantic_hits, keyword_hits = (None if s is None else next(answers).hits
                                    for s in (semantic, keyword))  # fmt: skip
-    return Pass(
-        found.hits, explaining.rankings(request.query, semantic_hits, keyword_hits), found.files
-    )
+    rankings_found = explaining.rankings(request.query, semantic_hits, keyword_hits)
+    return Pass(found.hits, rankings_found, found.files, found.unembedded)
 
 
 def with_backlinks(store: Store, hits: list[Hit]) -> list[Hit]:
@@ -285,6 +285,7 @@ def judged(
                 weight=searcher.rerank.weight, rerank_scores=rerank_scores,
                 found=found_by.get(hit.domain, {}), filters=request.filters,
                 collection=store.collection,
+                unembedded=hit.domain in passes and hit.source in passes[hit.domain].unembedded,
             )  # fmt: skip
         out.append(replace(hit, confidence=sure, explain=why))
     return out

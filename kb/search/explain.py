@@ -133,6 +133,7 @@ def explanation(
     found: dict[str, set[Key]],
     filters: Filters,
     collection: str,
+    unembedded: bool = False,
 ) -> Explanation:
     """`hit`'s explanation. `first`: the first stage's order; `rerank_scores`: the reranker's
     score of each candidate it read (its rank is its place among them)."""
@@ -164,6 +165,7 @@ def explanation(
         filters=filters.arguments(),
         collection=collection,
         indexed_at=hit.date_ingested,
+        unembedded=unembedded,
     )
 
 

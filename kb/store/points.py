@@ -20,6 +20,7 @@ from kb.core.schema import (
     DELETED_AT,
     DELETED_CAUSE,
     DENSE,
+    EMBEDDING,
     KEYWORD,
     RESTORED_AT,
     SOURCE,
@@ -51,6 +52,7 @@ from kb.store.query import (
     request,
     source_filter,
     sparse_vector,
+    unembedded,
     ungrouped,
     visible,
 )
@@ -67,7 +69,7 @@ MISSING_TTL = 10.0
 @dataclass(frozen=True)
 class Point:
     id: str
-    vector: list[float]  # the dense vector
+    vector: list[float] | None  # the dense vector; None: not embedded yet (keyword only)
     payload: dict[str, Any]
     keyword: KeywordVector | None = None  # the keyword vector (kb.embedding.keywords)
 
@@ -111,6 +113,8 @@ class Found:
 
     hits: list[Hit]
     files: dict[str, FileStat]
+    # notes among the hits stored by their words only so far (kb.ingest.run): `explain` says so
+    unembedded: frozenset[str] = frozenset()
 
 
 class _Seen:
@@ -515,6 +519,11 @@ class Store:
         )  # fmt: skip
         return [Hit.from_payload(0.0, payload) for payload in found]
 
+    def unembedded(self) -> int:
+        """Live points stored by their words alone, waiting for their dense vector (kb.ingest
+        .run): keyword search finds them, semantic search not yet."""
+        return self.count(models.Filter(must=[unembedded()]))
+
     def count(self, where: models.Filter | None = None, *, deleted: bool = False) -> int:
         """How many points match `where`, exactly: soft-deleted notes' only with `deleted`."""
         return self._engine.count(self.collection, where if deleted else visible(where))
@@ -534,11 +543,15 @@ class Store:
 
 def _found(points: Sequence[Scored]) -> Found:
     files: dict[str, FileStat] = {}
+    unembedded: set[str] = set()
     for point in points:
         stat, source = FileStat.stored(point.payload), point.payload.get(SOURCE)
         if stat is not None and isinstance(source, str):
             files[source] = stat
-    return Found([Hit.from_payload(p.score, p.payload) for p in points], files)
+        if point.payload.get(EMBEDDING) and isinstance(source, str):
+            unembedded.add(source)
+    hits = [Hit.from_payload(p.score, p.payload) for p in points]
+    return Found(hits, files, frozenset(unembedded))
 
 
 def _batches(sources: Iterable[str]) -> Iterator[list[str]]:
@@ -549,7 +562,7 @@ def _batches(sources: Iterable[str]) -> Iterator[list[str]]:
 
 
 def _vectors(point: Point) -> dict[str, models.Vector]:
-    vectors: dict[str, models.Vector] = {DENSE: point.vector}
+    vectors: dict[str, models.Vector] = {} if point.vector is None else {DENSE: point.vector}
     if point.keyword is not None:
         vectors[KEYWORD] = sparse_vector(point.keyword)
     return vectors

@@ -21,6 +21,7 @@ from kb.core.schema import (
     DELETED_AT,
     DELETED_CAUSE,
     DENSE,
+    EMBEDDING,
     FOLDERS,
     INBOX,
     KEYWORD,
@@ -28,6 +29,7 @@ from kb.core.schema import (
     LINKS,
     NOTE,
     ORIGIN,
+    PENDING,
     SOURCE,
     TAGS,
     TITLE,
@@ -326,6 +328,12 @@ def fusion(terms: int, *, lookup: bool = False) -> models.FormulaQuery:
     collection or kind of query, where plain RRF falls 0.15 short (vault paraphrases), DBSF
     0.08, min-max sums 0.08, weighted RRF 0.11, a per-query choice by keyword strength no
     better. A point missing from a prefetch scores 0 there.
+
+    A passage stored by its words alone (payload EMBEDDING = PENDING, kb.ingest.run) has no
+    cosine yet: its bonus stands in for it (adding it a second time), so while an index is being
+    embedded a note matching the query's words well is not buried under embedded notes that
+    merely resemble it, and one sharing an incidental word stays low. Every embedded point's
+    score is as above.
     """
     bm25 = "$score[1]"
     bonus = models.DivExpression(
@@ -337,8 +345,19 @@ def fusion(terms: int, *, lookup: bool = False) -> models.FormulaQuery:
     )
     weight = LOOKUP_WEIGHT if lookup else KEYWORD_WEIGHT
     return models.FormulaQuery(
-        formula=models.SumExpression(sum=["$score[0]", models.MultExpression(mult=[weight, bonus])])
+        formula=models.SumExpression(
+            sum=[
+                "$score[0]",
+                models.MultExpression(mult=[weight, bonus]),
+                models.MultExpression(mult=[unembedded(), bonus]),  # 1 for such a passage, else 0
+            ]
+        )
     )
+
+
+def unembedded() -> models.FieldCondition:
+    """The passages stored by their words alone, waiting for their dense vector."""
+    return models.FieldCondition(key=EMBEDDING, match=models.MatchValue(value=PENDING))
 
 
 def deepened(

@@ -14,10 +14,12 @@ from kb.core.schema import (
     DELETED_CAUSE,
     DELETED_MARK,
     DENSE,
+    EMBEDDING,
     LINKS,
     NOTE_HASH,
     ORIGIN,
     PAYLOAD_INDEXES,
+    PENDING_MARK,
     RESTORED_AT,
     RESTORED_MARK,
     SOURCE,
@@ -59,13 +61,15 @@ def deleted_notes(engine: Engine, collection: str, where: models.Filter) -> list
 def read_fingerprints(
     engine: Engine, collection: str, flt: models.Filter | None, out: dict[str, dict[str, str]]
 ) -> None:
-    """Add {source: {point id: its mark + note_hash}} of the points matching `flt` to `out`."""
-    for r in scroll(engine, collection, flt, [SOURCE, NOTE_HASH, DELETED_AT, RESTORED_AT]):
+    """Add {source: {point id: its marks + note_hash}} of the points matching `flt` to `out`."""
+    fields = [SOURCE, NOTE_HASH, DELETED_AT, RESTORED_AT, EMBEDDING]
+    for r in scroll(engine, collection, flt, fields):
         source = r.payload.get(SOURCE)
         if isinstance(source, str):
             note_hash = r.payload.get(NOTE_HASH)
             deleted, restored = r.payload.get(DELETED_AT), r.payload.get(RESTORED_AT)
             mark = DELETED_MARK if deleted else RESTORED_MARK if restored else ""
+            mark += PENDING_MARK if r.payload.get(EMBEDDING) else ""
             out.setdefault(source, {})[r.id] = mark + (
                 note_hash if isinstance(note_hash, str) else ""
             )

@@ -228,6 +228,8 @@ def _expression(expr: models.Expression) -> qe.Expression:
             _expression(expr.div.right),
             by_zero_default=expr.div.by_zero_default,
         )
+    if isinstance(expr, models.FieldCondition):  # 1 where it holds, else 0
+        return qe.Expression.Condition(_condition(expr))
     raise StoreError(f"{ENGINE}: unsupported formula part {expr!r}")
 
 

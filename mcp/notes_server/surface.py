@@ -261,6 +261,12 @@ class StatusReport(BaseModel):
     reranker: str | None = Field(
         None, description="Why searches are not reranked, when the reranker did not load."
     )
+    unembedded: int = Field(
+        0, description="Passages found by their words only until their meaning is embedded."
+    )
+    ingest: str | None = Field(
+        None, description="The ingest under way: done of total, rate, time left."
+    )
 
 
 class ModeRank(BaseModel):

@@ -30,7 +30,7 @@ from qdrant_client import models
 from kb.app.backend import open_store
 from kb.app.ingest import run
 from kb.core.errors import IngestBusy, IngestError
-from kb.core.schema import DENSE, KEYWORD
+from kb.core.schema import DENSE, EMBEDDING, KEYWORD
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import document_vector
@@ -375,8 +375,9 @@ def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lo
     notes = settings.NOTES_DIR
     texts = {f"n{i}.md": f"Note number {i} is about topic {i * 7}.\n" for i in range(6)}
     texts["n4.md"] = long_note(3, "glacier")  # one note of three chunks
-    for name, text in texts.items():
-        write(notes / name, text)
+    for age, (name, text) in enumerate(texts.items()):
+        # embedding goes newest first: n0 is the one edited last
+        os.utime(write(notes / name, text), ns=(10**18 - age * 10**9,) * 2)
     # EMBED_BATCH_SIZE=2 groups notes by up to 2 chunks: [n0 n1] [n2 n3] [n4] [n5]
     assert kill_at(settings, "first-done") == "done n0.md"  # its group is moved together
     assert (settings.NOTES_DIR / "ingested" / "n1.md").is_file() and (notes / "n2.md").is_file()
@@ -404,15 +405,18 @@ def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, cli
     with open_store(settings) as store:
         run(settings, client, store)
     for i in range(6):  # edited where they lie: the rebuild has every note to rewrite
-        write(
+        path = write(
             settings.NOTES_DIR / "ingested" / f"n{i}.md",
             f"Note number {i}, revised: topic {i * 13}.\n",
         )
+        os.utime(path, ns=(10**18 - i * 10**9,) * 2)  # n0 edited last: embedded first
     assert kill_at(settings, "stored:n2.md", "rebuild") == "stored n2.md,n3.md"
     with open_store(settings) as store:
         assert collection.info(store).rebuild_incomplete
-        revised = sorted(p["source"] for _, p in store.payloads() if "revised" in p["text"])
-        assert revised == ["n0.md", "n1.md", "n2.md", "n3.md"]  # the first two groups
+        whole = sorted(p["source"] for _, p in store.payloads() if EMBEDDING not in p)
+        assert whole == ["n0.md", "n1.md", "n2.md", "n3.md"]  # the first two groups
+        # every note was stored by its new words before any was embedded
+        assert all("revised" in p["text"] for _, p in store.payloads())
         summary = run(settings, client, store)
         assert len(summary.ingested) == 6 and len(summary.unchanged) == 4
         assert not collection.info(store).rebuild_incomplete
@@ -499,9 +503,9 @@ def test_progress_redraws_one_terminal_line_with_rate_and_eta_and_leaves_failure
     progress.done("c.md", 10)
     progress.finish(Summary())
     text = out.getvalue()
-    assert "\r\x1b[K1/4 notes, 10/40 chunks, 2.0 chunks/s, ETA 15s" in text
+    assert "\r\x1b[K[#####...............] 1/4 notes, 10/40 chunks, 2.0 chunks/s, ETA 15s" in text
     assert "failed" not in text  # listed once, by the summary
-    assert "\r\x1b[K2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
+    assert "\r\x1b[K[##########..........] 2/4 notes, 20/40 chunks, 2.0 chunks/s, ETA 10s" in text
     assert text.endswith("\r\x1b[K")
 
 
