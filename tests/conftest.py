@@ -20,6 +20,7 @@ from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
 pytest_plugins = [
     "socket_origins",  # an unclosed socket names its maker
     "markers",
+    "embedder_fixtures",  # the real embedder app in this process (an httpx transport)
     "ingest_fixtures",
     "mcp_fixtures",
     "dashboard_fixtures",
