@@ -74,7 +74,5 @@ def embedder_transport(minilm_path: Path) -> Iterator[httpx.BaseTransport]:
     # a failing request answers 500 in the envelope, as the server does, instead of raising here
     app = create_app(settings)
     with TestClient(app, base_url=IN_PROCESS_EMBED_URL, raise_server_exceptions=False) as client:
-        wait_until(
-            lambda: client.get("/health").status_code == 200, 120, "the in-process embedder"
-        )
+        wait_until(lambda: client.get("/health").status_code == 200, 120, "the in-process embedder")
         yield _app_transport(client)

@@ -179,7 +179,7 @@ def test_a_renamed_file_is_written_under_its_new_name_from_the_cache_with_no_emb
 
 
 def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
-    settings: Settings, client, vault: Path, tmp_path: Path
+    settings: Settings, embedder_url, client, vault: Path, tmp_path: Path
 ):
     write(vault / ".obsidian" / "app.md", "settings")
     write(vault / "food" / "kimchi.md.swp", b"swap")
@@ -188,7 +188,7 @@ def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
     write(vault / "photo.png", b"\x89PNG")
     write(settings.NOTES_DIR / ".draft.md", "hidden in the inbox")
     subprocess.run(["git", "init", "-q", str(vault)], check=True)
-    env = script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS)
+    env = script_env(settings, EMBED_URL=embedder_url, NOTE_FOLDERS=settings.NOTE_FOLDERS)
 
     verbose = run_script("ingest.py", "-v", env=env, cwd=tmp_path)
 
@@ -209,7 +209,7 @@ def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
 
 
 def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_its_folder_syncs(
-    settings: Settings, vault: Path, tmp_path: Path, start_server: ServerFactory
+    settings: Settings, embedder_url, vault: Path, tmp_path: Path, start_server: ServerFactory
 ):
     write(vault / "tools" / "tool.py", "def tool():\n    return 42\n")  # a code sync beside
     write(vault / "journal.md", "# Journal\n\nThe trip to the mountain hut in June.\n")
@@ -219,7 +219,7 @@ def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_it
     write(vault / "evil.md", PYTHON_TAG)  # new: left out
     write(vault / "journal.md", "---\nprivate: true\n---\n# Journal\n\nPrivate now.\n")
     write(vault / "bread.txt", BREAD + "\nBake it longer in winter.\n")
-    env = script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS)
+    env = script_env(settings, EMBED_URL=embedder_url, NOTE_FOLDERS=settings.NOTE_FOLDERS)
     done = run_script("ingest.py", env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     kimchi = "vault/food/kimchi.md: frontmatter is not valid YAML (line 3: expected ','"

@@ -244,12 +244,12 @@ def test_stop_ends_the_watch_after_its_batch_and_removes_watcher_json(
 
 
 def test_ingest_watch_syncs_a_dropped_note_and_stops_cleanly_on_sigint(
-    settings: Settings, tmp_path: Path
+    settings: Settings, embedder_url, tmp_path: Path
 ) -> None:
     status = State(settings.STATE_DIR).watcher_path
     process = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "ingest.py"), "--watch"],
-        env=script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS),
+        env=script_env(settings, EMBED_URL=embedder_url, NOTE_FOLDERS=settings.NOTE_FOLDERS),
         cwd=tmp_path,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
