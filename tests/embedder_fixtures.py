@@ -56,10 +56,11 @@ def embedder_transport(minilm_path: Path) -> Iterator[httpx.BaseTransport]:
     transport for clients of IN_PROCESS_EMBED_URL (the settings of `minilm_embedder`: fp32 on
     torch, two threads, a small token budget so that ordinary requests split into several
     micro-batches, no reranker)."""
-    from embed_server.api import create_app
-    from embed_server.config import EmbedderSettings
     from helpers import wait_until
     from starlette.testclient import TestClient
+
+    from embed_server.api import create_app
+    from embed_server.config import EmbedderSettings
 
     settings = EmbedderSettings(
         _env_file=None,  # type: ignore[call-arg]
