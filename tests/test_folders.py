@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import (
     BREAD,
     KIMCHI,
@@ -54,8 +55,8 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
-    return make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+def settings(tmp_path: Path, vault: Path) -> Settings:
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
 
 
 def found(store: Store, client, query: str = KIMCHI_QUERY) -> list[str]:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, run_script, script_env, write
 
 from kb.app.backend import open_store
@@ -34,8 +35,8 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
-    return make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+def settings(tmp_path: Path, vault: Path) -> Settings:
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
 
 
 def found(store: Store, client) -> list[str]:
