@@ -210,11 +210,19 @@ def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
 
 
 def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_its_folder_syncs(
-    settings: Settings, embedder_url, vault: Path, tmp_path: Path, start_server: ServerFactory
+    settings: Settings,
+    embedder_url,
+    embedder_transport,
+    vault: Path,
+    tmp_path: Path,
+    start_server: ServerFactory,
 ):
     write(vault / "tools" / "tool.py", "def tool():\n    return 42\n")  # a code sync beside
     write(vault / "journal.md", "# Journal\n\nThe trip to the mountain hut in June.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert len(run(settings, client, store).ingested) == 5
     write(vault / "food" / "kimchi.md", BAD_YAML)  # stored before: that version stays
     write(vault / "evil.md", PYTHON_TAG)  # new: left out
@@ -228,7 +236,10 @@ def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_it
     assert f"failed: {kimchi}" in done.stdout and f"failed: {evil}" in done.stdout
     assert "1 taken out of the index (private)" in done.stdout and "1 replaced" in done.stdout
     assert not (tmp_path / "owned").exists()
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert found(store, client)[0] == "vault/food/kimchi.md"  # its last good version
         assert store.payloads("vault/evil.md") == [] and store.payloads("vault/journal.md") == []
         assert any("winter" in p["text"] for _, p in store.payloads("vault/bread.txt"))
@@ -241,7 +252,7 @@ def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_it
     assert any(f.startswith(kimchi) for f in failed) and any(f.startswith(evil) for f in failed)
     assert sorted(f.source for f in folder.failed) == ["vault/evil.md", "vault/food/kimchi.md"]
     server = start_server(
-        EMBED_URL=settings.EMBED_URL,
+        EMBED_URL=embedder_url,
         QDRANT_PATH=settings.QDRANT_PATH,
         NOTES_DIR=str(settings.NOTES_DIR),
         STATE_DIR=str(settings.STATE_DIR),
