@@ -22,6 +22,7 @@ register_bench()  # the tests import bench.* (not installed) as the benchmarks d
 pytest_plugins = [
     "socket_origins",  # an unclosed socket names its maker
     "markers",
+    "embedder_fixtures",  # the real embedder app in this process (an httpx transport)
     "ingest_fixtures",
     "mcp_fixtures",
     "dashboard_fixtures",

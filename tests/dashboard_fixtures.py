@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from ingest_fixtures import write
 from mcp_fixtures import make_settings, serve_in_process
@@ -56,14 +58,15 @@ class Dashboard:
         return self.base + path
 
 
-def _serve(settings: Settings) -> Iterator[Dashboard]:
-    with serve_in_process(settings) as server:
+def _serve(settings: Settings, transport: httpx.BaseTransport) -> Iterator[Dashboard]:
+    with serve_in_process(settings, transport=transport) as server:
         yield Dashboard(server.base, settings)
 
 
-def _settings(root: Path, embedder_url: str, qdrant: Path, **overrides: Any) -> Settings:
+def _settings(root: Path, qdrant: Path, **overrides: Any) -> Settings:
+    """Settings of a dashboard over `qdrant`, the embedder in this process (embedder_fixtures)."""
     return make_settings(
-        embedder_url,
+        IN_PROCESS_EMBED_URL,
         qdrant,
         NOTES_DIR=root / "data",
         STATE_DIR=root / "state",
@@ -74,7 +77,9 @@ def _settings(root: Path, embedder_url: str, qdrant: Path, **overrides: Any) -> 
 
 @pytest.fixture(scope="session")
 def reader(
-    store_copy: Callable[[], Path], embedder_url: str, tmp_path_factory: pytest.TempPathFactory
+    store_copy: Callable[[], Path],
+    embedder_transport: httpx.BaseTransport,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Dashboard]:
     """The ingested notes, plus EVIL_NOTE ingested through the inbox; DELETED_NOTE deleted."""
     from kb.app import ingest
@@ -83,32 +88,39 @@ def reader(
 
     root = tmp_path_factory.mktemp("dash-reader")
     write(root / "data" / EVIL, EVIL_NOTE)
-    settings = _settings(root, embedder_url, store_copy(), MCP_WRITE_TOOLS=True)
-    with embed_client(settings) as client, open_store(settings) as store:
+    settings = _settings(root, store_copy(), MCP_WRITE_TOOLS=True)
+    with (
+        embed_client(settings, transport=embedder_transport) as client,
+        open_store(settings) as store,
+    ):
         assert ingest.run(settings, client, store).added == [EVIL]
         lifecycle.soft_delete(store, DELETED_NOTE)
-    yield from _serve(settings)
+    yield from _serve(settings, embedder_transport)
 
 
 @pytest.fixture(scope="session")
 def syncer(
-    store_copy: Callable[[], Path], embedder_url: str, tmp_path_factory: pytest.TempPathFactory
+    store_copy: Callable[[], Path],
+    embedder_transport: httpx.BaseTransport,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Dashboard]:
     """The ingested notes, and WAITING in the inbox for the Sync button (writes on: it needs
     them, as restore and delete do)."""
     root = tmp_path_factory.mktemp("dash-syncer")
     for name, text in WAITING.items():
         write(root / "data" / name, text)
-    yield from _serve(_settings(root, embedder_url, store_copy(), MCP_WRITE_TOOLS=True))
+    yield from _serve(_settings(root, store_copy(), MCP_WRITE_TOOLS=True), embedder_transport)
 
 
 @pytest.fixture(scope="session")
 def guarded(
-    store_copy: Callable[[], Path], embedder_url: str, tmp_path_factory: pytest.TempPathFactory
+    store_copy: Callable[[], Path],
+    embedder_transport: httpx.BaseTransport,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Dashboard]:
     root = tmp_path_factory.mktemp("dash-guarded")
     (root / "data").mkdir()
-    yield from _serve(_settings(root, embedder_url, store_copy(), MCP_TOKEN=TOKEN))
+    yield from _serve(_settings(root, store_copy(), MCP_TOKEN=TOKEN), embedder_transport)
 
 
 @pytest.fixture(scope="module")

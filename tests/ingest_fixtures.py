@@ -1,7 +1,8 @@
 """Helpers for the ingest, store, query and ingest_check tests: settings, notes, hashes, scripts.
 
 Also a pytest plugin (tests/conftest.py): the `settings`, `client` and `store` fixtures of one
-test's notes folder, embedded Qdrant and the MiniLM embedder.
+test's notes folder, embedded Qdrant and the MiniLM embedder in this process (embedder_fixtures;
+`process_settings` for a test whose scripts need the embedder as a process).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import REPO_ROOT, UNREACHABLE_EMBEDDER, build_settings
 
 from kb.core.schema import DENSE, point_id
@@ -69,30 +72,45 @@ def in_process_qdrant(monkeypatch: pytest.MonkeyPatch, folder: Path) -> str:
     return "http://qdrant.in-process.test:6333"
 
 
-def ingest_notes(folder: Path, embed_url: str, notes: dict[str, str]) -> Settings:
-    """Write `notes` (source -> text) into a notes folder under `folder` and ingest them all;
-    the store is closed again, so a module can share the corpus across tests."""
+def ingest_notes(
+    folder: Path,
+    embed_url: str,
+    notes: dict[str, str],
+    transport: httpx.BaseTransport | None = None,
+) -> Settings:
+    """Write `notes` (source -> text) into a notes folder under `folder` and ingest them all
+    through the embedder at `embed_url` (`transport`: the in-process one's, with
+    IN_PROCESS_EMBED_URL); the store is closed again, so a module can share the corpus across
+    tests."""
     settings = make_settings(folder, embed_url)
     for name, text in notes.items():
         write(settings.NOTES_DIR / name, text)
     from kb.app.backend import embed_client, open_store
     from kb.app.ingest import run
 
-    with open_store(settings) as store, embed_client(settings) as client:
+    with open_store(settings) as store, embed_client(settings, transport=transport) as client:
         assert sorted(run(settings, client, store).ingested) == sorted(notes)
     return settings
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str) -> Settings:
+def settings(tmp_path: Path) -> Settings:
+    """One test's settings; the embedder is the in-process one (`client` reaches it)."""
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL)
+
+
+@pytest.fixture
+def process_settings(tmp_path: Path, embedder_url: str) -> Settings:
+    """One test's settings with the embedder as a process: for scripts the test runs."""
     return make_settings(tmp_path, embedder_url)
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[EmbedClient]:
+def client(settings: Settings, embedder_transport: httpx.BaseTransport) -> Iterator[EmbedClient]:
+    """The client of `settings`' embedder (in this process, or `process_settings`' process)."""
     from kb.app.backend import embed_client
 
-    with embed_client(settings) as opened:
+    with embed_client(settings, transport=embedder_transport) as opened:
         yield opened
 
 

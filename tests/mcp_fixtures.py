@@ -24,7 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import REPO_ROOT, ServiceProcess, build_settings, free_port
 
 from kb.core.settings import Settings
@@ -138,9 +140,10 @@ def make_settings(embed_url: str, qdrant_path: Path, **overrides: Any) -> Settin
 
 @pytest.fixture(scope="session", name="ingested_notes")
 def ingested_notes_fixture(
-    tmp_path_factory: pytest.TempPathFactory, embedder_url: str
+    tmp_path_factory: pytest.TempPathFactory, embedder_transport: httpx.BaseTransport
 ) -> IngestedNotes:
-    """NOTES ingested by kb.ingest.run (real MiniLM embedder) into a closed embedded Qdrant
+    """NOTES ingested by kb.ingest.run (the real MiniLM embedder, in this process: the vectors
+    and model name an embedder process serving it gives too) into a closed embedded Qdrant
     folder."""
     from kb.app import ingest
     from kb.app.backend import embed_client, open_store
@@ -152,9 +155,12 @@ def ingested_notes_fixture(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     settings = make_settings(
-        embedder_url, root / "qdrant", NOTES_DIR=root / "data", STATE_DIR=root / "state"
+        IN_PROCESS_EMBED_URL, root / "qdrant", NOTES_DIR=root / "data", STATE_DIR=root / "state"
     )
-    with embed_client(settings) as client, open_store(settings) as store:
+    with (
+        embed_client(settings, transport=embedder_transport) as client,
+        open_store(settings) as store,
+    ):
         summary = ingest.run(settings, client, store)
         assert not summary.failed, summary.failed
         info = collection.require(store)
@@ -247,13 +253,15 @@ class InProcessServer:
 
 
 @contextmanager
-def serve_in_process(settings: Settings, ingest_key: str = "") -> Iterator[InProcessServer]:
+def serve_in_process(
+    settings: Settings, ingest_key: str = "", transport: httpx.BaseTransport | None = None
+) -> Iterator[InProcessServer]:
     """build_app(settings) under a real uvicorn on 127.0.0.1:MCP_PORT, in a thread (with
-    `ingest_key`, POST /ingest too)."""
+    `ingest_key`, POST /ingest too; with `transport`, the embedder is the in-process one)."""
     import uvicorn
 
     module = server_module()
-    backend = module.Backend(settings)
+    backend = module.Backend(settings, transport)
     app = module.build_app(backend, ingest_key)
     config = uvicorn.Config(
         app,

@@ -11,6 +11,8 @@ import threading
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+import httpx
+
 from kb.content.notes import normalise_tags
 from kb.core.errors import EmbedError, StoreError
 from kb.core.settings import Settings
@@ -25,8 +27,11 @@ from kb.store.engine import ClusterLayout
 from kb.store.points import Store
 
 
-def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
-    """The embedder client; `code`: the one for the code collection (CODE_EMBED_MODEL)."""
+def embed_client(
+    settings: Settings, *, code: bool = False, transport: httpx.BaseTransport | None = None
+) -> EmbedClient:
+    """The embedder client; `code`: the one for the code collection (CODE_EMBED_MODEL);
+    `transport`: httpx's, instead of the network (EmbedClient)."""
     return EmbedClient(
         settings.EMBED_URL,
         batch_size=settings.EMBED_BATCH_SIZE,
@@ -35,6 +40,7 @@ def embed_client(settings: Settings, *, code: bool = False) -> EmbedClient:
         retries=settings.EMBED_RETRIES,
         api_key=settings.EMBED_API_KEY,
         request_model=settings.CODE_EMBED_MODEL if code else "",
+        transport=transport,
     )
 
 
@@ -129,10 +135,10 @@ class Backend:
     use, so a server starts (and reports why in its health) while Qdrant or the storage folder
     is not available yet, and recovers without a restart once it is."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None) -> None:
         self.settings = settings
-        self.client = embed_client(settings)
-        self.code_client = embed_client(settings, code=True)
+        self.client = embed_client(settings, transport=transport)
+        self.code_client = embed_client(settings, code=True, transport=transport)
         self._store: Store | None = None
         self._code_store: Store | None = None
         self._code_beside: Store | None = None  # the store the code store shares an engine with

@@ -64,7 +64,8 @@ def run(
     options = replace(options, progress=RecordedProgress(state.progress_path, options.progress))
     everything = sources(settings, state, options)
     try:
-        with embed_client(settings, code=True) as code_client:
+        # the code client reaches the embedder as `client` does (its transport)
+        with embed_client(settings, code=True, transport=client.transport) as code_client:
             code_live = store.beside(settings.CODE_COLLECTION)
             # a new model or chunker: written beside the searched collection (kb.ingest.switch)
             prose = ingest_run.Target(switch.begin(store, client), client)

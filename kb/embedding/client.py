@@ -5,7 +5,8 @@ connection errors, 429 and 503 are retried with bounded exponential backoff that
 Retry-After; every vector is checked (dimension from /health, finite, non-zero norm). With a key
 (EMBED_API_KEY) every request carries `Authorization: Bearer <key>`; a 401 says which setting.
 
-It takes plain values; kb.app.backend.embed_client builds one from the settings.
+It takes plain values; kb.app.backend.embed_client builds one from the settings. `transport`
+(httpx's) replaces the network: tests hand it the embedder's app running in their own process.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class EmbedClient:
         retries: int = 5,
         api_key: str = "",
         request_model: str = "",
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         # the model asked for by name (`model` in each request, OpenAI's convention); empty:
@@ -87,10 +89,12 @@ class EmbedClient:
         # query text -> (when, vector): a query repeated within QUERY_CACHE_S skips the embedder
         self._queries: OrderedDict[str, tuple[float, list[float]]] = OrderedDict()
         self.api_key = api_key
+        self.transport = transport  # None: httpx's own (the network)
         self._http = httpx.Client(
             base_url=self.url,
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             headers=auth_headers(api_key),
+            transport=transport,
         )
         self._others: dict[str, EmbedClient] = {}  # `using`'s clients, by model
         self._owner = True  # False for a client made by `using`: it shares this one's HTTP

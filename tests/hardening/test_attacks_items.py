@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import serve_in_thread
 from ingest_fixtures import BREAD, KIMCHI, make_settings, write
 from starlette.applications import Starlette
@@ -58,8 +59,8 @@ MALFORMED = [  # each stopped every sync (issue 46, 1)
 ]
 
 
-def sync(settings: Settings) -> Summary:
-    with open_store(settings) as store, embed_client(settings) as client:
+def sync(settings: Settings, transport: httpx.BaseTransport | None = None) -> Summary:
+    with open_store(settings) as store, embed_client(settings, transport=transport) as client:
         return run(settings, client, store)
 
 
@@ -91,7 +92,7 @@ assert 9**BOMB_LEVELS > MAX_ALIASED
 
 
 def test_files_nested_thousands_deep_or_alias_bombs_fail_alone_and_the_rest_syncs(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ) -> None:
     vault = tmp_path / "vault"
     hostile = {
@@ -110,11 +111,11 @@ def test_files_nested_thousands_deep_or_alias_bombs_fail_alone_and_the_rest_sync
     for name, (text, _) in hostile.items():
         write(vault / name, text)
     write(vault / "kimchi.md", KIMCHI)
-    settings = make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
     write(settings.NOTES_DIR / "bread.md", BREAD)
     write(settings.NOTES_DIR / "deep-inbox.md", note("key: " + "[" * 5000 + "]" * 5000))
 
-    summary = sync(settings)
+    summary = sync(settings, transport=embedder_transport)
     assert sorted(summary.added) == ["bread.md", "vault/kimchi.md"]
     reasons = failures(summary)
     assert set(reasons) == {*(f"vault/{name}" for name in hostile), "deep-inbox.md"}
@@ -126,7 +127,7 @@ def test_files_nested_thousands_deep_or_alias_bombs_fail_alone_and_the_rest_sync
 
 
 def test_malformed_bookmark_addresses_and_a_deep_bookmarks_file_fail_alone(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport, web_site: Site
 ) -> None:
     good = web_site.page("bike-lanes-news.html")
     marks = [Mark(url, f"bad {n}", ()) for n, url in enumerate(MALFORMED)]
@@ -134,11 +135,11 @@ def test_malformed_bookmark_addresses_and_a_deep_bookmarks_file_fail_alone(
     deep = tmp_path / "Bookmarks"
     deep.write_text('{"roots": {"bookmark_bar": ' + deep_json("children", 5000) + "}}")
     settings = make_settings(
-        tmp_path, embedder_url, BOOKMARKS=f"{listed},{deep}", WEB_ALLOW_PRIVATE=True
+        tmp_path, IN_PROCESS_EMBED_URL, BOOKMARKS=f"{listed},{deep}", WEB_ALLOW_PRIVATE=True
     )
     write(settings.NOTES_DIR / "bread.md", BREAD)
 
-    summary = sync(settings)
+    summary = sync(settings, transport=embedder_transport)
     assert sorted(summary.added) == ["bread.md", page_source(good)]
     reasons = failures(summary)
     assert set(reasons) == {*MALFORMED, str(deep)}
@@ -148,10 +149,8 @@ def test_malformed_bookmark_addresses_and_a_deep_bookmarks_file_fail_alone(
 
 
 @pytest.mark.parametrize("url", MALFORMED)
-def test_save_url_refuses_a_malformed_address_with_a_reason(
-    tmp_path: Path, embedder_url: str, url: str
-) -> None:
-    settings = make_settings(tmp_path, embedder_url, WEB_ALLOW_PRIVATE=True)
+def test_save_url_refuses_a_malformed_address_with_a_reason(tmp_path: Path, url: str) -> None:
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL, WEB_ALLOW_PRIVATE=True)
     with pytest.raises(SaveError, match="not saved: not a valid web address"):
         fetch_page(settings, url)
 
@@ -164,9 +163,9 @@ def wait_for(check: Callable[[], object], what: str, timeout: float = 120.0) -> 
 
 
 def test_a_bug_in_one_batch_is_logged_and_the_watcher_keeps_watching(
-    tmp_path: Path, embedder_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder_transport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     calls = []
     real_run = kb.app.watch.run
 
@@ -177,7 +176,7 @@ def test_a_bug_in_one_batch_is_logged_and_the_watcher_keeps_watching(
         return real_run(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(kb.app.watch, "run", first_fails)
-    backend = Backend(settings)
+    backend = Backend(settings, embedder_transport)
     stop = threading.Event()
     watcher = Watcher(backend, stop=stop, retry_s=(0.1, 0.2))
     thread = threading.Thread(target=watcher.run, daemon=True)
@@ -391,12 +390,15 @@ Support gets two more people before the launch.
 
 
 def test_comments_are_neither_stored_nor_returned_by_search_preview_or_read_note(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ) -> None:
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "plan.md", COMMENTED)
-    assert sync(settings).added == ["plan.md"]
-    with open_store(settings) as store, embed_client(settings) as client:
+    assert sync(settings, transport=embedder_transport).added == ["plan.md"]
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         stored = " ".join(str(p["text"]) for _, p in store.payloads())
         hits = search(
             make_searcher(settings, store, client, client),
@@ -441,19 +443,19 @@ def test_ipv6_forms_of_a_public_address_stay_public() -> None:
 
 
 def test_file_names_holding_escape_sequences_are_printed_escaped(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ) -> None:
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "title\x1b]0;pwned\x07.md", "---\ntags: a\n---\n")  # no text
     write(settings.NOTES_DIR / "clear\x1b[2J.xyz", "not a note kind")
     write(settings.NOTES_DIR / "bread.md", BREAD)
-    printed = format_summary(sync(settings), verbose=True)
+    printed = format_summary(sync(settings, transport=embedder_transport), verbose=True)
     assert "title\\x1b]0;pwned\\x07.md" in printed and "clear\\x1b[2J.xyz" in printed
     assert "\x1b" not in printed and "\x07" not in printed
     # an error line naming one (the inbox stops on frontmatter that is not YAML) too
     write(settings.NOTES_DIR / "stop\x1b[2J.md", "---\ntags: [a\n---\nbody\n")
     with pytest.raises(IngestError) as caught:
-        sync(settings)
+        sync(settings, transport=embedder_transport)
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
         fail(str(caught.value))

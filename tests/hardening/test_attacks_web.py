@@ -21,6 +21,7 @@ import httpx
 import pytest
 from conftest import EmbedderFactory
 from dashboard_fixtures import TOKEN, Dashboard, sign_in
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import EMBEDDER_APP, REPO_ROOT, EmbedderProcess, free_port, serve_in_thread, wait_until
 from ingest_fixtures import write
 from mcp_fixtures import (
@@ -293,15 +294,15 @@ FORGING_NAME = (
 
 @pytest.fixture(scope="module")
 def forged_inbox(
-    store_copy: Any, embedder_url: str, tmp_path_factory: pytest.TempPathFactory
+    store_copy: Any, embedder_transport, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Dashboard]:
     root = tmp_path_factory.mktemp("dash-forged")
     write(root / "data" / FORGING_NAME, "# A note\n\nIts name is the attack; its text is not.\n")
     settings = make_settings(
-        embedder_url, store_copy(), NOTES_DIR=root / "data", STATE_DIR=root / "state",
+        IN_PROCESS_EMBED_URL, store_copy(), NOTES_DIR=root / "data", STATE_DIR=root / "state",
         MCP_PORT=free_port(), MCP_WRITE_TOOLS=True,
     )  # fmt: skip
-    with serve_in_process(settings) as server:
+    with serve_in_process(settings, transport=embedder_transport) as server:
         yield Dashboard(server.base, settings)
 
 

@@ -117,8 +117,10 @@ def test_query_exits_with_one_error_line_when_qdrant_is_down(corpus, tmp_path):
     assert line.startswith(f"error: Qdrant at {url} (QDRANT_URL) is unreachable")
 
 
-def test_query_before_any_ingest_says_to_ingest_first(settings, tmp_path):
-    result = run_script("query.py", "bread", env=script_env(settings), cwd=tmp_path)
+def test_query_before_any_ingest_says_to_ingest_first(settings, embedder_url, tmp_path):
+    result = run_script(
+        "query.py", "bread", env=script_env(settings, EMBED_URL=embedder_url), cwd=tmp_path
+    )
     assert result.returncode == 1
     assert result.stderr == (
         f"error: collection 'notes' does not exist in embedded Qdrant in "
@@ -249,7 +251,7 @@ def test_points_written_by_older_versions_come_back_with_empty_tags_and_null_fie
 
 
 def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_and_says_to_rebuild(
-    settings, client, tmp_path
+    settings, embedder_url, client, tmp_path
 ):
     with open_store(settings) as store:
         # the layout the previous version created: one dense vector, no keyword vector
@@ -268,12 +270,19 @@ def test_a_collection_from_before_keyword_search_still_answers_semantic_queries_
         for mode in ("hybrid", "keyword"):
             with pytest.raises(KeywordIndexMissing, match=r"older version.*--rebuild"):
                 search(store, client, "sourdough", mode=mode)
-    result = run_script("query.py", "sourdough", env=script_env(settings), cwd=tmp_path)
+    result = run_script(
+        "query.py", "sourdough", env=script_env(settings, EMBED_URL=embedder_url), cwd=tmp_path
+    )
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("error: collection 'notes'") and "uv run ingest.py --rebuild" in line
     semantic = run_script(
-        "query.py", "sourdough", "--mode", "semantic", env=script_env(settings), cwd=tmp_path
+        "query.py",
+        "sourdough",
+        "--mode",
+        "semantic",
+        env=script_env(settings, EMBED_URL=embedder_url),
+        cwd=tmp_path,
     )
     assert semantic.returncode == 0 and "old.md" in semantic.stdout
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, write
 from mcp_fixtures import NOTES, IngestedNotes, ServerFactory, call_tool, tool_answer
 
@@ -22,16 +23,19 @@ from kb.ingest import lifecycle
 
 
 @pytest.fixture
-def synced(tmp_path: Path, embedder_url: str) -> Settings:
+def synced(tmp_path: Path, embedder_transport) -> Settings:
     """Two inbox notes and a three-note folder, ingested once."""
     vault = tmp_path / "vault"
     write(vault / "food" / "kimchi.md", KIMCHI)
     write(vault / "bread.txt", BREAD)
     write(vault / "physics" / "shock.md", SHOCK)
-    settings = make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
     write(settings.NOTES_DIR / "a.md", "# A\n\nThe first inbox note, about sailing boats.\n")
     write(settings.NOTES_DIR / "b.md", "# B\n\nThe second inbox note, about mountain huts.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         summary = run(settings, client, store)
     assert len(summary.ingested) == 5 and not summary.failed
     return settings
@@ -69,10 +73,13 @@ def test_status_counts_each_sources_notes_and_the_files_waiting(synced: Settings
 
 
 def test_failures_of_each_sources_last_sync_are_reported_with_the_reason(
-    synced: Settings,
+    synced: Settings, embedder_transport
 ) -> None:
     write(synced.NOTES_DIR / "binary.md", b"\x00\x01 not text")
-    with open_store(synced) as store, embed_client(synced) as client:
+    with (
+        open_store(synced) as store,
+        embed_client(synced, transport=embedder_transport) as client,
+    ):
         run(synced, client, store)
         inbox = status(synced, store).sources[0]
     assert [f.source for f in inbox.failed] == ["binary.md"]
@@ -81,9 +88,11 @@ def test_failures_of_each_sources_last_sync_are_reported_with_the_reason(
 
 
 def test_a_folder_the_server_cannot_see_and_a_closed_store_are_named(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ) -> None:
-    settings = make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"usb={tmp_path / 'unmounted'}")
+    settings = make_settings(
+        tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"usb={tmp_path / 'unmounted'}"
+    )
     report = status(settings, None)
     assert report.problem and not report.exists and report.notes == 0
     usb = report.sources[1]

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import REPO_ROOT, free_port
 from ingest_fixtures import BREAD, KIMCHI, make_settings, script_env, write
 from mcp_fixtures import call_tool, results
@@ -54,14 +56,21 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
-    return make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+def settings(tmp_path: Path, vault: Path) -> Settings:
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
 
 
 @contextmanager
-def watching(settings: Settings, *, first_batch: bool = True, **options) -> Iterator[Watcher]:
-    """A Watcher running in a thread (its first, full batch done unless told otherwise)."""
-    backend = Backend(settings)
+def watching(
+    settings: Settings,
+    transport: httpx.BaseTransport | None = None,
+    *,
+    first_batch: bool = True,
+    **options,
+) -> Iterator[Watcher]:
+    """A Watcher running in a thread (its first, full batch done unless told otherwise; the
+    embedder through `transport` if given, else at EMBED_URL)."""
+    backend = Backend(settings, transport)
     stop = threading.Event()
     watcher = Watcher(backend, stop=stop, **options)
     thread = threading.Thread(target=watcher.run, daemon=True)
@@ -94,10 +103,10 @@ def stored(watcher: Watcher) -> set[str]:
 
 
 def test_a_saved_note_becomes_searchable_and_a_deleted_one_is_soft_deleted(
-    settings: Settings, vault: Path
+    settings: Settings, vault: Path, embedder_transport
 ) -> None:
     write(vault / "other.md", BREAD)  # two notes: deleting one is no mass deletion
-    with watching(settings) as watcher:
+    with watching(settings, embedder_transport) as watcher:
         write(vault / "food" / "kimchi.md", KIMCHI)
         wait_for(lambda: "vault/food/kimchi.md" in found(watcher, KIMCHI_QUERY), "searchable")
         (vault / "food" / "kimchi.md").unlink()
@@ -115,9 +124,11 @@ def test_a_saved_note_becomes_searchable_and_a_deleted_one_is_soft_deleted(
         assert not (settings.NOTES_DIR / "bread.md").exists()
 
 
-def test_a_burst_of_300_files_is_synced_in_one_batch(settings: Settings, vault: Path) -> None:
+def test_a_burst_of_300_files_is_synced_in_one_batch(
+    settings: Settings, vault: Path, embedder_transport
+) -> None:
     # a quiet window of 1 s: a loaded test machine may stall between two writes of the burst
-    with watching(settings, quiet_ms=1000) as watcher:
+    with watching(settings, embedder_transport, quiet_ms=1000) as watcher:
         assert watcher.batches == 1
         for n in range(300):  # one text (the `#` title, not the name, is embedded): fast
             write(vault / f"burst/{n:03}.md", "# Burst\n\nA line of the burst fixture.\n")
@@ -145,11 +156,11 @@ class EditsOnce(Progress):
 
 
 def test_an_edit_made_while_a_batch_runs_is_synced_by_the_next(
-    settings: Settings, vault: Path
+    settings: Settings, vault: Path, embedder_transport
 ) -> None:
     note = write(vault / "kimchi.md", KIMCHI)
     edit = EditsOnce(note, KIMCHI + "\nAdd a spoon of sugar: the revised recipe.\n")
-    with watching(settings, progress=edit) as watcher:
+    with watching(settings, embedder_transport, progress=edit) as watcher:
         assert edit.edited
         wait_for(lambda: watcher.batches >= 2, "the next batch")
         texts = [p["text"] for _, p in watcher.backend.store().payloads("vault/kimchi.md")]
@@ -227,10 +238,10 @@ class StopsWhenStored(Progress):
 
 
 def test_stop_ends_the_watch_after_its_batch_and_removes_watcher_json(
-    settings: Settings, vault: Path
+    settings: Settings, vault: Path, embedder_transport
 ) -> None:
     status = State(settings.STATE_DIR).watcher_path
-    with watching(settings) as watcher:
+    with watching(settings, embedder_transport) as watcher:
         shown = json.loads(status.read_text(encoding="utf-8"))
         assert set(shown) == {"pid", "started_at", "folders", "last_batch_at", "last_batch_notes"}
         assert shown["pid"] == os.getpid() and shown["folders"] == ["vault"]
@@ -244,12 +255,12 @@ def test_stop_ends_the_watch_after_its_batch_and_removes_watcher_json(
 
 
 def test_ingest_watch_syncs_a_dropped_note_and_stops_cleanly_on_sigint(
-    settings: Settings, tmp_path: Path
+    settings: Settings, embedder_url, tmp_path: Path
 ) -> None:
     status = State(settings.STATE_DIR).watcher_path
     process = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "ingest.py"), "--watch"],
-        env=script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS),
+        env=script_env(settings, EMBED_URL=embedder_url, NOTE_FOLDERS=settings.NOTE_FOLDERS),
         cwd=tmp_path,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import REPO_ROOT, free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import call_tool, serve_in_process, tool_answer
@@ -233,10 +234,13 @@ def vault_settings(root: Path, embed_url: str, **overrides: object) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
+def indexed(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> Settings:
     """tests/obsidian_vault synced as the NOTE_FOLDERS folder `vault`; the store closed again."""
-    settings = vault_settings(tmp_path_factory.mktemp("obsidian"), embedder_url)
-    with open_store(settings) as store, embed_client(settings) as client:
+    settings = vault_settings(tmp_path_factory.mktemp("obsidian"), IN_PROCESS_EMBED_URL)
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         summary = run(settings, client, store)
     assert not summary.failed, summary.failed
     assert summary.notices[0].reason.startswith("created: '{{date}}'")
@@ -275,8 +279,10 @@ def test_a_vault_is_indexed_with_tags_aliases_dates_links_and_unresolved_links(v
     assert board[0]["links"] == [ALPHA, PRIYA]
 
 
-def test_a_tag_filter_on_a_parent_finds_the_notes_of_its_children(indexed, vault_store):
-    with embed_client(indexed) as client:
+def test_a_tag_filter_on_a_parent_finds_the_notes_of_its_children(
+    indexed, vault_store, embedder_transport
+):
+    with embed_client(indexed, transport=embedder_transport) as client:
         found = search(
             kb_search_for(vault_store, client),
             SearchRequest("what did I do", 10, filters=Filters(tags=["Area"])),
@@ -325,12 +331,14 @@ def test_status_lists_the_links_to_notes_that_are_not_indexed(indexed, vault_sto
     ]
 
 
-def test_read_note_and_search_results_carry_aliases_and_link_counts(indexed, vault_store):
+def test_read_note_and_search_results_carry_aliases_and_link_counts(
+    indexed, vault_store, embedder_transport
+):
     passage = read_item(read_config(indexed), [vault_store], ALPHA, 1, 5)
     assert (passage.aliases, passage.links_out, passage.links_in) == (
         ["Billing Ledger", "Ledger"], 4, 4,
     )  # fmt: skip
-    with embed_client(indexed) as client:
+    with embed_client(indexed, transport=embedder_transport) as client:
         found = search(kb_search_for(vault_store, client), SearchRequest("Billing Ledger", 5))
     top = next(h for h in found.hits if h.source == ALPHA)
     assert (top.source, top.aliases, top.links_out, top.links_in) == (
@@ -339,10 +347,13 @@ def test_read_note_and_search_results_carry_aliases_and_link_counts(indexed, vau
 
 
 def test_a_note_written_later_resolves_the_links_to_it_without_embedding_again(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ):
-    settings = vault_settings(tmp_path, embedder_url)
-    with open_store(settings) as store, embed_client(settings) as client:
+    settings = vault_settings(tmp_path, IN_PROCESS_EMBED_URL)
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         run(settings, client, store)
         again = run(settings, client, store)
         assert again.written == 0 and len(again.unchanged) == 12  # nothing changed
@@ -357,10 +368,13 @@ def test_a_note_written_later_resolves_the_links_to_it_without_embedding_again(
 
 
 def test_a_collection_of_the_older_layout_is_rewritten_with_its_vectors_reused(
-    tmp_path: Path, embedder_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder_transport
 ):
-    settings = vault_settings(tmp_path, embedder_url)
-    with open_store(settings) as store, embed_client(settings) as client:
+    settings = vault_settings(tmp_path, IN_PROCESS_EMBED_URL)
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         monkeypatch.setattr(kb_schema, "SCHEMA_VERSION", 3)
         run(settings, client, store)
         monkeypatch.setattr(kb_schema, "SCHEMA_VERSION", 4)
@@ -371,11 +385,14 @@ def test_a_collection_of_the_older_layout_is_rewritten_with_its_vectors_reused(
 
 
 def test_inbox_notes_links_resolve_against_the_notes_stored_before(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ):
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "people/Priya.md", "# Priya\n\nRuns the one-on-ones.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         run(settings, client, store)
         write(settings.NOTES_DIR / "log.md", "# Log\n\nMet [[priya]] and [[Nobody]].\n")
         run(settings, client, store)
@@ -383,8 +400,8 @@ def test_inbox_notes_links_resolve_against_the_notes_stored_before(
     assert (payload["links"], payload["unresolved_links"]) == (["people/Priya.md"], ["Nobody"])
 
 
-def test_query_py_related_prints_each_note_with_why(indexed):
-    env = script_env(indexed, NOTE_FOLDERS=indexed.NOTE_FOLDERS)
+def test_query_py_related_prints_each_note_with_why(indexed, embedder_url):
+    env = script_env(indexed, EMBED_URL=embedder_url, NOTE_FOLDERS=indexed.NOTE_FOLDERS)
     done = run_script("query.py", "--related", ALPHA, "-k", "2", env=env, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -398,12 +415,12 @@ def test_query_py_related_prints_each_note_with_why(indexed):
 
 
 def test_related_notes_status_and_list_tags_through_mcp_and_the_dashboard(
-    indexed: Settings, tmp_path: Path
+    indexed: Settings, tmp_path: Path, embedder_transport
 ):
     qdrant = tmp_path / "qdrant"
     shutil.copytree(indexed.QDRANT_PATH, qdrant)
     settings = indexed.model_copy(update={"QDRANT_PATH": str(qdrant), "MCP_PORT": free_port()})
-    with serve_in_process(settings) as server:
+    with serve_in_process(settings, transport=embedder_transport) as server:
         answer = call_tool(server.url, "related_notes", {"source": ALPHA, "k": 2})
         assert not answer.is_error
         notes = tool_answer(answer)["notes"]
@@ -424,15 +441,21 @@ def test_related_notes_status_and_list_tags_through_mcp_and_the_dashboard(
 
 
 def test_inline_and_nested_tags_and_mapped_keys_make_a_note_private_at_ingest_and_at_read(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ):
     settings = make_settings(
-        tmp_path, embedder_url, PRIVATE_TAGS="secret,health", NOTE_PROPERTIES="tags=keywords"
+        tmp_path,
+        IN_PROCESS_EMBED_URL,
+        PRIVATE_TAGS="secret,health",
+        NOTE_PROPERTIES="tags=keywords",
     )
     write(settings.NOTES_DIR / "a.md", "---\nkeywords: [Secret]\n---\n# A\n\nPlans.\n")
     write(settings.NOTES_DIR / "b.md", "# B\n\nSlept badly again. #health/sleep\n")
     write(settings.NOTES_DIR / "c.md", "# C\n\nA walk by the river.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         summary = run(settings, client, store)
         assert sorted(summary.private) == ["a.md", "b.md"] and summary.added == ["c.md"]
         write(settings.NOTES_DIR / "ingested" / "c.md", "# C\n\nA walk by the river. #health\n")
@@ -441,12 +464,15 @@ def test_inline_and_nested_tags_and_mapped_keys_make_a_note_private_at_ingest_an
 
 
 def test_the_ingest_report_names_the_notes_whose_links_name_notes_not_indexed(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ):
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "a.md", "# A\n\nSee [[Nowhere]], [[Gone|it]] and [[b]].\n")
     write(settings.NOTES_DIR / "b.md", "# B\n\nA plain note.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         summary = run(settings, client, store)
     assert summary.unresolved == {"a.md": ["Nowhere", "Gone"]}  # in the order written
     assert (

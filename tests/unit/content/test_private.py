@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import BREAD, KIMCHI, make_settings, tree_state, write
 
 from kb.app.ingest import run
@@ -37,9 +38,12 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
+def settings(tmp_path: Path, vault: Path) -> Settings:
     return make_settings(
-        tmp_path, embedder_url, PRIVATE_TAGS=" HEALTH ,journal", NOTE_FOLDERS=f"vault={vault}"
+        tmp_path,
+        IN_PROCESS_EMBED_URL,
+        PRIVATE_TAGS=" HEALTH ,journal",
+        NOTE_FOLDERS=f"vault={vault}",
     )
 
 

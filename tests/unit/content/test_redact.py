@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import KIMCHI, make_settings, tree_state, write
 
 from kb.app.backend import embed_client, open_store
@@ -65,8 +66,8 @@ EVERY_SECRET = [secret for _, _, secret in SECRETS] + [KEY_BODY]
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str) -> Settings:
-    return make_settings(tmp_path, embedder_url)
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL)
 
 
 @pytest.mark.parametrize(("kind", "line", "secret"), SECRETS, ids=[k for k, _, _ in SECRETS])
@@ -139,13 +140,16 @@ def test_secrets_are_not_stored_or_searchable_and_the_note_file_is_untouched(
 
 
 def test_a_folder_note_with_secrets_is_indexed_redacted_and_never_written(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ) -> None:
     vault = tmp_path / "vault"
     write(vault / "server.md", SERVER_NOTE)
-    settings = make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
     before = tree_state(vault)
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         first = run(settings, client, store)
         again = run(settings, client, store)
         stored = " ".join(str(p) for _, p in store.payloads())

@@ -10,7 +10,9 @@ import re
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import ingest_notes, run_script, script_env
 from mcp_fixtures import ServerFactory, call_tool, results, text_of
 
@@ -67,8 +69,12 @@ INVISIBLE = set(ZERO_WIDTH + BIDI + SMUGGLED)
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
-    return ingest_notes(tmp_path_factory.mktemp("hidden"), embedder_url, NOTES)
+def corpus(
+    tmp_path_factory: pytest.TempPathFactory, embedder_transport: httpx.BaseTransport
+) -> Settings:
+    return ingest_notes(
+        tmp_path_factory.mktemp("hidden"), IN_PROCESS_EMBED_URL, NOTES, embedder_transport
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,11 +113,11 @@ def test_a_hit_removes_hidden_characters_from_text_title_topic_and_headings() ->
 
 
 def test_mcp_search_returns_each_note_cleaned_with_its_count_and_visible_text_intact(
-    corpus: Settings, start_server: ServerFactory, tmp_path: Path
+    corpus: Settings, start_server: ServerFactory, tmp_path: Path, embedder_url
 ) -> None:
     copy = tmp_path / "qdrant"
     shutil.copytree(corpus.QDRANT_PATH, copy)
-    server = start_server(EMBED_URL=corpus.EMBED_URL, QDRANT_PATH=str(copy))
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(copy))
     for source, (text, count) in HIDDEN_NOTES.items():
         arguments = {"query": QUERIES[source], "path": source, "k": 1}
         [hit] = results(call_tool(server.url, "search_notes", arguments))
@@ -128,18 +134,22 @@ def test_mcp_search_returns_each_note_cleaned_with_its_count_and_visible_text_in
 
 
 def test_query_json_returns_each_note_cleaned_with_its_count_and_leaves_the_store_alone(
-    corpus: Settings, tmp_path: Path
+    corpus: Settings, tmp_path: Path, embedder_url
 ) -> None:
     for source, (text, count) in HIDDEN_NOTES.items():
         args = [QUERIES[source], "--json", "-k", "1", "--path", source]
-        result = run_script("query.py", *args, env=script_env(corpus), cwd=tmp_path)
+        result = run_script(
+            "query.py", *args, env=script_env(corpus, EMBED_URL=embedder_url), cwd=tmp_path
+        )
         assert result.returncode == 0, result.stderr
         [hit] = json.loads(result.stdout)["results"]
         assert (hit["source"], hit["hidden_chars_removed"]) == (source, count)
         assert not INVISIBLE & set(hit["text"])
         assert (corpus.NOTES_DIR / "ingested" / source).read_text(encoding="utf-8") == text
     args = [QUERIES["hidden/tags.md"], "-k", "1", "--path", "hidden/tags.md"]
-    shown = run_script("query.py", *args, env=script_env(corpus), cwd=tmp_path).stdout
+    shown = run_script(
+        "query.py", *args, env=script_env(corpus, EMBED_URL=embedder_url), cwd=tmp_path
+    ).stdout
     # the result line: its place, and after its confidence (kb.search.confidence) the count
     assert re.search(rf"hidden/tags.md:1-1  (\(confidence [0-9.]+\)  )?!{len(SMUGGLED)} hidden "
                      "characters removed", shown), shown  # fmt: skip

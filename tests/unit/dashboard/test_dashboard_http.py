@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from dashboard_fixtures import EVIL, TOKEN, Dashboard
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from mcp_fixtures import make_settings, serve_in_process
 
@@ -97,12 +98,12 @@ def test_times_are_readable_and_marked_for_the_readers_time_zone_and_dimensions_
 
 
 def test_a_server_that_cannot_see_the_notes_shows_the_command_to_run(
-    embedder_url: str, tmp_path: Path
+    embedder_transport, tmp_path: Path
 ) -> None:
-    settings = make_settings(embedder_url, tmp_path / "qdrant", NOTES_DIR=tmp_path / "absent",
-                             STATE_DIR=tmp_path / "state", MCP_PORT=free_port(),
-                             MCP_WRITE_TOOLS=True)  # fmt: skip
-    with serve_in_process(settings) as server:
+    settings = make_settings(IN_PROCESS_EMBED_URL, tmp_path / "qdrant",
+                             NOTES_DIR=tmp_path / "absent", STATE_DIR=tmp_path / "state",
+                             MCP_PORT=free_port(), MCP_WRITE_TOOLS=True)  # fmt: skip
+    with serve_in_process(settings, transport=embedder_transport) as server:
         page = httpx.get(server.base + "/sync")
         pressed = httpx.post(server.base + "/sync", headers={"Origin": server.base})
     assert "cannot see your notes" in page.text and "uv run ingest.py" in page.text

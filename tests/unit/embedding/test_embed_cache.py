@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, count_points, make_settings, stored_vectors, write
 
 from kb.app.backend import embed_client, open_store
@@ -64,12 +65,16 @@ def test_a_redropped_note_with_one_paragraph_edited_embeds_only_the_changed_chun
     assert sum("moraine" in t for t in texts) == 1
 
 
-def test_cached_vectors_survive_a_new_process_and_a_lost_collection(settings, client, store):
+def test_cached_vectors_survive_a_new_process_and_a_lost_collection(
+    settings, client, store, embedder_transport
+):
     write(settings.NOTES_DIR / "shock.md", SHOCK)
     run(settings, client, store)
     collection.drop(store)  # e.g. the Qdrant volume was deleted
     calls = client.calls
-    with embed_client(settings) as fresh_client:  # a later run: new client, new cache
+    with embed_client(
+        settings, transport=embedder_transport
+    ) as fresh_client:  # a later run: new client, new cache
         summary = run(settings, fresh_client, store)
         assert fresh_client.calls == 0
     assert client.calls == calls
@@ -77,10 +82,13 @@ def test_cached_vectors_survive_a_new_process_and_a_lost_collection(settings, cl
     assert count_points(store, "shock.md") == 1
 
 
-def test_the_cache_can_be_turned_off(tmp_path: Path, embedder_url: str):
-    settings = make_settings(tmp_path, embedder_url, EMBED_CACHE=False)
+def test_the_cache_can_be_turned_off(tmp_path: Path, embedder_transport):
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL, EMBED_CACHE=False)
     write(settings.NOTES_DIR / "bread.txt", BREAD)
-    with embed_client(settings) as client, open_store(settings) as store:
+    with (
+        embed_client(settings, transport=embedder_transport) as client,
+        open_store(settings) as store,
+    ):
         run(settings, client, store)
         calls = client.calls
         collection.drop(store)

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 
 from kb.app.backend import embed_client
@@ -46,9 +47,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return fake
 
 
-def raw_embed(url: str, texts: list[str], input_type: str = "document") -> list[list[float]]:
+def raw_embed(
+    transport: httpx.BaseTransport, texts: list[str], input_type: str = "document"
+) -> list[list[float]]:
+    """The in-process embedder's vectors for `texts`, asked for without EmbedClient."""
     body = {"input": texts, "input_type": input_type}
-    response = httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)
+    with httpx.Client(base_url=IN_PROCESS_EMBED_URL, transport=transport) as http:
+        response = http.post("/v1/embeddings", json=body, timeout=60)
     return [d["embedding"] for d in response.json()["data"]]
 
 
@@ -56,48 +61,56 @@ def close(a: list[float], b: list[float]) -> bool:
     return all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(a, b, strict=True))
 
 
-def test_defaults_come_from_settings(embedder_url: str) -> None:
-    settings = Settings(_env_file=None, EMBED_URL=embedder_url, EMBED_BATCH_SIZE=3, EMBED_RETRIES=1)
-    with embed_client(settings) as client:
-        assert (client.url, client.batch_size, client.text_chars) == (embedder_url, 3, 1500)
+def test_defaults_come_from_settings(embedder_transport: httpx.BaseTransport) -> None:
+    settings = Settings(
+        _env_file=None, EMBED_URL=IN_PROCESS_EMBED_URL, EMBED_BATCH_SIZE=3, EMBED_RETRIES=1
+    )
+    with embed_client(settings, transport=embedder_transport) as client:
+        assert (client.url, client.batch_size, client.text_chars) == (IN_PROCESS_EMBED_URL, 3, 1500)
         assert client.retries == 1
         assert client.timeout == settings.EMBED_TIMEOUT
 
 
-def test_documents_come_back_in_order_in_batches_of_batch_size(embedder_url: str) -> None:
-    with EmbedClient(embedder_url, batch_size=4) as client:
+def test_documents_come_back_in_order_in_batches_of_batch_size(
+    embedder_transport: httpx.BaseTransport,
+) -> None:
+    with EmbedClient(IN_PROCESS_EMBED_URL, transport=embedder_transport, batch_size=4) as client:
         vectors = client.embed_documents(TEXTS)
         assert client.calls == 5  # 20 texts, 4 per request
         assert client.dimensions == 384
         assert client.model.endswith("model")
-    expected = raw_embed(embedder_url, TEXTS)
+    expected = raw_embed(embedder_transport, TEXTS)
     assert all(close(v, e) for v, e in zip(vectors, expected, strict=True))
 
 
-def test_requests_stay_within_the_character_budget(embedder_url: str) -> None:
+def test_requests_stay_within_the_character_budget(embedder_transport: httpx.BaseTransport) -> None:
     texts = ["x" * 15] * 6 + ["y" * 100, "z"]
-    with EmbedClient(embedder_url, batch_size=4, text_chars=10) as client:
+    with EmbedClient(
+        IN_PROCESS_EMBED_URL, transport=embedder_transport, batch_size=4, text_chars=10
+    ) as client:
         vectors = client.embed_documents(texts)
         # Budget 4 x 10 = 40 chars: 15-char texts go two by two; the 100-char text goes alone.
         assert client.calls == 3 + 1 + 1
     assert len(vectors) == len(texts)
 
 
-def test_query_uses_the_query_input_type(embedder_url: str) -> None:
-    with EmbedClient(embedder_url) as client:
+def test_query_uses_the_query_input_type(embedder_transport: httpx.BaseTransport) -> None:
+    with EmbedClient(IN_PROCESS_EMBED_URL, transport=embedder_transport) as client:
         vector = client.embed_query("bread recipe")
         assert client.calls == 1
-    assert close(vector, raw_embed(embedder_url, ["bread recipe"], "query")[0])
+    assert close(vector, raw_embed(embedder_transport, ["bread recipe"], "query")[0])
 
 
-def test_no_texts_make_no_requests(embedder_url: str) -> None:
-    with EmbedClient(embedder_url) as client:
+def test_no_texts_make_no_requests(embedder_transport: httpx.BaseTransport) -> None:
+    with EmbedClient(IN_PROCESS_EMBED_URL, transport=embedder_transport) as client:
         assert client.embed_documents([]) == []
         assert client.calls == 0
 
 
-def test_an_empty_text_is_refused_before_sending_naming_its_index(embedder_url: str) -> None:
-    with EmbedClient(embedder_url) as client:
+def test_an_empty_text_is_refused_before_sending_naming_its_index(
+    embedder_transport: httpx.BaseTransport,
+) -> None:
+    with EmbedClient(IN_PROCESS_EMBED_URL, transport=embedder_transport) as client:
         with pytest.raises(EmbedError, match=r"texts\[2\] is empty") as caught:
             client.embed_documents(["a", "b", ""])
         assert caught.value.code == "empty_input"
@@ -107,6 +120,7 @@ def test_an_empty_text_is_refused_before_sending_naming_its_index(embedder_url: 
 
 
 def test_server_errors_raise_embed_error_with_the_servers_message(embedder_url: str) -> None:
+    # over real HTTP, from the embedder process: the one test of this client on the network
     huge = "word " * (2 * 1024 * 1024)  # 10 MiB in one text: over the server's body limit
     with EmbedClient(embedder_url, retries=3) as client:
         with pytest.raises(EmbedError) as caught:
@@ -263,9 +277,9 @@ def test_a_missing_vector_is_an_error(scripted: Scripted) -> None:
 
 
 def test_a_query_repeated_within_a_minute_skips_the_embedder(
-    embedder_url: str, monkeypatch: pytest.MonkeyPatch
+    embedder_transport: httpx.BaseTransport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with EmbedClient(embedder_url) as client:
+    with EmbedClient(IN_PROCESS_EMBED_URL, transport=embedder_transport) as client:
         first = client.embed_query("how do I make kimchi?")
         calls = client.calls
         assert client.embed_query("how do I make kimchi?") == first

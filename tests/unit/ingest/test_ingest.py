@@ -346,19 +346,20 @@ def test_a_lost_collection_is_rebuilt_from_ingested_notes_on_the_next_run(settin
     check_consistent(store, settings)
 
 
-def spawn(code: str, settings: Settings, *args: str) -> subprocess.Popen[str]:
+def spawn(code: str, settings: Settings, embed_url: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
-        env=script_env(settings, EMBED_BATCH_SIZE="2"),
+        env=script_env(settings, EMBED_URL=embed_url, EMBED_BATCH_SIZE="2"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
 
 
-def kill_at(settings: Settings, stop_at: str, *args: str) -> str:
-    """Run an ingest in a subprocess, SIGKILL it at `stop_at`, return the line it parked on."""
-    proc = spawn(KILLABLE_INGEST, settings, stop_at, *args)
+def kill_at(settings: Settings, embed_url: str, stop_at: str, *args: str) -> str:
+    """Run an ingest in a subprocess (the embedder at `embed_url`), SIGKILL it at `stop_at`,
+    return the line it parked on."""
+    proc = spawn(KILLABLE_INGEST, settings, embed_url, stop_at, *args)
     try:
         line = proc.stdout.readline().strip()  # blocks until the parking point is reached
         assert line and line != "finished", f"ingest did not stop at {stop_at}"
@@ -370,7 +371,7 @@ def kill_at(settings: Settings, stop_at: str, *args: str) -> str:
 
 
 def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lost_notes(
-    settings, client
+    settings, client, embedder_url
 ):
     notes = settings.NOTES_DIR
     texts = {f"n{i}.md": f"Note number {i} is about topic {i * 7}.\n" for i in range(6)}
@@ -379,10 +380,12 @@ def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lo
         # embedding goes newest first: n0 is the one edited last
         os.utime(write(notes / name, text), ns=(10**18 - age * 10**9,) * 2)
     # EMBED_BATCH_SIZE=2 groups notes by up to 2 chunks: [n0 n1] [n2 n3] [n4] [n5]
-    assert kill_at(settings, "first-done") == "done n0.md"  # its group is moved together
+    assert (
+        kill_at(settings, embedder_url, "first-done") == "done n0.md"
+    )  # its group is moved together
     assert (settings.NOTES_DIR / "ingested" / "n1.md").is_file() and (notes / "n2.md").is_file()
     # the first group is done; now the groups are [n2 n3] [n4] [n5]
-    assert kill_at(settings, "stored:n4.md") == "stored n4.md"
+    assert kill_at(settings, embedder_url, "stored:n4.md") == "stored n4.md"
     assert not (notes / "n3.md").exists() and (notes / "n4.md").is_file()
     with open_store(settings) as store:
         assert count_points(store, "n4.md") == 3
@@ -399,7 +402,7 @@ def test_ingest_killed_with_sigkill_and_rerun_leaves_no_duplicates_orphans_or_lo
         assert (settings.NOTES_DIR / "ingested" / name).read_text(encoding="utf-8") == text
 
 
-def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, client):
+def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, client, embedder_url):
     for i in range(6):
         write(settings.NOTES_DIR / f"n{i}.md", f"Note number {i}, about subject {i * 11}.\n")
     with open_store(settings) as store:
@@ -410,7 +413,7 @@ def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, cli
             f"Note number {i}, revised: topic {i * 13}.\n",
         )
         os.utime(path, ns=(10**18 - i * 10**9,) * 2)  # n0 edited last: embedded first
-    assert kill_at(settings, "stored:n2.md", "rebuild") == "stored n2.md,n3.md"
+    assert kill_at(settings, embedder_url, "stored:n2.md", "rebuild") == "stored n2.md,n3.md"
     with open_store(settings) as store:
         assert collection.info(store).rebuild_incomplete
         whole = sorted(p["source"] for _, p in store.payloads() if EMBEDDING not in p)
@@ -425,14 +428,14 @@ def test_a_rebuild_killed_midway_is_finished_by_the_next_plain_run(settings, cli
 
 
 def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
-    settings, client, tmp_path
+    settings, embedder_url, client, tmp_path
 ):
     # `ingest.py` right after `make local`, while the server's watcher syncs: it used to
     # answer "another ingest is running" and exit 1
     write(settings.NOTES_DIR / "a.md", KIMCHI)
     with open_store(settings) as store:  # what the running sync stores, here before it
         assert run(settings, client, store).added == ["a.md"]
-    holder = spawn(LOCK_HOLDER, settings)
+    holder = spawn(LOCK_HOLDER, settings, settings.EMBED_URL)  # it embeds nothing
     try:
         assert holder.stdout.readline().strip() == "locked"
         (tmp_path / "other").mkdir()
@@ -443,7 +446,7 @@ def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
             run(settings, client, other_store)
         joining = subprocess.Popen(
             [sys.executable, str(REPO_ROOT / "ingest.py")],
-            env=script_env(settings), cwd=tmp_path, text=True,
+            env=script_env(settings, EMBED_URL=embedder_url), cwd=tmp_path, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         assert joining.stderr is not None
@@ -460,7 +463,7 @@ def test_a_second_ingest_py_joins_the_running_one_and_runs_once_it_is_done(
 
 
 def test_ingest_script_reports_a_down_embedder_in_one_line_then_ingests_and_summarises(
-    settings, tmp_path
+    settings, embedder_url, tmp_path
 ):
     write(settings.NOTES_DIR / "a.md", KIMCHI)
     write(settings.NOTES_DIR / "empty.md", "")
@@ -472,7 +475,7 @@ def test_ingest_script_reports_a_down_embedder_in_one_line_then_ingests_and_summ
     )
     assert (settings.NOTES_DIR / "a.md").is_file()
 
-    result = run_script("ingest.py", env=script_env(settings), cwd=tmp_path)
+    result = run_script("ingest.py", env=script_env(settings, EMBED_URL=embedder_url), cwd=tmp_path)
     assert result.returncode == 1  # one note failed
     assert "ingested 1 notes (1 chunks)" in result.stdout
     assert ": 1 new, 0 replaced, 0 already up to date;" in result.stdout
@@ -534,13 +537,15 @@ def test_progress_prints_plain_lines_at_intervals_when_not_a_terminal():
 
 
 def test_each_sources_progress_counts_its_own_notes_so_done_never_passes_the_total(
-    settings: Settings, tmp_path
+    settings: Settings, embedder_url, tmp_path
 ):
     vault = tmp_path / "vault"
     write(vault / "bread.txt", BREAD)
     for n in range(3):
         write(settings.NOTES_DIR / f"inbox-{n}.md", f"# Note {n}\n\nAn inbox note, number {n}.\n")
-    env = script_env(settings, NOTE_FOLDERS=f"vault={vault}", LOG_LEVEL="WARNING")
+    env = script_env(
+        settings, EMBED_URL=embedder_url, NOTE_FOLDERS=f"vault={vault}", LOG_LEVEL="WARNING"
+    )
     done = run_script("ingest.py", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     counts = [

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import BREAD, KIMCHI, SHOCK, make_settings, run_script, script_env, write
 
 from kb.app.backend import open_store
@@ -34,8 +35,8 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
-    return make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+def settings(tmp_path: Path, vault: Path) -> Settings:
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
 
 
 def found(store: Store, client) -> list[str]:
@@ -138,11 +139,13 @@ def test_purge_removes_only_notes_deleted_longer_ago_than_the_limit_and_zero_rem
 
 
 def test_the_ingest_script_lists_deletes_restores_and_purges_notes_by_name(
-    settings: Settings, client, tmp_path: Path, vault: Path
+    settings: Settings, embedder_url, client, tmp_path: Path, vault: Path
 ):
     with open_store(settings) as opened:  # closed again: the script opens the storage itself
         run(settings, client, opened)
-    env = script_env(settings, NOTE_FOLDERS=f"vault={vault}", PURGE_AFTER_DAYS="0")
+    env = script_env(
+        settings, EMBED_URL=embedder_url, NOTE_FOLDERS=f"vault={vault}", PURGE_AFTER_DAYS="0"
+    )
 
     def ingest(*args: str) -> tuple[int, str, str]:
         done = run_script("ingest.py", *args, env=env, cwd=tmp_path)

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import REPO_ROOT, free_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -34,17 +35,20 @@ VIDEO_AND_WEB_FIELDS = {"channel", "url", "duration_s", "view_count", "uploaded"
 
 
 @pytest.fixture(scope="module")
-def corpus_url(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Iterator[str]:
+def corpus_url(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> Iterator[str]:
     root = tmp_path_factory.mktemp("notes-corpus")
     shutil.copytree(CORPUS / "notes", root / "data")
     settings = make_settings(
-        embedder_url, root / "qdrant", NOTES_DIR=root / "data", STATE_DIR=root / "state",
+        IN_PROCESS_EMBED_URL, root / "qdrant", NOTES_DIR=root / "data", STATE_DIR=root / "state",
         MCP_PORT=free_port(),
     )  # fmt: skip
-    with embed_client(settings) as client, open_store(settings) as store:
+    with (
+        embed_client(settings, transport=embedder_transport) as client,
+        open_store(settings) as store,
+    ):
         summary = ingest.run(settings, client, store)
     assert not summary.failed, summary.failed
-    with serve_in_process(settings) as server:
+    with serve_in_process(settings, transport=embedder_transport) as server:
         yield server.url
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from ingest_fixtures import make_settings
 from mcp import Client
@@ -37,11 +38,11 @@ TOKEN = "resources-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
-def notes(tmp_path_factory: pytest.TempPathFactory, embedder_url: str):
+def notes(tmp_path_factory: pytest.TempPathFactory, embedder_transport):
     """An inbox ingested once: PLAN (a secret, a hidden character), ODD, a long note, and a note
     made private after it was indexed."""
     tmp = tmp_path_factory.mktemp("resources")
-    settings = make_settings(tmp, embedder_url, MCP_PORT=free_port(), MCP_TOKEN=TOKEN)
+    settings = make_settings(tmp, IN_PROCESS_EMBED_URL, MCP_PORT=free_port(), MCP_TOKEN=TOKEN)
     files = {
         PLAN: PLAN_TEXT,
         ODD: "Odd names still read back.\n",
@@ -51,16 +52,20 @@ def notes(tmp_path_factory: pytest.TempPathFactory, embedder_url: str):
     for name, text in files.items():
         (settings.NOTES_DIR / name).parent.mkdir(parents=True, exist_ok=True)
         (settings.NOTES_DIR / name).write_text(text, encoding="utf-8")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert len(run(settings, client, store).ingested) == len(files)
     private = settings.NOTES_DIR / "ingested" / "later private.md"
     private.write_text("---\nprivate: true\n---\n" + private.read_text(encoding="utf-8"))
     return settings
 
 
-def talk(settings, ask) -> Any:
-    """`ask(client)` through the SDK client connected in-process to the server."""
-    backend = Backend(settings)
+def talk(settings, ask, transport: httpx.BaseTransport | None = None) -> Any:
+    """`ask(client)` through the SDK client connected in-process to the server (the embedder
+    through `transport`)."""
+    backend = Backend(settings, transport)
 
     async def go() -> Any:
         async with Client(build_server(backend)) as client:
@@ -167,12 +172,14 @@ def test_resources_list_is_empty_before_anything_is_ingested(tmp_path: Path) -> 
     assert talk(make_settings(tmp_path), ask).resources == []
 
 
-def test_a_search_hit_carries_the_uri_of_its_passage_and_reads_as_its_lines(notes) -> None:
+def test_a_search_hit_carries_the_uri_of_its_passage_and_reads_as_its_lines(
+    notes, embedder_transport
+) -> None:
     async def ask(client: Client) -> dict[str, Any]:
         found = await client.call_tool("search_notes", {"query": "sourdough flour", "k": 1})
         return tool_answer(found)["results"][0]
 
-    hit = talk(notes, ask)
+    hit = talk(notes, ask, embedder_transport)
     assert hit["source"] == PLAN
     assert hit["uri"] == note_uri(PLAN, hit["line_start"], hit["line_end"])
     text = read(notes, hit["uri"])

@@ -14,6 +14,7 @@ import sys
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import REPO_ROOT, free_port
 from mcp.shared.exceptions import MCPError
 from mcp_fixtures import (
@@ -137,28 +138,28 @@ def test_the_sdk_client_works_through_localhost(server: ServerProcess) -> None:
     assert len(found) == 5
 
 
-def test_host_check_stays_on_when_bound_to_all_interfaces(embedder_url: str, store_copy) -> None:
+def test_host_check_stays_on_when_bound_to_all_interfaces(embedder_transport, store_copy) -> None:
     # The container binds 0.0.0.0, where the SDK would not turn the check on by itself.
     port = free_port()
-    settings = make_settings(embedder_url, store_copy(), MCP_HOST="0.0.0.0", MCP_PORT=port)
-    with serve_in_process(settings) as app:
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_HOST="0.0.0.0", MCP_PORT=port)
+    with serve_in_process(settings, transport=embedder_transport) as app:
         for host in hostile_hosts(port):
             assert [r.status_code for r in attempts(app.base, {"Host": host})] == [421] * 3
         assert app.backend.client.calls == 0
 
 
 def test_allowed_hosts_and_origins_add_to_the_loopback_defaults(
-    embedder_url: str, store_copy
+    embedder_transport, store_copy
 ) -> None:
     port = free_port()
     settings = make_settings(
-        embedder_url,
+        IN_PROCESS_EMBED_URL,
         store_copy(),
         MCP_PORT=port,
         MCP_ALLOWED_HOSTS="notes.internal:8443",
         MCP_ALLOWED_ORIGINS="https://notes.internal:8443",
     )
-    with serve_in_process(settings) as app:
+    with serve_in_process(settings, transport=embedder_transport) as app:
 
         def status(headers: dict[str, str]) -> int:
             return httpx.get(f"{app.base}/health", headers=headers).status_code
@@ -217,11 +218,16 @@ def test_startup_refuses_settings_that_would_open_the_host_check(
 
 
 def test_the_host_check_is_off_only_when_a_setting_says_so(
-    embedder_url: str, store_copy, caplog: pytest.LogCaptureFixture
+    embedder_transport, store_copy, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = free_port()
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=port, MCP_DISABLE_HOST_CHECK=True)
-    with caplog.at_level(logging.WARNING), serve_in_process(settings) as app:
+    settings = make_settings(
+        IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=port, MCP_DISABLE_HOST_CHECK=True
+    )
+    with (
+        caplog.at_level(logging.WARNING),
+        serve_in_process(settings, transport=embedder_transport) as app,
+    ):
         response = httpx.get(f"{app.base}/health", headers={"Host": "evil.com"})
     assert response.status_code == 200
     assert "Host/Origin validation is OFF" in caplog.text
@@ -231,9 +237,11 @@ def test_the_host_check_is_off_only_when_a_setting_says_so(
 
 
 @pytest.fixture
-def token_server(embedder_url: str, store_copy) -> InProcessServer:
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port(), MCP_TOKEN=TOKEN)
-    with serve_in_process(settings) as app:
+def token_server(embedder_transport, store_copy) -> InProcessServer:
+    settings = make_settings(
+        IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port(), MCP_TOKEN=TOKEN
+    )
+    with serve_in_process(settings, transport=embedder_transport) as app:
         yield app
 
 

@@ -1,19 +1,23 @@
-"""The MCP server as Claude Code meets it: `python mcp/server.py` on a free loopback port, the
-real MiniLM embedder process, an embedded Qdrant folder filled by the real ingest code, and the
-SDK's streamable-HTTP client."""
+"""The MCP server as Claude Code meets it: the SDK's streamable-HTTP client, an embedded Qdrant
+folder filled by the real ingest code and the real MiniLM. The tools' answers come from the
+server's app under uvicorn in this process (the embedder in this process too); what only the
+process shows (`python mcp/server.py`: its log, an embedder down or loading, stdio, a store held
+elsewhere) from the server and the embedder as processes."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from helpers import REPO_ROOT, GatedModel
+from embedder_fixtures import IN_PROCESS_EMBED_URL
+from helpers import REPO_ROOT, GatedModel, free_port
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_fixtures import (
@@ -24,6 +28,7 @@ from mcp_fixtures import (
     SNAPSHOT,
     TAG_COUNTS,
     IngestedNotes,
+    InProcessServer,
     ServerFactory,
     ServerProcess,
     call_tool,
@@ -32,6 +37,7 @@ from mcp_fixtures import (
     make_settings,
     results,
     search_rpc,
+    serve_in_process,
     server_env,
     tool_answer,
 )
@@ -50,16 +56,23 @@ FIELDS = {"text", "source", "score", "title", "date_ingested", "line_start", "li
 WHEN_GIVEN = {"heading_path", "tags", "topic", "document_date"}
 
 
+# a server the tests talk to: in this process, or `python mcp/server.py`
+Served = InProcessServer | ServerProcess
+
+
 @pytest.fixture(scope="module")
-def server(start_server: ServerFactory, embedder_url: str, store_copy) -> ServerProcess:
-    return start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()))
+def server(embedder_transport: httpx.BaseTransport, store_copy) -> Iterator[InProcessServer]:
+    """The server's app over a copy of the ingested notes, on uvicorn in this process."""
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port())
+    with serve_in_process(settings, transport=embedder_transport) as served:
+        yield served
 
 
-def search(server: ServerProcess, query: str, **arguments) -> list[dict]:
+def search(server: Served, query: str, **arguments) -> list[dict]:
     return results(call_tool(server.url, "search_notes", {"query": query, **arguments}))
 
 
-def test_tools_list_matches_the_snapshot(server: ServerProcess) -> None:
+def test_tools_list_matches_the_snapshot(server: Served) -> None:
     tools = list_tools(server.url)
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":
         SNAPSHOT.parent.mkdir(exist_ok=True)
@@ -71,7 +84,7 @@ def test_tools_list_matches_the_snapshot(server: ServerProcess) -> None:
     )
 
 
-def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess) -> None:
+def test_tools_are_read_only_and_describe_how_to_use_them(server: Served) -> None:
     tools = {tool["name"]: tool for tool in list_tools(server.url)}
     # no MCP_WRITE_TOOLS
     assert set(tools) == {
@@ -101,7 +114,7 @@ def test_tools_are_read_only_and_describe_how_to_use_them(server: ServerProcess)
 
 
 def test_the_whole_tools_list_fits_in_15k_characters_as_the_client_receives_it(
-    server: ServerProcess,
+    server: Served,
 ) -> None:
     tools = list_tools(server.url)
     for tool in tools:
@@ -112,7 +125,7 @@ def test_the_whole_tools_list_fits_in_15k_characters_as_the_client_receives_it(
 
 
 def test_every_searching_tool_takes_every_filter_and_search_notes_describes_each_once(
-    server: ServerProcess,
+    server: Served,
 ) -> None:
     tools = {tool["name"]: tool["inputSchema"]["properties"] for tool in list_tools(server.url)}
     for name in ("search_notes", "browse_notes", "answer_question"):
@@ -123,7 +136,7 @@ def test_every_searching_tool_takes_every_filter_and_search_notes_describes_each
         assert described == ["search_notes"], spec.name
 
 
-def test_search_puts_the_answering_note_first_with_every_field(server: ServerProcess) -> None:
+def test_search_puts_the_answering_note_first_with_every_field(server: Served) -> None:
     hits = search(server, "how long do I ferment napa cabbage with chili paste?")
     assert hits[0]["source"] == "cooking/kimchi.md"
     for hit in hits:
@@ -143,7 +156,7 @@ def test_search_puts_the_answering_note_first_with_every_field(server: ServerPro
 
 
 def test_results_are_ordered_by_score_and_k_is_clamped_to_1_to_20(
-    server: ServerProcess, ingested_notes: IngestedNotes
+    server: Served, ingested_notes: IngestedNotes
 ) -> None:
     assert ingested_notes.chunks > 20
     for k, expected in [(3, 3), (0, 1), (-4, 1), (20, 20), (100, 20)]:
@@ -154,7 +167,7 @@ def test_results_are_ordered_by_score_and_k_is_clamped_to_1_to_20(
     assert len(search(server, "notes about food")) == 5  # the default
 
 
-def test_concurrent_searches_all_get_their_own_answer(server: ServerProcess) -> None:
+def test_concurrent_searches_all_get_their_own_answer(server: Served) -> None:
     queries = {
         "fermented napa cabbage": "cooking/kimchi.md",
         "knead the dough and bake a loaf": "cooking/bread.md",
@@ -181,14 +194,14 @@ def test_concurrent_searches_all_get_their_own_answer(server: ServerProcess) -> 
     assert answers == queries
 
 
-def test_tag_filter_ignores_case_and_spacing(server: ServerProcess) -> None:
+def test_tag_filter_ignores_case_and_spacing(server: Served) -> None:
     # The query is about bread, but only the kimchi note carries the tag.
     for variant in ["korean cuisine", "  KOREAN   Cuisine ", "Korean\tcuisine"]:
         hits = search(server, "bake a loaf until the crust is brown", tags=[variant])
         assert [hit["source"] for hit in hits] == ["cooking/kimchi.md"], variant
 
 
-def test_tag_filter_keeps_notes_with_any_of_the_tags(server: ServerProcess) -> None:
+def test_tag_filter_keeps_notes_with_any_of_the_tags(server: Served) -> None:
     hits = search(server, "something", k=20, tags=["Recipes"])
     assert {hit["source"] for hit in hits} == {"cooking/kimchi.md", "cooking/bread.md"}
     hits = search(server, "something", k=20, tags=["gardening", "PYTHON"])
@@ -197,7 +210,7 @@ def test_tag_filter_keeps_notes_with_any_of_the_tags(server: ServerProcess) -> N
 
 
 def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
-    server: ServerProcess,
+    server: Served,
 ) -> None:
     result = call_tool(server.url, "list_tags")
     assert not result.is_error
@@ -214,7 +227,7 @@ def test_list_tags_counts_chunks_and_notes_per_tag_most_chunks_first(
     assert counts["programming"]["chunks"] == counts["python"]["chunks"] + 1  # + rust.md
 
 
-def test_readme_describes_list_tags_as_the_server_answers(server: ServerProcess) -> None:
+def test_readme_describes_list_tags_as_the_server_answers(server: Served) -> None:
     [row] = [line for line in README.read_text().splitlines() if line.startswith("| `list_tags`")]
     tags = tool_answer(call_tool(server.url, "list_tags"))["tags"]
     names = [t["tag"] for t in tags]
@@ -230,7 +243,7 @@ def test_readme_describes_list_tags_as_the_server_answers(server: ServerProcess)
 
 
 def test_keyword_mode_finds_exact_words_and_only_notes_that_contain_them(
-    server: ServerProcess,
+    server: Served,
 ) -> None:
     hits = search(server, "gochugaru", mode="keyword")
     assert [hit["source"] for hit in hits] == ["cooking/kimchi.md"]
@@ -243,7 +256,7 @@ def test_keyword_mode_finds_exact_words_and_only_notes_that_contain_them(
         assert len(hits) == 5 and all(-1 <= hit["score"] <= 1 for hit in hits), mode
 
 
-def test_path_and_date_filters_keep_only_matching_notes(server: ServerProcess) -> None:
+def test_path_and_date_filters_keep_only_matching_notes(server: Served) -> None:
     hits = search(server, "how do I cook this", k=20, path="code/")
     assert {hit["source"] for hit in hits} == {"code/rust.md", "code/pytest-fixtures.md"}
     assert [h["source"] for h in search(server, "x", path="./garden/tomatoes.md")] == [
@@ -263,7 +276,7 @@ def test_path_and_date_filters_keep_only_matching_notes(server: ServerProcess) -
 
 
 def test_per_note_limits_passages_per_note_and_zero_ranks_passages_alone(
-    server: ServerProcess,
+    server: Served,
 ) -> None:
     query = "pytest fixture scope, teardown after yield and parametrised tests"
 
@@ -301,14 +314,14 @@ def test_per_note_limits_passages_per_note_and_zero_ranks_passages_alone(
     ],
 )
 def test_invalid_arguments_get_a_validation_error_naming_the_field(
-    server: ServerProcess, arguments: dict, named: str
+    server: Served, arguments: dict, named: str
 ) -> None:
     message = error_text(call_tool(server.url, "search_notes", arguments))
     assert "validation error" in message and named in message
     assert "\n" not in message and "pydantic" not in message and len(message) < 400, message
 
 
-def test_an_unknown_argument_is_refused_with_the_valid_names(server: ServerProcess) -> None:
+def test_an_unknown_argument_is_refused_with_the_valid_names(server: Served) -> None:
     refused = call_tool(server.url, "read_note", {"source": "cooking/kimchi.md", "line": 18})
     assert error_text(refused) == (
         "Error executing tool read_note: validation error for read_note: no argument 'line' "
@@ -318,7 +331,7 @@ def test_an_unknown_argument_is_refused_with_the_valid_names(server: ServerProce
     assert "no argument 'tag' (did you mean 'tags'" in typo and "it takes query, k," in typo
 
 
-def test_a_wrong_type_gets_one_line_naming_the_argument(server: ServerProcess) -> None:
+def test_a_wrong_type_gets_one_line_naming_the_argument(server: Served) -> None:
     wrong = call_tool(server.url, "read_note", {"source": "cooking/kimchi.md", "lines": "ten"})
     assert error_text(wrong) == (
         "Error executing tool read_note: validation error for read_note: argument 'lines': "
@@ -329,7 +342,7 @@ def test_a_wrong_type_gets_one_line_naming_the_argument(server: ServerProcess) -
 
 
 def test_health_reports_embedder_model_dimension_collection_and_points(
-    server: ServerProcess, ingested_notes: IngestedNotes
+    server: Served, ingested_notes: IngestedNotes
 ) -> None:
     response = httpx.get(f"{server.base}/health")
     assert response.status_code == 200
@@ -350,7 +363,10 @@ def test_health_reports_embedder_model_dimension_collection_and_points(
     assert body["code"]["exists"] is False  # no code in this corpus: reported, and still ok
 
 
-def test_queries_and_note_text_never_reach_the_log(server: ServerProcess) -> None:
+def test_queries_and_note_text_never_reach_the_log(
+    start_server: ServerFactory, embedder_url: str, store_copy
+) -> None:
+    server = start_server(EMBED_URL=embedder_url, QDRANT_PATH=str(store_copy()))
     secret = "zanzibar xylophone quokka"
     search(server, secret, k=3)
     call_tool(server.url, "search_notes", {"query": secret, "k": "bad"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from mcp_fixtures import call_tool, error_text, make_settings, results, serve_in_process
 
@@ -19,9 +20,12 @@ OCTOPUS = "misc/fact-11.txt"
 
 
 @pytest.fixture
-def opened(embedder_url: str, store_copy) -> Iterator[tuple[Store, EmbedClient]]:
-    settings = make_settings(embedder_url, store_copy())
-    with open_store(settings) as store, embed_client(settings) as client:
+def opened(embedder_transport, store_copy) -> Iterator[tuple[Store, EmbedClient]]:
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy())
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         yield store, client
 
 
@@ -63,7 +67,7 @@ def test_all_phrasings_go_to_the_store_in_one_call_and_the_embedder_in_one_reque
     assert hits[0].source == "cooking/kimchi.md"
 
 
-def test_keyword_only_phrasings_need_no_embedder(embedder_url: str, store_copy) -> None:
+def test_keyword_only_phrasings_need_no_embedder(store_copy) -> None:
     folder = store_copy()
     down = make_settings("http://127.0.0.1:9", folder)
     with open_store(down) as store, embed_client(down) as client:
@@ -92,9 +96,9 @@ def test_alternate_prefixes_pick_a_mode_and_empty_ones_are_named() -> None:
         kb_search.alternate_modes(["a"] * 6, "hybrid")
 
 
-def test_search_notes_takes_alternates_and_names_a_bad_one(embedder_url: str, store_copy) -> None:
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port())
-    with serve_in_process(settings) as server:
+def test_search_notes_takes_alternates_and_names_a_bad_one(embedder_transport, store_copy) -> None:
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port())
+    with serve_in_process(settings, transport=embedder_transport) as server:
         found = results(
             call_tool(
                 server.url,

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from fastapi import FastAPI, Request
 from helpers import free_port, serve_in_thread
 from ingest_fixtures import run_script, script_env
@@ -56,11 +58,11 @@ def local_dirs(tmp_path: Path) -> dict[str, Path]:
     return {"NOTES_DIR": tmp_path / "data", "STATE_DIR": tmp_path / "state"}
 
 
-def retrieved(settings, k: int = 5) -> list[Hit]:
+def retrieved(settings, k: int = 5, transport: httpx.BaseTransport | None = None) -> list[Hit]:
     with (
         open_store(settings) as store,
-        embed_client(settings) as client,
-        embed_client(settings, code=True) as code_client,
+        embed_client(settings, transport=transport) as client,
+        embed_client(settings, code=True, transport=transport) as code_client,
     ):
         return search(
             searcher(settings, store, client, code_client), SearchRequest(QUESTION, k)
@@ -89,12 +91,13 @@ def sampled_call(url: str, arguments: dict[str, Any], prompts: list[str]) -> Cal
 
 
 def test_the_clients_model_writes_the_answer_through_sampling_and_cites_only_retrieved(
-    embedder_url: str, store_copy
+    embedder_transport, store_copy
 ) -> None:
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port())
-    hits = retrieved(settings, 4)
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port())
+    hits = retrieved(settings, 4, embedder_transport)
     prompts: list[str] = []
-    with serve_in_process(settings) as server:  # the stateless JSON transport the server runs
+    # the stateless JSON transport the server runs
+    with serve_in_process(settings, transport=embedder_transport) as server:
         result = sampled_call(server.url, {"question": QUESTION, "k": 4}, prompts)
     assert not result.is_error, result
     body = tool_answer(result)
@@ -130,14 +133,14 @@ def chat_server() -> Iterator[tuple[str, list[dict]]]:
 
 
 def test_without_sampling_llm_url_writes_the_answer(
-    embedder_url: str, store_copy, chat_server
+    embedder_transport, store_copy, chat_server
 ) -> None:
     url, received = chat_server
     settings = make_settings(
-        embedder_url, store_copy(), MCP_PORT=free_port(), LLM_URL=url, LLM_MODEL="llama3.2"
+        IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port(), LLM_URL=url, LLM_MODEL="llama3.2"
     )
-    hits = retrieved(settings, 3)
-    with serve_in_process(settings) as server:
+    hits = retrieved(settings, 3, embedder_transport)
+    with serve_in_process(settings, transport=embedder_transport) as server:
         result = call_tool(server.url, "answer_question", {"question": QUESTION, "k": 3})
     body = tool_answer(result)
     assert body["written_by"] == "llm_url"
@@ -149,10 +152,10 @@ def test_without_sampling_llm_url_writes_the_answer(
 
 
 def test_with_no_model_at_all_the_error_says_how_to_enable_one(
-    embedder_url: str, store_copy
+    embedder_transport, store_copy
 ) -> None:
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port())
-    with serve_in_process(settings) as server:
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port())
+    with serve_in_process(settings, transport=embedder_transport) as server:
         message = error_text(call_tool(server.url, "answer_question", {"question": QUESTION}))
     assert "LLM_URL" in message and "sampling" in message
 
@@ -199,11 +202,11 @@ def test_query_py_answer_without_llm_url_names_the_setting(
 
 
 def test_answer_question_takes_every_filter_and_retrieves_only_what_they_keep(
-    embedder_url: str, store_copy, chat_server
+    embedder_transport, store_copy, chat_server
 ) -> None:
     url, received = chat_server
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port(), LLM_URL=url)
-    with serve_in_process(settings) as server:
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port(), LLM_URL=url)
+    with serve_in_process(settings, transport=embedder_transport) as server:
         arguments = {t["name"]: set(t["inputSchema"]["properties"]) for t in list_tools(server.url)}
 
         def answer(**filters: Any) -> dict[str, Any]:
@@ -224,10 +227,10 @@ def test_answer_question_takes_every_filter_and_retrieves_only_what_they_keep(
 
 
 def test_answer_question_names_a_bad_filter_exactly_as_search_notes_does(
-    embedder_url: str, store_copy
+    embedder_transport, store_copy
 ) -> None:
-    settings = make_settings(embedder_url, store_copy(), MCP_PORT=free_port())
-    with serve_in_process(settings) as server:
+    settings = make_settings(IN_PROCESS_EMBED_URL, store_copy(), MCP_PORT=free_port())
+    with serve_in_process(settings, transport=embedder_transport) as server:
         for bad in BAD_FILTERS:
             search = error_text(call_tool(server.url, "search_notes", {"query": QUESTION, **bad}))
             answer = error_text(

@@ -7,7 +7,9 @@ finds while keyword search is misled by an incidental shared word.
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import (
     UNREACHABLE_EMBEDDER,
     ingest_notes,
@@ -59,13 +61,17 @@ NOTES = {
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
-    return ingest_notes(tmp_path_factory.mktemp("hybrid"), embedder_url, NOTES)
+def corpus(
+    tmp_path_factory: pytest.TempPathFactory, embedder_transport: httpx.BaseTransport
+) -> Settings:
+    return ingest_notes(
+        tmp_path_factory.mktemp("hybrid"), IN_PROCESS_EMBED_URL, NOTES, embedder_transport
+    )
 
 
 @pytest.fixture
-def open_corpus(corpus: Settings) -> Iterator[tuple[Store, EmbedClient]]:
-    with open_store(corpus) as store, embed_client(corpus) as client:
+def open_corpus(corpus: Settings, embedder_transport) -> Iterator[tuple[Store, EmbedClient]]:
+    with open_store(corpus) as store, embed_client(corpus, transport=embedder_transport) as client:
         yield store, client
 
 
@@ -141,8 +147,8 @@ def test_keyword_search_needs_no_embedder_and_stopwords_alone_find_nothing(corpu
         assert search(store, down, "the of and", mode="keyword") == []
 
 
-def test_query_script_switches_modes(corpus, tmp_path):
-    env = script_env(corpus)
+def test_query_script_switches_modes(corpus, tmp_path, embedder_url):
+    env = script_env(corpus, EMBED_URL=embedder_url)
     firsts = {}
     for mode in ("semantic", "keyword", "hybrid"):
         result = run_script(
@@ -161,12 +167,15 @@ def test_query_script_switches_modes(corpus, tmp_path):
 
 
 def test_replacing_a_note_replaces_its_keyword_vectors_so_old_words_no_longer_match_it(
-    tmp_path, embedder_url
+    tmp_path, embedder_transport
 ):
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "trip.md", "# Trip\n\nWe flew over the glacier in a zeppelin.\n")
     write(settings.NOTES_DIR / "other.md", "# Other\n\nA zeppelin museum in Friedrichshafen.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         run(settings, client, store)
         assert {h.source for h in search(store, client, "zeppelin", mode="keyword")} == {
             "trip.md",

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import call_tool, error_text, results, serve_in_process, tool_answer
@@ -26,7 +27,7 @@ NOWHERE = "'vault/...'"
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
+def folders(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> Settings:
     """The folder 'Obsidian Sync' indexed as `vault` (Projects/, daily/) and `handbook` (daily/
     too), beside an inbox note."""
     tmp = tmp_path_factory.mktemp("paths")
@@ -35,16 +36,21 @@ def folders(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Sett
     write(sync / "Projects" / "alpha.md", ALPHA)
     write(sync / "daily" / "today.md", DAILY)
     write(handbook / "daily" / "intro.md", INTRO)
-    settings = make_settings(tmp, embedder_url, MCP_PORT=free_port(),
+    settings = make_settings(tmp, IN_PROCESS_EMBED_URL, MCP_PORT=free_port(),
                              NOTE_FOLDERS=f"vault={sync},handbook={handbook}")  # fmt: skip
     write(settings.NOTES_DIR / "bread.md", "# Bread\n\nKnead, rise, bake.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert len(run(settings, client, store).ingested) == 5
     return settings
 
 
-def test_the_mcp_tools_take_a_folders_path_without_its_name(folders: Settings) -> None:
-    with serve_in_process(folders) as server:
+def test_the_mcp_tools_take_a_folders_path_without_its_name(
+    folders: Settings, embedder_transport
+) -> None:
+    with serve_in_process(folders, transport=embedder_transport) as server:
         found = results(call_tool(server.url, "search_notes",
                                   {"query": "cabbage", "k": 5, "path": "Projects/"}))  # fmt: skip
         note = call_tool(server.url, "read_note", {"source": "Projects/kimchi.md"})
@@ -65,9 +71,9 @@ def test_the_mcp_tools_take_a_folders_path_without_its_name(folders: Settings) -
 
 
 def test_a_path_nothing_holds_names_the_folders_prefixes_and_two_folders_are_named(
-    folders: Settings,
+    folders: Settings, embedder_transport
 ) -> None:
-    with serve_in_process(folders) as server:
+    with serve_in_process(folders, transport=embedder_transport) as server:
         missing = call_tool(server.url, "search_notes", {"query": "cabbage",
                                                          "path": "Obsidian Sync/"})  # fmt: skip
         both = call_tool(server.url, "search_notes", {"query": "cabbage", "path": "daily"})
@@ -80,9 +86,9 @@ def test_a_path_nothing_holds_names_the_folders_prefixes_and_two_folders_are_nam
 
 
 def test_query_path_and_why_resolve_the_same_way_and_an_unknown_path_says_the_prefix(
-    folders: Settings, tmp_path: Path
+    folders: Settings, tmp_path: Path, embedder_url: str
 ) -> None:
-    env = script_env(folders, NOTE_FOLDERS=folders.NOTE_FOLDERS)
+    env = script_env(folders, EMBED_URL=embedder_url, NOTE_FOLDERS=folders.NOTE_FOLDERS)
     inside = run_script("query.py", "cabbage", "--path", "Projects/", "--json", env=env,
                         cwd=tmp_path)  # fmt: skip
     outside = run_script("query.py", "cabbage", "--path", "Obsidian Sync/", env=env,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from format_files import PDF_PHRASE, three_page_pdf, write_bytes
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env
@@ -23,7 +24,7 @@ LONG = "".join(f"line {n} of the long note\n" for n in range(1, 501))
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, embedder_url: str):
+def indexed(tmp_path_factory: pytest.TempPathFactory, embedder_transport):
     """An inbox (long.md, island.pdf, a code file) and a NOTE_FOLDERS folder (vault/a.md),
     ingested once; a secret beside the folder that links must not reach."""
     tmp = tmp_path_factory.mktemp("read")
@@ -31,12 +32,15 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, embedder_url: str):
     write_bytes(vault / "a.md", "# A\n\nfirst\nsecond\n")
     write_bytes(vault / "link.md", "# Link\n\nreplaced by a symlink after ingest\n")
     write_bytes(tmp / "secret.txt", "TOP SECRET\n")
-    settings = make_settings(tmp, embedder_url, NOTE_FOLDERS=f"vault={vault}",
+    settings = make_settings(tmp, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}",
                              MCP_PORT=free_port())  # fmt: skip
     write_bytes(settings.NOTES_DIR / "long.md", LONG)
     write_bytes(settings.NOTES_DIR / "island.pdf", three_page_pdf())
     write_bytes(settings.NOTES_DIR / "tool.py", "def tool():\n    return 42\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert len(run(settings, client, store).ingested) == 5
     (vault / "link.md").unlink()
     (vault / "link.md").symlink_to(tmp / "secret.txt")  # an escape made after indexing
@@ -98,8 +102,8 @@ def test_one_call_stops_at_its_byte_limit_on_a_line_boundary(indexed):
     assert 30 < passage.end_line < 50 and passage.total_lines == 500
 
 
-def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
-    with serve_in_process(indexed) as app:
+def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed, embedder_url, embedder_transport):
+    with serve_in_process(indexed, transport=embedder_transport) as app:
         result = call_tool(app.url, "read_note", {"source": "long.md", "start_line": 7, "lines": 2})
         assert not result.is_error
         assert tool_answer(result)["text"] == (
@@ -120,7 +124,7 @@ def test_the_mcp_tool_and_query_show_read_the_same_lines(indexed):
         health = httpx.get(f"{app.base}/health").json()
         assert health["ok"] and health["code"]["collection"] == indexed.CODE_COLLECTION
         assert health["code"]["exists"] and health["code"]["points"] == 1
-    env = script_env(indexed, NOTE_FOLDERS=indexed.NOTE_FOLDERS)
+    env = script_env(indexed, EMBED_URL=embedder_url, NOTE_FOLDERS=indexed.NOTE_FOLDERS)
     shown = run_script("query.py", "--show", "long.md:7", env=env, cwd=Path(os.sep))
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("7\tline 7 of the long note\n8\tline 8")

@@ -4,7 +4,9 @@ import dataclasses
 import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import count_points, ingest_notes, run_script, script_env
 
 from kb.app.backend import embed_client, open_store
@@ -47,8 +49,12 @@ INGESTED = {
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
-    settings = ingest_notes(tmp_path_factory.mktemp("search"), embedder_url, NOTES)
+def corpus(
+    tmp_path_factory: pytest.TempPathFactory, embedder_transport: httpx.BaseTransport
+) -> Settings:
+    settings = ingest_notes(
+        tmp_path_factory.mktemp("search"), IN_PROCESS_EMBED_URL, NOTES, embedder_transport
+    )
     with open_store(settings) as store:
         assert count_points(store, "garden/tomatoes.md") == 6
         store.set_fields({source: {"date_ingested": stamp} for source, stamp in INGESTED.items()})
@@ -56,8 +62,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
 
 
 @pytest.fixture
-def opened(corpus: Settings) -> Iterator[tuple[Store, EmbedClient]]:
-    with open_store(corpus) as store, embed_client(corpus) as client:
+def opened(corpus: Settings, embedder_transport) -> Iterator[tuple[Store, EmbedClient]]:
+    with open_store(corpus) as store, embed_client(corpus, transport=embedder_transport) as client:
         yield store, client
 
 
@@ -204,8 +210,8 @@ def test_search_rejects_an_unknown_mode_and_a_negative_per_note(opened):
         search(store, client, "x", per_note=-1)
 
 
-def test_query_script_applies_every_filter_option(corpus, tmp_path):
-    env = script_env(corpus)
+def test_query_script_applies_every_filter_option(corpus, tmp_path, embedder_url):
+    env = script_env(corpus, EMBED_URL=embedder_url)
 
     def sources(*args: str) -> list[str]:
         result = run_script(
@@ -235,9 +241,14 @@ def test_query_script_applies_every_filter_option(corpus, tmp_path):
     )
 
 
-def test_query_script_names_the_option_with_a_bad_date(corpus, tmp_path):
+def test_query_script_names_the_option_with_a_bad_date(corpus, tmp_path, embedder_url):
     result = run_script(
-        "query.py", "tomato", "--from", "someday", env=script_env(corpus), cwd=tmp_path
+        "query.py",
+        "tomato",
+        "--from",
+        "someday",
+        env=script_env(corpus, EMBED_URL=embedder_url),
+        cwd=tmp_path,
     )
     assert result.returncode == 2
     assert "error: --from: 'someday' is not an ISO date" in result.stderr

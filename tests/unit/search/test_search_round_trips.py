@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import in_process_qdrant, make_settings, write
 
 from bench.common import CountedEngine
@@ -29,17 +31,20 @@ NOTES = {
 
 @pytest.fixture(scope="module", params=["embedded", "server"])
 def indexed(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, embedder_url: str
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, embedder_transport
 ) -> Iterator[Settings]:
     folder = tmp_path_factory.mktemp(request.param)
     overrides: dict[str, str] = {}
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "server":
             overrides = {"QDRANT_PATH": "", "QDRANT_URL": in_process_qdrant(patch, folder / "q")}
-        settings = make_settings(folder, embedder_url, **overrides)
+        settings = make_settings(folder, IN_PROCESS_EMBED_URL, **overrides)
         for name, text in NOTES.items():
             write(settings.NOTES_DIR / name, text)
-        with open_store(settings) as store, embed_client(settings) as client:
+        with (
+            open_store(settings) as store,
+            embed_client(settings, transport=embedder_transport) as client,
+        ):
             assert sorted(run(settings, client, store).ingested) == sorted(NOTES)
         yield settings
 
@@ -52,11 +57,17 @@ def counted(indexed: Settings) -> Iterator[tuple[Store, CountedEngine]]:
 
 
 def test_a_default_search_makes_three_round_trips_the_embedder_and_the_store_twice(
-    indexed: Settings, counted: tuple[Store, CountedEngine], monkeypatch: pytest.MonkeyPatch
+    indexed: Settings,
+    counted: tuple[Store, CountedEngine],
+    monkeypatch: pytest.MonkeyPatch,
+    embedder_transport: httpx.BaseTransport,
 ) -> None:
     store, engine = counted
     monkeypatch.setattr(points, "monotonic", lambda: 0.0)  # within MISSING_TTL on a server
-    with embed_client(indexed) as client, embed_client(indexed, code=True) as code_client:
+    with (
+        embed_client(indexed, transport=embedder_transport) as client,
+        embed_client(indexed, code=True, transport=embedder_transport) as code_client,
+    ):
         look = searcher(indexed, store, client, code_client)
         search(look, SearchRequest("how do I water tomato plants"))  # checks the collections
         engine.calls.clear()
@@ -73,10 +84,10 @@ def test_a_default_search_makes_three_round_trips_the_embedder_and_the_store_twi
 
 
 def test_a_batched_grouped_search_finds_what_the_engines_grouped_query_finds(
-    indexed: Settings, counted: tuple[Store, CountedEngine]
+    indexed: Settings, counted: tuple[Store, CountedEngine], embedder_transport: httpx.BaseTransport
 ) -> None:
     store, _ = counted
-    with embed_client(indexed) as client:
+    with embed_client(indexed, transport=embedder_transport) as client:
         dense = client.embed_query("tomato plants in the garden")
     for per_note in (1, 2):
         alone = store.query(3, dense=dense, per_note=per_note)
@@ -88,11 +99,14 @@ def test_a_batched_grouped_search_finds_what_the_engines_grouped_query_finds(
 
 
 def test_a_search_of_a_collection_dropped_after_its_check_says_it_is_missing(
-    tmp_path: Path, embedder_url: str
+    tmp_path: Path, embedder_transport
 ) -> None:
-    settings = make_settings(tmp_path, embedder_url)
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "a.md", "# A\n\nSome words about tomatoes.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         run(settings, client, store)
         look = searcher(settings, store, client, client)
         assert search(look, SearchRequest("tomatoes")).hits

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import (
@@ -62,14 +63,17 @@ NOTES = {
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
+def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> Settings:
     """NOTES ingested (one soft-deleted), then files the index does not hold: one waiting in the
     inbox, a hidden one, a binary one, a private one."""
     root = tmp_path_factory.mktemp("trust")
-    settings = make_settings(root, embedder_url, MCP_PORT=free_port(), MCP_TOKEN="")
+    settings = make_settings(root, IN_PROCESS_EMBED_URL, MCP_PORT=free_port(), MCP_TOKEN="")
     for name, text in NOTES.items():
         write(settings.NOTES_DIR / name, text)
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert sorted(run(settings, client, store).ingested) == sorted(NOTES)
         assert lifecycle.soft_delete(store, "gone/old.md")
     write(settings.NOTES_DIR / "later/waiting.md", "# Waiting\n\nDropped after the ingest.\n")
@@ -80,12 +84,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Setti
 
 
 @pytest.fixture(scope="module")
-def server(corpus: Settings) -> Iterator[str]:
+def server(corpus: Settings, embedder_transport: httpx.BaseTransport) -> Iterator[str]:
     """The MCP server holding the corpus's storage, announced in STATE_DIR/server.json as
     mcp/server.py announces itself: query.py finds it there and goes through it."""
     announced = handoff.announce(corpus)
     try:
-        with serve_in_process(corpus, announced.key) as served:
+        with serve_in_process(corpus, announced.key, embedder_transport) as served:
             yield served.url
     finally:
         handoff.withdraw(corpus, announced)

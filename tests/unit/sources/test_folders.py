@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import (
     BREAD,
     KIMCHI,
@@ -54,8 +55,8 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, embedder_url: str, vault: Path) -> Settings:
-    return make_settings(tmp_path, embedder_url, NOTE_FOLDERS=f"vault={vault}")
+def settings(tmp_path: Path, vault: Path) -> Settings:
+    return make_settings(tmp_path, IN_PROCESS_EMBED_URL, NOTE_FOLDERS=f"vault={vault}")
 
 
 def found(store: Store, client, query: str = KIMCHI_QUERY) -> list[str]:
@@ -179,7 +180,7 @@ def test_a_renamed_file_is_written_under_its_new_name_from_the_cache_with_no_emb
 
 
 def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
-    settings: Settings, client, vault: Path, tmp_path: Path
+    settings: Settings, embedder_url, client, vault: Path, tmp_path: Path
 ):
     write(vault / ".obsidian" / "app.md", "settings")
     write(vault / "food" / "kimchi.md.swp", b"swap")
@@ -188,7 +189,7 @@ def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
     write(vault / "photo.png", b"\x89PNG")
     write(settings.NOTES_DIR / ".draft.md", "hidden in the inbox")
     subprocess.run(["git", "init", "-q", str(vault)], check=True)
-    env = script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS)
+    env = script_env(settings, EMBED_URL=embedder_url, NOTE_FOLDERS=settings.NOTE_FOLDERS)
 
     verbose = run_script("ingest.py", "-v", env=env, cwd=tmp_path)
 
@@ -209,17 +210,25 @@ def test_ingest_v_names_each_skipped_file_with_the_gate_that_skipped_it(
 
 
 def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_its_folder_syncs(
-    settings: Settings, vault: Path, tmp_path: Path, start_server: ServerFactory
+    settings: Settings,
+    embedder_url,
+    embedder_transport,
+    vault: Path,
+    tmp_path: Path,
+    start_server: ServerFactory,
 ):
     write(vault / "tools" / "tool.py", "def tool():\n    return 42\n")  # a code sync beside
     write(vault / "journal.md", "# Journal\n\nThe trip to the mountain hut in June.\n")
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert len(run(settings, client, store).ingested) == 5
     write(vault / "food" / "kimchi.md", BAD_YAML)  # stored before: that version stays
     write(vault / "evil.md", PYTHON_TAG)  # new: left out
     write(vault / "journal.md", "---\nprivate: true\n---\n# Journal\n\nPrivate now.\n")
     write(vault / "bread.txt", BREAD + "\nBake it longer in winter.\n")
-    env = script_env(settings, NOTE_FOLDERS=settings.NOTE_FOLDERS)
+    env = script_env(settings, EMBED_URL=embedder_url, NOTE_FOLDERS=settings.NOTE_FOLDERS)
     done = run_script("ingest.py", env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     kimchi = "vault/food/kimchi.md: frontmatter is not valid YAML (line 3: expected ','"
@@ -227,7 +236,10 @@ def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_it
     assert f"failed: {kimchi}" in done.stdout and f"failed: {evil}" in done.stdout
     assert "1 taken out of the index (private)" in done.stdout and "1 replaced" in done.stdout
     assert not (tmp_path / "owned").exists()
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         assert found(store, client)[0] == "vault/food/kimchi.md"  # its last good version
         assert store.payloads("vault/evil.md") == [] and store.payloads("vault/journal.md") == []
         assert any("winter" in p["text"] for _, p in store.payloads("vault/bread.txt"))
@@ -240,7 +252,7 @@ def test_a_note_with_bad_frontmatter_fails_by_name_and_line_while_the_rest_of_it
     assert any(f.startswith(kimchi) for f in failed) and any(f.startswith(evil) for f in failed)
     assert sorted(f.source for f in folder.failed) == ["vault/evil.md", "vault/food/kimchi.md"]
     server = start_server(
-        EMBED_URL=settings.EMBED_URL,
+        EMBED_URL=embedder_url,
         QDRANT_PATH=settings.QDRANT_PATH,
         NOTES_DIR=str(settings.NOTES_DIR),
         STATE_DIR=str(settings.STATE_DIR),

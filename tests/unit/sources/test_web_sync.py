@@ -11,7 +11,9 @@ from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import make_settings, run_script, script_env
 from web_fixtures import (
     EXPECTED,
@@ -50,18 +52,19 @@ FORMATS: dict[str, tuple[str, Writer, str]] = {
 }
 
 
-def web_settings(tmp_path: Path, embedder_url: str, *files: Path, **values) -> Settings:
+def web_settings(tmp_path: Path, *files: Path, **values) -> Settings:
+    """Settings that sync the bookmarks `files`, the embedder in this process."""
     return make_settings(
         tmp_path,
-        embedder_url,
+        IN_PROCESS_EMBED_URL,
         BOOKMARKS=",".join(map(str, files)),
         WEB_ALLOW_PRIVATE=True,
         **values,
     )
 
 
-def sync(settings: Settings) -> Summary:
-    with open_store(settings) as store, embed_client(settings) as client:
+def sync(settings: Settings, transport: httpx.BaseTransport) -> Summary:
+    with open_store(settings) as store, embed_client(settings, transport=transport) as client:
         return run(settings, client, store)
 
 
@@ -98,7 +101,7 @@ def check_no_orphans(settings: Settings, live: set[str], deleted: set[str] = fro
 
 @pytest.mark.parametrize("browser", sorted(FORMATS))
 def test_a_browsers_bookmarks_sync_convergently_add_change_remove_restore(
-    tmp_path: Path, embedder_url: str, web_site: Site, browser: str
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site, browser: str
 ) -> None:
     name, write, root = FORMATS[browser]
     top = (root,) if browser == "netscape" else ()
@@ -113,9 +116,9 @@ def test_a_browsers_bookmarks_sync_convergently_add_change_remove_restore(
     ]
     marks = [Mark(m.url, m.title, top + m.folders, m.tags) for m in marks]
     path = write(tmp_path / name, marks)
-    settings = web_settings(tmp_path, embedder_url, path)
+    settings = web_settings(tmp_path, path)
 
-    added = sync(settings)  # add
+    added = sync(settings, embedder_transport)  # add
     names = {page_source(u): u for u in (blog, news, docs)}
     assert sorted(added.added) == sorted(names) and not added.failed
     points = web_points(settings)
@@ -138,18 +141,18 @@ def test_a_browsers_bookmarks_sync_convergently_add_change_remove_restore(
     check_no_orphans(settings, set(names))
 
     fetched = len(web_site.requests)
-    again = sync(settings)  # nothing changed: nothing fetched, nothing written
+    again = sync(settings, embedder_transport)  # nothing changed: nothing fetched, nothing written
     assert sorted(again.unchanged) == sorted(names) and not again.added and not again.replaced
     assert len(web_site.requests) == fetched
 
     marks[0] = Mark(blog, "Starter routine", (*top, "Baking"), ("baking",))  # moved: change
     write(path, marks)
-    moved = sync(settings)
+    moved = sync(settings, embedder_transport)
     assert moved.replaced == [page_source(blog)] and moved.embedded_cached == moved.written
     assert web_points(settings)[page_source(blog)][0]["bookmark_folders"] == [f"{root}/Baking"]
 
     write(path, marks[1:])  # remove
-    removed = sync(settings)
+    removed = sync(settings, embedder_transport)
     assert removed.deleted == [page_source(blog)]
     with open_store(settings) as store:
         [gone] = lifecycle.list_deleted(store, cause=BOOKMARK_REMOVED)
@@ -157,13 +160,13 @@ def test_a_browsers_bookmarks_sync_convergently_add_change_remove_restore(
     check_no_orphans(settings, {page_source(news), page_source(docs)}, {page_source(blog)})
 
     write(path, marks)  # restore: as it was, nothing embedded
-    back = sync(settings)
+    back = sync(settings, embedder_transport)
     assert back.restored == [page_source(blog)] and not back.added and not back.replaced
     check_no_orphans(settings, set(names))
 
 
 def test_the_same_page_in_three_browsers_is_one_item_with_every_folder_and_tag(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site
 ) -> None:
     essay = web_site.page("plain-text-notes-essay.html")
     spelled = essay.replace("127.0.0.1", "127.0.0.1") + "?utm_source=newsletter#responses"
@@ -176,8 +179,8 @@ def test_the_same_page_in_three_browsers_is_one_item_with_every_folder_and_tag(
             tmp_path / "bookmarks.html", [Mark(essay + "/", "Essay", ("Imported",))]
         ),
     ]
-    settings = web_settings(tmp_path, embedder_url, *files)
-    summary = sync(settings)
+    settings = web_settings(tmp_path, *files)
+    summary = sync(settings, embedder_transport)
     assert summary.added == [page_source(essay)] and not summary.failed
     [payloads] = web_points(settings).values()
     assert payloads[0]["title"] == "Plain text essay"  # the first file's title
@@ -191,7 +194,7 @@ def test_the_same_page_in_three_browsers_is_one_item_with_every_folder_and_tag(
 
 
 def test_the_folder_filter_and_bookmarks_folders_keep_only_read_later(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site
 ) -> None:
     marks = [
         Mark(web_site.page("shakshuka-recipe.html"), "Shakshuka", ("Read Later", "Food")),
@@ -199,9 +202,12 @@ def test_the_folder_filter_and_bookmarks_folders_keep_only_read_later(
         Mark("javascript:alert(1)", "A bookmarklet", ()),
     ]
     path = chromium_bookmarks(tmp_path / "Bookmarks", marks)
-    settings = web_settings(tmp_path, embedder_url, path)
-    assert len(sync(settings).added) == 2
-    with open_store(settings) as store, embed_client(settings) as client:
+    settings = web_settings(tmp_path, path)
+    assert len(sync(settings, embedder_transport).added) == 2
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         searcher = make_searcher(settings, store, client, client)
         query = "eggs poached in tomato sauce"
         every = search(searcher, SearchRequest(query, k=10, per_note=1))
@@ -228,18 +234,21 @@ def test_the_folder_filter_and_bookmarks_folders_keep_only_read_later(
     assert hit.bookmark_folders == ["Bookmarks bar/Read Later/Food"] and hit.fetched_at
 
     (tmp_path / "only").mkdir()
-    only = web_settings(tmp_path / "only", embedder_url, path, BOOKMARKS_FOLDERS="READ LATER")
-    summary = sync(only)
+    only = web_settings(tmp_path / "only", path, BOOKMARKS_FOLDERS="READ LATER")
+    summary = sync(only, embedder_transport)
     assert summary.added == [recipe]
     assert summary.skipped == {OUTSIDE: 1, NOT_WEB: 1}
 
 
 def test_a_changed_page_is_embedded_again_only_where_it_changed(
-    tmp_path: Path, embedder_url: str, web_site: Site, client: EmbedClient, store: Store
+    tmp_path: Path,
+    embedder_transport: httpx.BaseTransport,
+    web_site: Site,
+    client: EmbedClient,
+    store: Store,
 ) -> None:
     settings = web_settings(
         tmp_path,
-        embedder_url,
         chromium_bookmarks(
             tmp_path / "Bookmarks", [Mark(web_site.page("connection-pool-docs.html"), "Pools", ())]
         ),
@@ -289,7 +298,7 @@ def web_ingest(settings: Settings, client: EmbedClient, store: Store, clock: Clo
 
 
 def test_failing_pages_are_named_and_tried_again_next_sync_without_holding_back_the_rest(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site
 ) -> None:
     good = web_site.page("bike-lanes-news.html")
     bad = {
@@ -303,47 +312,47 @@ def test_failing_pages_are_named_and_tried_again_next_sync_without_holding_back_
     marks = [Mark(url, url.rsplit("/", 1)[1], ()) for url in [*bad, good]]
     settings = web_settings(
         tmp_path,
-        embedder_url,
         netscape_bookmarks(tmp_path / "b.html", marks),
         WEB_TIMEOUT=1,
         WEB_MAX_BYTES=500_000,
     )
-    first = sync(settings)
+    first = sync(settings, embedder_transport)
     assert first.added == [page_source(good)]
     assert {f.source: f.reason for f in first.failed} == bad
 
     web_site.pages["/missing"] = web_site.pages["/pages/sourdough-blog.html"]  # it is back
-    second = sync(settings)
+    second = sync(settings, embedder_transport)
     assert second.added == [page_source(f"{web_site.url}/missing")]
     assert second.unchanged == [page_source(good)]
     assert len(second.failed) == len(bad) - 1 and web_site.requests.count("/slow") == 2
 
 
 def test_loopback_bookmarks_are_refused_by_default_and_nothing_is_asked(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site
 ) -> None:
     path = chromium_bookmarks(
         tmp_path / "Bookmarks", [Mark(web_site.page("shakshuka-recipe.html"), "S", ())]
     )
-    settings = make_settings(tmp_path, embedder_url, BOOKMARKS=str(path))  # WEB_ALLOW_PRIVATE unset
-    summary = sync(settings)
+    # WEB_ALLOW_PRIVATE unset
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL, BOOKMARKS=str(path))
+    summary = sync(settings, embedder_transport)
     [failure] = summary.failed
     assert "not a public address" in failure.reason and "WEB_ALLOW_PRIVATE=true" in failure.reason
     assert not summary.added and web_site.requests == []
 
 
 def test_an_unreadable_bookmarks_file_fails_by_name_and_deletes_nothing(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site
 ) -> None:
     marks = [
         Mark(web_site.page(p), p, ())
         for p in ("bike-lanes-news.html", "sourdough-blog.html", "shakshuka-recipe.html")
     ]
     path = chromium_bookmarks(tmp_path / "Bookmarks", marks)
-    settings = web_settings(tmp_path, embedder_url, path)
-    assert len(sync(settings).added) == 3
+    settings = web_settings(tmp_path, path)
+    assert len(sync(settings, embedder_transport).added) == 3
     path.write_text("{ half written")
-    broken = sync(settings)
+    broken = sync(settings, embedder_transport)
     assert [(f.source, f.reason.split(" (")[0]) for f in broken.failed] == [
         (str(path), "BOOKMARKS: not a Chromium Bookmarks file")
     ]
@@ -351,22 +360,24 @@ def test_an_unreadable_bookmarks_file_fails_by_name_and_deletes_nothing(
 
     chromium_bookmarks(path, marks[:1])  # two of three gone at once: the guard stops first
     with pytest.raises(IngestError, match="BOOKMARKS: 2 of its 3 pages are no longer bookmarked"):
-        sync(settings)
+        sync(settings, embedder_transport)
     with open_store(settings) as store:
         assert lifecycle.list_deleted(store) == []
 
 
 def test_a_bookmarked_page_reads_as_its_stored_text_and_shows_its_site_on_the_dashboard(
-    tmp_path: Path, embedder_url: str, web_site: Site
+    tmp_path: Path, embedder_transport: httpx.BaseTransport, web_site: Site
 ) -> None:
     url = web_site.page("sourdough-blog.html")
     settings = web_settings(
         tmp_path,
-        embedder_url,
         chromium_bookmarks(tmp_path / "Bookmarks", [Mark(url, "", ("Bread",))]),
     )
-    assert sync(settings).added == [page_source(url)]
-    with open_store(settings) as store, embed_client(settings) as client:
+    assert sync(settings, embedder_transport).added == [page_source(url)]
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         passage = read_item(settings, [store], page_source(url))
         hits = search(
             make_searcher(settings, store, client, client),

@@ -7,7 +7,9 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from helpers import free_port
 from ingest_fixtures import make_settings, run_script, script_env, write
 from mcp_fixtures import call_tool, error_text, results, serve_in_process, tool_answer
@@ -31,24 +33,30 @@ def name(video: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_url: str) -> Settings:
+def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> Settings:
     """Two notes and the six recorded videos, ingested once; tests open the store read-only."""
     root = tmp_path_factory.mktemp("videos")
     with replaying() as replay:
         replay.playlists["PLsaved"] = [*SHORT, *LONG]
-        settings = make_settings(root, embedder_url, YOUTUBE_PLAYLISTS="PLsaved",
+        settings = make_settings(root, IN_PROCESS_EMBED_URL, YOUTUBE_PLAYLISTS="PLsaved",
                                  YOUTUBE_API_KEY=KEY, YOUTUBE_API_URL=replay.url)  # fmt: skip
         write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
         write(settings.NOTES_DIR / "chess-openings.md", OPENINGS)
-        with open_store(settings) as store, embed_client(settings) as client:
+        with (
+            open_store(settings) as store,
+            embed_client(settings, transport=embedder_transport) as client,
+        ):
             summary = run(settings, client, store)
     assert len(summary.added) == 8 and not summary.failed
     return settings
 
 
 @pytest.fixture
-def opened(corpus: Settings) -> Iterator:
-    with open_store(corpus) as store, embed_client(corpus) as client:
+def opened(corpus: Settings, embedder_transport: httpx.BaseTransport) -> Iterator:
+    with (
+        open_store(corpus) as store,
+        embed_client(corpus, transport=embedder_transport) as client,
+    ):
         yield store, client
 
 
@@ -130,11 +138,13 @@ def test_browse_orders_by_a_field_pages_and_counts_without_a_query(opened):
     assert (counted.total, counted.items) == (4, [])
 
 
-def test_browse_notes_lists_through_the_mcp_tool(corpus: Settings, tmp_path: Path):
+def test_browse_notes_lists_through_the_mcp_tool(
+    corpus: Settings, tmp_path: Path, embedder_transport: httpx.BaseTransport
+):
     copy = tmp_path / "qdrant"
     shutil.copytree(corpus.QDRANT_PATH, copy)
     settings = corpus.model_copy(update={"QDRANT_PATH": str(copy), "MCP_PORT": free_port()})
-    with serve_in_process(settings) as server:
+    with serve_in_process(settings, transport=embedder_transport) as server:
         shorts = {"order_by": "views", "kind": "video", "max_duration": "10m"}
         answer = call_tool(server.url, "browse_notes", shorts)
         assert [r["source"] for r in results(answer)] == [

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import qdrant_edge as qe
+from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import (
     KIMCHI,
     SHOCK,
@@ -40,13 +41,16 @@ def segments(store: Store) -> tuple[int, int]:
 
 
 def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing(
-    tmp_path: Path, embedder_url: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, embedder_transport, caplog: pytest.LogCaptureFixture
 ):
-    local = make_settings(tmp_path, embedder_url)
+    local = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(local.NOTES_DIR / "kimchi.md", KIMCHI)
     write(local.NOTES_DIR / "shock.md", SHOCK)
     # what an older version wrote: qdrant-client's local mode in QDRANT_PATH
-    with Store(local_mode(tmp_path / "qdrant"), "notes") as store, embed_client(local) as client:
+    with (
+        Store(local_mode(tmp_path / "qdrant"), "notes") as store,
+        embed_client(local, transport=embedder_transport) as client,
+    ):
         run(local, client, store)
         assert soft_delete(store, "shock.md")  # a soft delete must survive the move
         before = {pid: p for pid, p in store.payloads()}
@@ -61,7 +65,7 @@ def test_a_local_mode_folder_is_carried_over_once_and_ingest_then_embeds_nothing
         moved = stored_vectors(store, list(before))
         assert all(moved[pid] == pytest.approx(vectors[pid], abs=1e-6) for pid in before)
         assert collection.info(store) == made_by
-        with embed_client(edge) as client:
+        with embed_client(edge, transport=embedder_transport) as client:
             summary = run(edge, client, store)  # nothing to embed: the embedder is never asked
             assert client.calls == 0
         assert not summary.failed
@@ -97,11 +101,14 @@ def test_each_collection_is_its_own_shard_and_both_open_in_one_process(tmp_path:
     ]
 
 
-def test_search_on_the_engine_answers_with_the_ingested_notes(tmp_path: Path, embedder_url: str):
-    settings = make_settings(tmp_path, embedder_url)
+def test_search_on_the_engine_answers_with_the_ingested_notes(tmp_path: Path, embedder_transport):
+    settings = make_settings(tmp_path, IN_PROCESS_EMBED_URL)
     write(settings.NOTES_DIR / "kimchi.md", KIMCHI)
     write(settings.NOTES_DIR / "shock.md", SHOCK)
-    with open_store(settings) as store, embed_client(settings) as client:
+    with (
+        open_store(settings) as store,
+        embed_client(settings, transport=embedder_transport) as client,
+    ):
         run(settings, client, store)
         assert store.optimize() in (True, False)  # blocking, but callable any time
         hits = search(store, client, "supersonic pressure jump", 2)
