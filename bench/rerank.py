@@ -7,10 +7,11 @@ passages of 300 tokens through embedder/rerank.py's Reranker and embedder/batchi
 in this process (tokenizing, cutting each pair to RERANK_MAX_TOKENS, length-sorted
 micro-batches under EMBED_BATCH_TOKENS, the forward passes). Rows:
 
-- the small cross-encoders (MiniLM L12/L6/L4/L2, mxbai-rerank-xsmall, TinyBERT L2) with the levers that cut their cost:
-  precision (RERANK_DTYPE fp32 / bf16 / int8 = torch dynamic int8 Linear layers, per-channel),
-  pair length (RERANK_MAX_TOKENS 512 ... 128) and threads (EMBED_THREADS); all loaded at once
-  and their requests interleaved, so load from other processes hits every row alike;
+- the small cross-encoders (MiniLM L12/L6/L4/L2, mxbai-rerank-xsmall, TinyBERT L2) with the levers
+  that cut their cost: precision (RERANK_DTYPE fp32 / bf16 / int8 = torch dynamic int8 Linear
+  layers, per-channel), pair length (RERANK_MAX_TOKENS 512 ... 128) and threads (EMBED_THREADS);
+  all loaded at once and their requests interleaved, so load from other processes hits every row
+  alike;
 - the shipped default (RERANK_MODEL, RERANK_DTYPE=auto as it resolves here, RERANK_MAX_TOKENS):
   its 30-passage p50 is the `added_p50_ms_30` the target is about;
 - the larger ones (bge-reranker-base, mxbai-rerank-base, bge-reranker-v2-m3, the

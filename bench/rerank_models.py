@@ -86,7 +86,8 @@ def word_tokenizer(folder: Path, family: str) -> None:
     if family == "xlm-roberta":  # <s> A </s></s> B </s>, pad id 1 as in XLM-R
         specials = ["<s>", "<pad>", "</s>", "<unk>"]
     vocab = {tok: i for i, tok in enumerate(specials)} | {f"w{i}": i + 4 for i in range(WORDS)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token=specials[-1 if family == "xlm-roberta" else 1]))
+    unknown = specials[-1 if family == "xlm-roberta" else 1]
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=unknown))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if family != "xlm-roberta":  # BERT's template for the others too: cost is the same
         tok.post_processor = processors.TemplateProcessing(
