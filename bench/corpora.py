@@ -68,6 +68,13 @@ COLLECTIONS: tuple[Collection, ...] = (
         "documentation of a job-queue library: 39 pages of concepts, how-tos and reference",
     ),
     Collection(
+        "commands",
+        DATASETS / "commands" / "pages",
+        DATASETS / "commands" / "queries.jsonl",
+        "prose",
+        "125 tldr command pages, 43 queries written blind: 35 of them paraphrases of a need",
+    ),
+    Collection(
         "snippets",
         DATASETS / "snippets" / "notes",
         DATASETS / "snippets" / "queries.jsonl",

@@ -3,27 +3,34 @@ collections, and measure the flag.
 
     uv run bench/no_match.py [--json]
 
-Each collection of COLLECTIONS (the vault, the manual, the notes) is copied, ingested by the
-real ingest into embedded Qdrant and searched with its judged queries and its no-match queries
-(`no_match.jsonl` beside its queries: written to have no relevant document in it), hybrid, k=10,
-one result per note. Every result's signals (kb.search.confidence.signals: cosine, standing,
-keyword bonus) are labelled relevant or not by the judgments, and a logistic regression is
-fitted twice: with the cosine (for the model in use) and without it (the fallback for any other
-model). The flag's threshold is the one maximising F0.5 of "no relevant note" over all queries:
-precision counts twice as much as recall, since a flag on a question the notes do answer makes
-the assistant tell the user wrongly that their notes do not cover it.
+Each collection of COLLECTIONS (the vault, the manual, the notes, the command pages) is copied,
+ingested by the real ingest into embedded Qdrant and searched with its judged queries and its
+no-match queries (`no_match.jsonl` beside its queries: written to have no relevant document in it),
+hybrid, k=10, one result per note. Every result's signals (kb.search.confidence.signals: cosine,
+standing, keyword bonus) are labelled relevant or not by the judgments, and a logistic regression
+is fitted twice: with the cosine (for the model in use) and without it (the fallback for any other
+model). The flag's threshold is the one maximising F0.5 of "no relevant result among the k" (a
+query written to have none, or a judged one whose search missed) over all queries: precision counts
+twice as much as recall, since a flag on a question the notes do answer makes the assistant tell
+the user wrongly that their notes do not cover it.
 
 Reported (bench/results/no-match.md): the fitted weights, then the flag's precision and recall
-leave-one-collection-out (weights and threshold fitted on the two other collections, measured on
-the third: the honest figure) and in-sample. Needs numpy (the embedder's stack brings it).
+leave-one-collection-out (weights and threshold fitted on the other collections, measured on the
+one left out: the honest figure) and in-sample; then the reliability of `confidence` held out (each
+result's confidence from the fit on the other collections): results per confidence bucket against
+the share judged relevant, and how often the flag fires on searches with no relevant result among
+the k (a query written to have none, or a judged one the search missed). Needs numpy (the
+embedder's stack brings it).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -43,7 +50,7 @@ from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
 from kb.search import confidence as calibrated
 from kb.search import query as kb_query
-from kb.search.explain import rankings
+from kb.search.explain import Rankings, ranking_searches, rankings
 from kb.search.filters import Filters
 
 DATASETS = REPO_ROOT / "bench" / "datasets"
@@ -51,8 +58,11 @@ COLLECTIONS = {
     "vault": (DATASETS / "vault" / "notes", DATASETS / "vault"),
     "manual": (DATASETS / "manual" / "docs", DATASETS / "manual"),
     "notes": (REPO_ROOT / "bench" / "notes_corpus" / "notes", REPO_ROOT / "bench" / "notes_corpus"),
+    "commands": (DATASETS / "commands" / "pages", DATASETS / "commands"),
 }
 K = 10
+BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # the reliability table's confidence buckets
+# the last bucket: of results shown at >= 0.8, at least 80 % should be relevant (issue 51)
 
 
 @dataclass
@@ -81,7 +91,7 @@ def collect(name: str, docs: Path, folder: Path, url: str) -> list[Row]:
                   file=sys.stderr)  # fmt: skip
             for query, empty in [(q, False) for q in judged] + [(q, True) for q in missing]:
                 hits = kb_query.search(store, client, query.text, K, mode="hybrid")
-                ranks = rankings(store, client, query.text, Filters(), 1)
+                ranks = ranks_of(store, client, query.text)
                 for hit in hits:
                     found = calibrated.signals(hit, ranks)
                     if found is None:
@@ -90,6 +100,14 @@ def collect(name: str, docs: Path, folder: Path, url: str) -> list[Row]:
                     rows.append(Row(name, query.id, empty, relevant, found.cosine,
                                     found.standing, found.bonus))  # fmt: skip
     return rows
+
+
+def ranks_of(store: Any, client: Any, text: str) -> Rankings:
+    """The semantic and keyword rankings confidence reads, as kb.search.entry builds them."""
+    semantic, keyword = ranking_searches(store, client, text, Filters(), 1)
+    answers = iter(kb_query.send(store, [s for s in (semantic, keyword) if s is not None]))
+    found = [None if s is None else next(answers).hits for s in (semantic, keyword)]
+    return rankings(text, found[0], found[1])
 
 
 def features(rows: Sequence[Row], cosine: bool) -> np.ndarray:
@@ -130,18 +148,19 @@ def calibration(w: np.ndarray, cosine: bool, threshold: float) -> calibrated.Cal
 def best_per_query(
     rows: Sequence[Row], fitted: calibrated.Calibration
 ) -> dict[str, tuple[bool, float]]:
-    """(written as no-match, best confidence) per query."""
+    """(no relevant result among the k, best confidence) per query: a query written to have
+    none, or a judged one whose search missed every relevant note."""
     out: dict[str, tuple[bool, float]] = {}
     for r in rows:
         sure = calibrated.confidence(calibrated.Signals(r.cosine, r.standing, r.bonus), fitted)
-        empty, best = out.get(r.query, (r.no_match, 0.0))
-        out[r.query] = (empty, max(best, sure))
+        empty, best = out.get(r.query, (True, 0.0))
+        out[r.query] = (empty and not r.relevant, max(best, sure))
     return out
 
 
 def flag_scores(per_query: dict[str, tuple[bool, float]], threshold: float) -> dict[str, float]:
     """Precision, recall and F1 of "no good match" (best confidence below `threshold`) against
-    the queries written to have none."""
+    the searches with no relevant result among the k."""
     flagged = {q for q, (_, best) in per_query.items() if best < threshold}
     truth = {q for q, (empty, _) in per_query.items() if empty}
     hit = len(flagged & truth)
@@ -149,15 +168,16 @@ def flag_scores(per_query: dict[str, tuple[bool, float]], threshold: float) -> d
     recall = hit / len(truth) if truth else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     f05 = 1.25 * precision * recall / (0.25 * precision + recall) if precision + recall else 0.0
-    # judged queries flagged: the assistant would wrongly say "not in your notes"
-    judged = [q for q, (empty, _) in per_query.items() if not empty]
-    wrong = sum(1 for q in judged if q in flagged) / len(judged) if judged else 0.0
+    # searches that did find a relevant note but were flagged: the assistant would wrongly say
+    # "not in your notes"
+    found = [q for q, (empty, _) in per_query.items() if not empty]
+    wrong = sum(1 for q in found if q in flagged) / len(found) if found else 0.0
     return {
         "precision": precision,
         "recall": recall,
         "f1": f1,
         "f0.5": f05,
-        "judged_flagged": wrong,
+        "found_flagged": wrong,
     }
 
 
@@ -187,6 +207,44 @@ def calibration_error(rows: Sequence[Row], fitted: calibrated.Calibration, bins:
     return total
 
 
+def confidences(rows: Sequence[Row], fitted: calibrated.Calibration) -> list[tuple[float, bool]]:
+    return [(calibrated.confidence(calibrated.Signals(r.cosine, r.standing, r.bonus), fitted),
+             r.relevant) for r in rows]  # fmt: skip
+
+
+def held_out(rows: Sequence[Row], cosine: bool) -> tuple[list[tuple[float, bool]], dict[str, Any]]:
+    """Every result's (confidence, relevant) from the fit on the other collections, and the
+    flag on searches with and without a relevant result among the k, each by its own fit."""
+    pairs: list[tuple[float, bool]] = []
+    flags = {"none relevant": [0, 0], "some relevant": [0, 0]}  # [flagged, searches]
+    for held in sorted({r.collection for r in rows}):
+        cv = choose([r for r in rows if r.collection != held], cosine)
+        test = [r for r in rows if r.collection == held]
+        pairs += confidences(test, cv)
+        best: dict[str, float] = {}
+        some: dict[str, bool] = {}
+        for r, (sure, relevant) in zip(test, confidences(test, cv), strict=True):
+            best[r.query] = max(best.get(r.query, 0.0), sure)
+            some[r.query] = some.get(r.query, False) or relevant
+        for query, top in best.items():
+            cell = flags["some relevant" if some[query] else "none relevant"]
+            cell[0] += top < cv.no_match_below
+            cell[1] += 1
+    return pairs, flags
+
+
+def reliability(pairs: Sequence[tuple[float, bool]]) -> list[list[object]]:
+    """Results per confidence bucket (the last is >= SURE): how many, their mean confidence,
+    the share judged relevant."""
+    table: list[list[object]] = []
+    for low, high in itertools.pairwise(BUCKETS):
+        inside = [(c, y) for c, y in pairs if low <= c < high or (high == 1.0 and c == 1.0)]
+        mean = statistics.fmean(c for c, _ in inside) if inside else float("nan")
+        share = sum(y for _, y in inside) / len(inside) if inside else float("nan")
+        table.append([f"{low:.1f}-{high:.1f}", len(inside), mean, share])
+    return table
+
+
 def cpu() -> str:
     """The CPU's model name (benchmarks name their CPU class)."""
     try:
@@ -201,14 +259,25 @@ def cpu() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
+    parser.add_argument("--rows", type=Path, metavar="FILE",
+                        help="read every result's signals from FILE when it exists, else write "
+                        "them there (refit without searching again)")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows: list[Row] = []
-    with embedder() as url:
-        for name, (docs, folder) in COLLECTIONS.items():
-            rows += collect(name, docs, folder, url)
-            with embed_client(bench_settings(docs, docs / "q", url)) as client:
-                model = client.model
+    if args.rows and args.rows.exists():
+        saved = json.loads(args.rows.read_text(encoding="utf-8"))
+        model, rows = saved["model"], [Row(**r) for r in saved["rows"]]
+    else:
+        with embedder() as url:
+            for name, (docs, folder) in COLLECTIONS.items():
+                rows += collect(name, docs, folder, url)
+                with embed_client(bench_settings(docs, docs / "q", url)) as client:
+                    model = client.model
+        if args.rows:
+            args.rows.parent.mkdir(parents=True, exist_ok=True)
+            args.rows.write_text(json.dumps({"model": model, "rows": [asdict(r) for r in rows]}),
+                                 encoding="utf-8")  # fmt: skip
     out: dict[str, Any] = {"model": model_name(model), "cpu": cpu(), "fits": {}}
     for label, cosine in (("with cosine", True), ("without cosine", False)):
         fitted = choose(rows, cosine)
@@ -219,16 +288,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             cv = choose(train, cosine)
             scores = flag_scores(best_per_query(test, cv), cv.no_match_below)
             table.append([held, f"{scores['precision']:.2f}", f"{scores['recall']:.2f}",
-                          f"{scores['f1']:.2f}", f"{scores['judged_flagged']:.2f}",
+                          f"{scores['f1']:.2f}", f"{scores['found_flagged']:.2f}",
                           f"{calibration_error(test, cv):.3f}"])  # fmt: skip
         inside = flag_scores(best_per_query(rows, fitted), fitted.no_match_below)
         table.append(["all (in-sample)", f"{inside['precision']:.2f}", f"{inside['recall']:.2f}",
-                      f"{inside['f1']:.2f}", f"{inside['judged_flagged']:.2f}",
+                      f"{inside['f1']:.2f}", f"{inside['found_flagged']:.2f}",
                       f"{calibration_error(rows, fitted):.3f}"])  # fmt: skip
         print(f"\n{label}: {fitted}")
-        print(format_table(["held out", "precision", "recall", "F1", "judged flagged", "ECE"],
+        print(format_table(["held out", "precision", "recall", "F1", "found flagged", "ECE"],
                            table))  # fmt: skip
-        out["fits"][label] = {"calibration": asdict(fitted), "table": table}
+        pairs, flags = held_out(rows, cosine)
+        buckets = reliability(pairs)
+        print(
+            f"\nreliability, {label}, held out (confidence from the fit on the other "
+            f"collections; k={K}):"
+        )
+        print(format_table(["confidence", "results", "mean confidence", "share relevant"],
+                           buckets))  # fmt: skip
+        for kind, (flagged, searches) in flags.items():
+            print(
+                f"no_good_match on searches with {kind} among the {K}: {flagged} of {searches}"
+                f" ({flagged / max(searches, 1):.0%})"
+            )
+        out["fits"][label] = {"calibration": asdict(fitted), "table": table,
+                              "reliability": buckets, "flags": flags}  # fmt: skip
     queries = len({r.query for r in rows})
     print(f"\n{len(rows)} results of {queries} queries; wall time "
           f"{time.perf_counter() - started:.0f}s")  # fmt: skip
