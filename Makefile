@@ -18,6 +18,10 @@ EMBEDDER_STACK = $(UV) pip install --quiet --python $(PROJECT_ENV) -r embedder/a
 COMPOSE ?= docker compose
 COMPOSE_FILES := -f docker-compose.yml $(if $(filter 1 true yes,$(GPU)),-f docker-compose.gpu.yml)
 
+# `make test` on two pytest-xdist workers, grouped by tests/markers.py; `make test XDIST="-n 0"`
+# runs it in one process (serially: a debugger, or prints in order)
+XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
+
 .DEFAULT_GOAL := help
 .PHONY: help venv test test-fast screenshots image-test lint keys up down local logs ingest ingest-rebuild watch sync-youtube purge-deleted query eval smoke check chromium
 
@@ -36,8 +40,8 @@ chromium: ## Install Chromium for the browser tests (apt-get; only when /usr/bin
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	fi
 
-test: venv ## Run the whole test suite (what CI runs), then its 30 slowest steps
-	@$(UV) run --group dev pytest -m "not research" --durations=30; rc=$$?; \
+test: venv ## Run the whole test suite (what CI runs) on two workers, then its 30 slowest steps
+	@$(UV) run --group dev pytest $(XDIST) -m "not research" --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-fast: venv ## The inner loop: the unit tests, nothing slow and no child process (minutes)
