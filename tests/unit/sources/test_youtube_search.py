@@ -160,8 +160,10 @@ def test_browse_notes_lists_through_the_mcp_tool(
         assert sorted(h["source"] for h in hits) == sorted(name(v) for v in SHORT)
 
 
-def test_query_py_finds_chess_videos_shorter_than_10_minutes(corpus: Settings, tmp_path: Path):
-    env = script_env(corpus)
+def test_query_py_finds_chess_videos_shorter_than_10_minutes(
+    corpus: Settings, tmp_path: Path, embedder_url: str
+):
+    env = script_env(corpus, EMBED_URL=embedder_url)  # a script needs an embedder it can reach
     shown = run_script("query.py", "chess", "--kind", "video", "--max-duration", "10m",
                        "-k", "10", env=env, cwd=tmp_path)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
