@@ -12,9 +12,11 @@ a table (a row per chunk, `row N`); when an export has both `Tasks <id>.csv` and
 `Tasks <id>_all.csv` (every row, not only the view's), the latter is the table. Other files in a
 format the product reads as prose (a PDF, a Word file) are read too; images are left out.
 
-A zip is read member by member, each bounded by NOTE_MAX_BYTES; an export over MAX_MEMBERS
-files or MAX_TOTAL_BYTES uncompressed (a zip bomb, or not an export) is refused whole, named,
-and its stored pages kept. A page that cannot be read fails alone. Exports are only ever read.
+A zip is read member by member, each bounded by NOTE_MAX_BYTES (a large workspace's zip of
+`Export-…-Part-N.zip` parts as one tree, each part copied once to an unnamed temporary file); an
+export over MAX_MEMBERS files or MAX_TOTAL_BYTES uncompressed (a zip bomb, or not an export) is
+refused whole, named, and its stored pages kept. A page that cannot be read fails alone. Exports
+are only ever read.
 
 Why a kind of its own rather than a NOTE_FOLDERS folder recognised as Notion's: a zip is no
 folder, and a folder's notes keep their file names (a name is a file's path), while an export's
@@ -27,12 +29,13 @@ import errno
 import os
 import posixpath
 import re
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import IO, ClassVar
 from urllib.parse import unquote
 
 from kb.content import formats
@@ -81,39 +84,86 @@ class Export:
 
 @dataclass
 class ZipExport(Export):
+    """A zip as Notion sends it: its pages, or (a large workspace) a zip of `…-Part-N.zip`
+    parts, each holding part of the same tree: a part is copied once to an unnamed temporary
+    file (owner-only, gone when closed), as a zip inside a zip cannot be read from cheaply."""
+
     name: str
     path: Path
-    _zip: zipfile.ZipFile | None = field(default=None, repr=False)
+    _open: list[zipfile.ZipFile] = field(default_factory=list, repr=False)
+    _spills: list[IO[bytes]] = field(default_factory=list, repr=False)
+    _where: dict[str, tuple[zipfile.ZipFile, str]] = field(default_factory=dict, repr=False)
 
     def members(self) -> dict[str, int]:
-        try:
-            self._zip = zipfile.ZipFile(self.path)
-            infos = self._zip.infolist()
-        except (OSError, zipfile.BadZipFile) as exc:
-            raise ExportError(f"not a readable zip ({exc})") from None
-        if len(infos) > MAX_MEMBERS:
-            raise ExportError(f"over {MAX_MEMBERS} files in the zip (not a Notion export?)")
-        found = {}
-        for info in infos:
-            name = info.filename.replace("\\", "/")
-            parts = name.split("/")
-            if info.is_dir() or name.startswith("/") or ".." in parts:
-                continue
-            found[name] = info.file_size
+        self.close()
+        found: dict[str, int] = {}
+        outer = self._zip(self.path, "")
+        parts = self._add(outer, found, parts=True)
+        for part in parts:
+            self._add(self._zip(self._spill(outer, part), f"{part}: "), found, parts=False)
         return found
 
-    def read(self, member: str, limit: int) -> bytes:
-        assert self._zip is not None
+    def _zip(self, file: Path | IO[bytes], where: str) -> zipfile.ZipFile:
         try:
-            with self._zip.open(member) as stream:
+            opened = zipfile.ZipFile(file)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise ExportError(f"{where}not a readable zip ({exc})") from None
+        self._open.append(opened)
+        if len(opened.infolist()) > MAX_MEMBERS:
+            raise ExportError(f"{where}over {MAX_MEMBERS} files in the zip (not a Notion export?)")
+        return opened
+
+    def _add(self, archive: zipfile.ZipFile, found: dict[str, int], *, parts: bool) -> list[str]:
+        """Add `archive`'s files to `found`; with `parts`, its `.zip` files are not added but
+        returned (the parts of a large export)."""
+        inner = []
+        for info in archive.infolist():
+            name = info.filename.replace("\\", "/")
+            if info.is_dir() or name.startswith("/") or ".." in name.split("/"):
+                continue
+            if parts and name.lower().endswith(".zip"):
+                inner.append(info.filename)
+                continue
+            if len(found) >= MAX_MEMBERS:
+                raise ExportError(f"over {MAX_MEMBERS} files (not a Notion export?)")
+            found[name] = info.file_size
+            self._where[name] = (archive, info.filename)
+        return inner
+
+    def _spill(self, outer: zipfile.ZipFile, part: str) -> IO[bytes]:
+        """The part `part` of `outer` copied to a temporary file, no further than
+        MAX_TOTAL_BYTES."""
+        spill = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._spills.append(spill)
+        copied = 0
+        try:
+            with outer.open(part) as stream:
+                while chunk := stream.read(1024 * 1024):
+                    copied += len(chunk)
+                    if copied > MAX_TOTAL_BYTES:
+                        raise ExportError(
+                            f"{part}: over {MAX_TOTAL_BYTES:,} bytes uncompressed (a zip bomb?)"
+                        )
+                    spill.write(chunk)
+        except (zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError) as exc:
+            raise ExportError(f"{part}: cannot read it from the zip ({exc})") from None
+        spill.seek(0)
+        return spill
+
+    def read(self, member: str, limit: int) -> bytes:
+        archive, stored = self._where[member]
+        try:
+            with archive.open(stored) as stream:
                 return stream.read(limit)
         except (zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError) as exc:
             raise NoteError(member, f"cannot read it from the zip ({exc})") from None
 
     def close(self) -> None:
-        if self._zip is not None:
-            self._zip.close()
-            self._zip = None
+        for opened in self._open:
+            opened.close()
+        for spill in self._spills:
+            spill.close()
+        self._open, self._spills, self._where = [], [], {}
 
 
 @dataclass

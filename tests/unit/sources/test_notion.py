@@ -81,7 +81,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> tupl
     )
     with open_store(settings) as store, embed_client(settings, transport=embedder_transport) as c:
         summary = run(settings, c, store)
-    return settings, {"summary": summary, "transport": embedder_transport}
+        again = run(settings, c, store)
+    return settings, {"summary": summary, "again": again, "transport": embedder_transport}
 
 
 def served(settings: Settings, tmp_path: Path) -> Settings:
@@ -105,6 +106,14 @@ def test_pages_folders_and_databases_are_named_without_notions_ids(corpus):
                            for e in ("garden", "Export-5f3c1e2a-workspace")}  # fmt: skip
     assert all("over 20000 bytes (NOTE_MAX_BYTES)" in r for r in failed.values())
     assert not summary.unresolved
+
+
+def test_an_export_synced_again_unchanged_embeds_nothing_and_deletes_nothing(corpus):
+    _, found = corpus
+    again = found["again"]
+    assert sorted(again.unchanged) == sorted(found["summary"].added)
+    assert not (again.added or again.replaced or again.deleted or again.removed)
+    assert again.written == 0
 
 
 def test_pages_are_found_by_their_clean_titles_and_linked_pages_are_related(corpus, tmp_path):
@@ -168,6 +177,35 @@ def test_a_zip_over_the_caps_is_refused_by_name_and_its_pages_are_kept(tmp_path,
     source = notion.NotionSource([notion.ZipExport("bad", not_zip)], (".md",))
     [failure] = source.listing(everything=True).failed
     assert "not a readable zip" in failure.reason
+
+
+def test_a_large_export_in_part_zips_is_read_as_one_tree_with_links_across_parts(tmp_path):
+    files = export_files()
+    outer = tmp_path / "Export-77aa.zip"
+    with zipfile.ZipFile(outer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for number, names in enumerate((list(files)[:3], list(files)[3:]), 1):
+            part = tmp_path / f"Export-77aa-Part-{number}.zip"
+            with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as inner:
+                for name in names:
+                    inner.writestr(name, files[name])
+            archive.write(part, part.name)
+    source = notion.NotionSource([notion.ZipExport("big", outer)], (".md", ".csv"))
+    listing = source.listing(everything=True)
+    items = {i.source: i for i in listing.items}
+    assert set(items) == {
+        f"notion/big/{name}"
+        for name in ("Garden plan.md", "Garden plan/Soil notes.md", "Hiking trip.md",
+                     "Garden plan/Seed orders.csv", "Garden plan/Seed orders/Heirloom tomato.md",
+                     "Hiking trip/huge.md")
+    }  # fmt: skip
+    plan = source.read(items["notion/big/Garden plan.md"], max_bytes=100_000)  # in part 1
+    assert [link.target for link in plan.links] == [
+        "./Garden plan/Soil notes.md",  # in part 1
+        "./Garden plan/Seed orders.csv",  # the _all.csv, in part 2
+    ]
+    rows = source.read(items["notion/big/Garden plan/Seed orders.csv"], max_bytes=100_000)
+    assert rows.kind == "table" and "Butternut squash" in rows.text
+    source.finish()
 
 
 def test_a_broken_member_of_a_zip_fails_alone(tmp_path):
