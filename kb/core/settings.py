@@ -279,6 +279,14 @@ class Settings(BaseSettings):
         "folders, .eml files or folders of them.",
         json_schema_extra=SOURCE,
     )
+    # --- Notion (docs/guide/notion.md) --------------------------------------------------------
+    NOTION: str = Field(
+        "",
+        description="Comma-separated Notion exports synced as a source (Markdown & CSV: the zip "
+        "or its unpacked folder; `name=path` names one; results under notion/<name>/): pages "
+        "without Notion's ids, links between them as backlinks, databases as tables.",
+        json_schema_extra=SOURCE,
+    )
     # --- bookmarks and web pages (docs/guide/web.md) ----------------------------------------
     BOOKMARKS: str = Field(
         "",
