@@ -14,10 +14,11 @@ and only each note's text is kept. A note's ENML is read as the product reads a 
 (kb.content.formats); its checkboxes read `[ ]`/`[x]`, its encrypted blocks are left out. Its
 resources (base64, with their mime type): a PDF, Word, HTML, CSV or text file is searched with
 its note under its own heading (`Attachment: menu.pdf, p. 2`); an image is named where it sits
-(`[image: whiteboard.jpg]`), and its text is what `image_text` reads (the seam OCR fills). A
-broken note (a resource that is not base64, no content, over NOTE_MAX_BYTES) fails alone, named
-by its file and title; a file that stops being XML halfway keeps the notes read before the break
-and the stored notes after it.
+(`[image: whiteboard.jpg]`), and its text is the words Evernote recognised in it (the export's
+<recognition>), else what `image_text` reads (the seam OCR fills). A broken note (a resource
+that is not base64, no content, over NOTE_MAX_BYTES) fails alone, named by its file and title;
+a file that stops being XML halfway keeps the notes read before the break and the stored notes
+after it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
+from xml.etree.ElementTree import Element, ParseError
+
+# defusedxml ships no type information (its stubs would be one more pin for three names)
+from defusedxml import DefusedXmlException, EntitiesForbidden  # type: ignore[import-untyped]
+from defusedxml.ElementTree import fromstring, iterparse  # type: ignore[import-untyped]
 
 from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
@@ -149,6 +155,7 @@ class Resource:
     mime: str
     name: str  # its file-name, else `resource-N` and the mime type's suffix
     data: str  # base64, as in the export
+    recognition: str = ""  # Evernote's own recoIndex: the words it recognised in an image
 
 
 @dataclass
@@ -193,11 +200,6 @@ def _name(title: str, key: str, occurrence: int) -> str:
 
 def _entries(path: Path) -> Iterator[Entry]:
     """Each <note> of the export at `path`, read streaming; _Refused once the XML breaks."""
-    from xml.etree.ElementTree import Element, ParseError
-
-    # defusedxml ships no type information (its stubs are one more dev pin for two names)
-    from defusedxml import DefusedXmlException, EntitiesForbidden  # type: ignore[import-untyped]
-    from defusedxml.ElementTree import iterparse  # type: ignore[import-untyped]
 
     # a DTD is allowed (every export names Evernote's); entities and external references not
     events = iterparse(str(path), events=("start", "end"), forbid_dtd=False)
@@ -235,7 +237,9 @@ def _entry(element: Any) -> Entry:
         name = text(found, "file-name") if found is not None else ""
         if not name:
             name = f"resource-{number}{mimetypes.guess_extension(mime) or ''}"
-        resources.append(Resource(mime, " ".join(name.split())[:200], text(resource, "data")))
+        name = " ".join(name.split())[:200]
+        found_words = resource.findtext("recognition") or ""
+        resources.append(Resource(mime, name, text(resource, "data"), found_words))
     return Entry(
         title=" ".join(text(element, "title").split()),
         created=text(element, "created"),
@@ -278,16 +282,21 @@ def note_of(entry: Entry, source: str, path: Path, max_bytes: int) -> Note:
         try:
             found = resource_text(resource.name, resource.mime, data)
         except FormatError as exc:
-            notices.append(f"{resource.name}: not read ({exc.reason})")
-            continue
+            found = None
+            if not resource.recognition:
+                notices.append(f"{resource.name}: not read ({exc.reason})")
+        if (found is None or not found[0].strip()) and resource.recognition:
+            words = recognised(resource.recognition)  # a scan, a photo: what Evernote read
+            found = (words, []) if words else None
         if found is None or not found[0].strip():
             continue
         content, blocks = found
         head = f"{'Image' if resource.mime.startswith('image/') else 'Attachment'}: "
         head += resource.name
-        begin = len(text) + 1
+        lead = len(content) - len(content.lstrip("\n"))
+        begin = len(text) + 1 - lead
         text += f"\n{content.strip(chr(10))}\n"
-        for block in blocks or [Block(0, len(content.strip(chr(10))))]:
+        for block in blocks or [Block(lead, lead + len(content.strip(chr(10))))]:
             where = f"{head}, {block.locator}" if block.locator else head
             tail.append(Block(begin + block.start, begin + block.end, where, (head,), block.code))
     if not body.strip() and not tail:
@@ -356,6 +365,23 @@ def resource_text(name: str, mime: str, data: bytes) -> tuple[str, list[Block]] 
             return None
         raise
     return parsed.text, parsed.blocks
+
+
+def recognised(reco_index: str) -> str:
+    """The words Evernote recognised in a resource (its <recognition>: a recoIndex of items,
+    each with candidate words `<t w="weight">`), the likeliest of each item, in its order; ""
+    for a recoIndex that is not XML or declares entities."""
+    try:
+        index = fromstring(_PROLOG.sub("", reco_index.strip(), count=1), forbid_dtd=False)
+    except (ParseError, DefusedXmlException):
+        return ""
+    words = []
+    for item in index.iter("item"):
+        candidates = [(int(t.get("w") or 0), (t.text or "").strip()) for t in item.iter("t")]
+        best = max(candidates, default=(0, ""))[1]
+        if best:
+            words.append(best)
+    return " ".join(words)
 
 
 def image_text(name: str, data: bytes) -> str | None:

@@ -41,12 +41,25 @@ def enml(body: str) -> str:
     )
 
 
-def resource(data: bytes, mime: str, name: str) -> tuple[str, str]:
+def recognition(*items: tuple[str, ...]) -> str:
+    """Evernote's recoIndex: per item, candidate words, the first the likeliest."""
+    body = "".join(
+        "<item>" + "".join(f'<t w="{90 - 10 * i}">{w}</t>' for i, w in enumerate(words)) + "</item>"
+        for words in items
+    )
+    return (
+        '<recognition><![CDATA[<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE recoIndex '
+        'PUBLIC "SYSTEM" "http://xml.evernote.com/pub/recoIndex.dtd"><recoIndex objType="image">'
+        f"{body}</recoIndex>]]></recognition>"
+    )
+
+
+def resource(data: bytes, mime: str, name: str, recognised: str = "") -> tuple[str, str]:
     """(the <en-media> that places it in the body, the <resource> element)."""
     digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
     encoded = base64.encodebytes(data).decode()
     element = (
-        f'<resource><data encoding="base64">\n{encoded}</data><mime>{mime}</mime>'
+        f'<resource><data encoding="base64">\n{encoded}</data><mime>{mime}</mime>{recognised}'
         f"<resource-attributes><file-name>{escape(name)}</file-name></resource-attributes>"
         "</resource>"
     )
@@ -75,7 +88,9 @@ def write_export(path: Path) -> Path:
                      "them; the kimchi turns sour after three weeks."])  # fmt: skip
     pdf_media, pdf_resource = resource(pdf, "application/pdf", "fermentation.pdf")
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64  # its bytes matter to no reader yet
-    png_media, png_resource = resource(png, "image/png", "whiteboard.png")
+    words = recognition(("ACTION",), ("ITEMS",), ("rotate", "rorate"), ("the",), ("on-call",),
+                        ("pager", "paper"), ("weekly",))  # fmt: skip
+    png_media, png_resource = resource(png, "image/png", "whiteboard.png", words)
     notes = [
         note("Kimchi", f"<h2>Brine</h2><div>{BRINE}</div><div><en-todo checked=\"true\"/>buy "
              f"cabbage</div><div>{pdf_media}</div>", tags=("Recipes", "Korean Cuisine"),
@@ -148,6 +163,9 @@ def test_notes_are_searched_with_their_kind_tags_dates_and_the_pdf_page_locator(
         tagged = {"query": "glacier permit", "tags": ["travel"], "k": 5}
         [hit] = results(call_tool(server.url, "search_notes", tagged))
         assert hit["title"] == "Glacier hike permits"
+        board = {"query": "who carries the on-call pager", "path": "evernote/", "k": 1}
+        [hit] = results(call_tool(server.url, "search_notes", board))
+        assert (hit["title"], hit["locator"]) == ("Retro whiteboard", "Image: whiteboard.png")
         why = tool_answer(call_tool(server.url, "why_not_found", {"source": hit["source"]}))
         assert why["state"] == "indexed"
         unseen = {"source": "evernote/Cooking and more/Nothing-0123abcd"}
@@ -165,6 +183,7 @@ def test_a_note_reads_back_with_its_dates_checkboxes_and_images_named_but_not_it
         [retro] = results(call_tool(server.url, "search_notes", query))
         text = tool_answer(call_tool(server.url, "read_note", {"source": retro["source"]}))
         assert "[image: whiteboard.png]" in text["text"]
+        assert "ACTION ITEMS rotate the on-call pager weekly" in text["text"]  # not "rorate"
         assert "U2VjcmV0IQ==" not in text["text"] and "[encrypted]" in text["text"]
         query = {"query": "napa cabbage brine", "path": "evernote/", "k": 1}
         [kimchi] = results(call_tool(server.url, "search_notes", query))
@@ -237,3 +256,21 @@ def test_an_export_cut_halfway_keeps_the_notes_before_the_break_and_the_stored_o
     [failure] = listing.failed
     assert failure.source == "cut.enex" and "not well-formed XML from line" in failure.reason
     assert source.holds("evernote/cut/Glacier hike permits-0123abcd")  # not soft-deleted
+
+
+def test_a_note_gone_from_its_export_is_soft_deleted(corpus, tmp_path, embedder_transport):
+    settings, found = corpus
+    settings = served(settings, tmp_path)
+    export = tmp_path / "Cooking and more.enex"
+    whole = found["export"].read_text()
+    start, end = whole.index("<note><title>Glacier"), whole.index("<note><title>Broken")
+    export.write_text(whole[:start] + whole[end:])
+    settings = settings.model_copy(update={"EVERNOTE": str(export)})
+    with open_store(settings) as store, embed_client(settings, transport=embedder_transport) as c:
+        summary = run(settings, client=c, store=store)
+    [gone] = summary.deleted
+    assert gone.startswith("evernote/Cooking and more/Glacier hike permits-")
+    assert summary.added == [] and len(summary.unchanged) == 2  # nothing embedded again
+    with serve_in_process(settings, transport=embedder_transport) as server:
+        listed = tool_answer(call_tool(server.url, "list_deleted", {}))
+        assert gone in str(listed) and "note_removed" in str(listed)
