@@ -103,6 +103,8 @@ def write_export(path: Path) -> Path:
              "permit at the ranger station</li><li>Crampons and ice axe</li></ul>",
              tags=("travel",), created="20230615T070000Z",
              attributes="<source-url>https://example.org/glacier</source-url>"),
+        note("Door codes", "<div>garage 4711</div>", tags=("Private",),
+             created="20240202T000000Z"),
         note("Broken scan", "<div>receipt</div>", tags=("receipts",),
              created="20240101T000000Z",
              resources=("<resource><data encoding=\"base64\">!!not base64!!</data>"
@@ -117,7 +119,8 @@ def write_export(path: Path) -> Path:
 def corpus(tmp_path_factory: pytest.TempPathFactory, embedder_transport) -> tuple[Settings, dict]:
     root = tmp_path_factory.mktemp("evernote")
     export = write_export(root / "exports" / "Cooking and more.enex")
-    settings = make_settings(root, IN_PROCESS_EMBED_URL, EVERNOTE=str(export))
+    settings = make_settings(root, IN_PROCESS_EMBED_URL, EVERNOTE=str(export),
+                             PRIVATE_TAGS="private")  # fmt: skip
     with open_store(settings) as store, embed_client(settings, transport=embedder_transport) as c:
         summary = run(settings, client=c, store=store)
     return settings, {"summary": summary, "export": export}
@@ -137,6 +140,8 @@ def test_each_note_of_an_export_is_one_item_and_a_broken_note_fails_alone_by_fil
     assert len(summary.added) == 3
     assert all(s.startswith("evernote/Cooking and more/") for s in summary.added)
     assert any(s.startswith("evernote/Cooking and more/Kimchi-") for s in summary.added)
+    [private] = summary.private  # tagged private in Evernote: never embedded nor stored
+    assert private.startswith("evernote/Cooking and more/Door codes-")
     [failure] = summary.failed
     assert failure.source == "Cooking and more.enex (note 'Broken scan')"
     assert "resource resource-1.pdf (application/pdf) is not valid base64" in failure.reason
@@ -238,7 +243,7 @@ def test_an_export_declaring_entities_is_refused_by_name_and_nothing_else_fails(
     [failure] = listing.failed
     assert failure.source == "bad.enex"
     assert failure.reason.startswith("refused: it declares XML entities")
-    assert len(listing.items) == 4  # good.enex's notes, the broken one among them
+    assert len(listing.items) == 5  # good.enex's notes, the broken one among them
 
 
 def test_an_export_cut_halfway_keeps_the_notes_before_the_break_and_the_stored_ones_after(
