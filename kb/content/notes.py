@@ -440,7 +440,7 @@ def read_note(
     return Note(
         path=path, source=source, text=parsed.text, body_start=0,
         tags=tuple(with_parents(normalise_tags(list(syntax.tags)))), topic=None,
-        document_date=None, kind=parsed.kind, domain=parsed.domain,
+        document_date=parsed.date, kind=parsed.kind, domain=parsed.domain,
         blocks=tuple(parsed.blocks), marks=tuple(parsed.marks), markdown=parsed.markdown,
         notice=parsed.notice, links=(*(Link(f) for f in parsed.links), *syntax.links),
         edits=syntax.edits,

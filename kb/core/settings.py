@@ -287,6 +287,13 @@ class Settings(BaseSettings):
         "without Notion's ids, links between them as backlinks, databases as tables.",
         json_schema_extra=SOURCE,
     )
+    # --- Evernote (docs/guide/evernote.md) ----------------------------------------------------
+    EVERNOTE: str = Field(
+        "",
+        description="Comma-separated Evernote exports synced as a source (each note one item, "
+        "results under evernote/<notebook>/): .enex files or folders of them.",
+        json_schema_extra=SOURCE,
+    )
     # --- bookmarks and web pages (docs/guide/web.md) ----------------------------------------
     BOOKMARKS: str = Field(
         "",

@@ -47,6 +47,7 @@ class Parsed:
     marks: list[tuple[int, str]] = field(default_factory=list)  # (offset, locator) e.g. ¶ N
     notice: str | None = None  # indexed, but not as well as it could be (shown in the summary)
     links: list[str] = field(default_factory=list)  # files it names (a canvas's file nodes)
+    date: str | None = None  # ISO 8601: the date the file says it was written (an HTML meta)
 
     @property
     def domain(self) -> str:
