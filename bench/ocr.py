@@ -177,14 +177,11 @@ def engines() -> dict[str, tuple[Callable[[Any], str], float, str]]:
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=int, default=3, help="pages of each kind (default 3)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def measure(pages: int, only: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """One row per engine and set of pages; `only`: those sets."""
     from kb.content import ocr
 
-    references = [page_text(seed) for seed in range(args.pages)]
+    references = [page_text(seed) for seed in range(pages)]
     clean = [render(text) for text in references]
     sets = {
         "rendered": clean,
@@ -193,20 +190,21 @@ def main() -> int:
         "photographed, hard": [photographed(img, seed, True) for seed, img in enumerate(clean)],
     }
     # the product's own preparation (upright, at most MAX_SIDE) for every engine alike
+    prepared: dict[str, list[Any]] = {}
     for name, images in sets.items():
-        prepared = []
+        if only is not None and name not in only:
+            continue
+        prepared[name] = []
         for image in images:
             buffer = io.BytesIO()
             image.save(buffer, "PNG")
-            prepared.append(ocr.open_image(buffer.getvalue()))
-        sets[name] = prepared
-    rows: list[list[object]] = []
-    results: list[dict[str, object]] = []
+            prepared[name].append(ocr.open_image(buffer.getvalue()))
+    results: list[dict[str, Any]] = []
     for name, (read, size, what) in engines().items():
         started = cpu_seconds()
         read(clean[0])  # loads the models
         load = cpu_seconds() - started
-        for kind, images in sets.items():
+        for kind, images in prepared.items():
             errors = chars = 0
             found = 0.0
             started = cpu_seconds()
@@ -216,19 +214,28 @@ def main() -> int:
                 errors += edit_distance(normalise(text), normalise(reference))
                 chars += len(normalise(reference))
                 found += words_found(reference, text)
-            per_page = (cpu_seconds() - started) / len(images)
-            wall_page = (time.perf_counter() - wall) / len(images)
-            cer = errors / chars
-            share = found / len(images)
-            rows.append([name, kind, f"{cer:.2%}", f"{share:.1%}", round(per_page, 2),
-                         round(wall_page, 2), round(load, 2), round(size, 1)])  # fmt: skip
-            results.append({"engine": name, "what": what, "set": kind, "cer": cer,
-                            "words_found": share, "cpu_s_per_page": per_page,
-                            "wall_s_per_page": wall_page, "load_cpu_s": load,
-                            "install_mb": size})  # fmt: skip
+            results.append({"engine": name, "what": what, "set": kind, "cer": errors / chars,
+                            "words_found": found / len(images),
+                            "cpu_s_per_page": (cpu_seconds() - started) / len(images),
+                            "wall_s_per_page": (time.perf_counter() - wall) / len(images),
+                            "load_cpu_s": load, "install_mb": size,
+                            "words": sum(len(r.split()) for r in references)})  # fmt: skip
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=3, help="pages of each kind (default 3)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = measure(args.pages)
+    rows = [[r["engine"], r["set"], f"{r['cer']:.2%}", f"{r['words_found']:.1%}",
+             round(r["cpu_s_per_page"], 2), round(r["wall_s_per_page"], 2),
+             round(r["load_cpu_s"], 2), round(r["install_mb"], 1)] for r in results]  # fmt: skip
     load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    words = results[0]["words"] if results else 0
     print(f"CPU: {cpu_name()}; load average {load_avg}; {args.pages} A5 pages per set, "
-          f"{sum(len(r.split()) for r in references)} words")  # fmt: skip
+          f"{words} words")  # fmt: skip
     print(format_table(["engine", "set", "CER", "words found", "CPU s/page", "wall s/page",
                         "load CPU s", "install MB"], rows))  # fmt: skip
     if args.json:

@@ -41,7 +41,7 @@ IMAGES = tuple(s for s, (reader, _) in KINDS.items() if reader == "image")  # re
 TEXT_NOTES = tuple(s for s, (reader, _) in KINDS.items() if reader == "note")
 KNOWN = tuple(KINDS)
 # INDEX_EXTENSIONS' default: every kind above but code this image has no grammar for, and images
-# (opted into: OCR costs seconds of CPU per picture, and most photos hold no text; docs/guide/ocr.md)
+# (opted into: OCR costs CPU seconds per picture, and most photos hold no text; docs/guide/ocr.md)
 DEFAULT_EXTENSIONS = ",".join(s for s in KINDS if s not in NOT_BY_DEFAULT + IMAGES)
 
 # never indexed, whatever INDEX_EXTENSIONS says: secrets and keys
