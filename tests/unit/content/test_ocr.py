@@ -176,3 +176,17 @@ def test_text_in_image_reads_the_lines_of_a_picture_and_none_when_ocr_is_off():
         assert ocr.text_in_image(png(WHITEBOARD)) is None
     finally:
         ocr.configure(True, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"), [("a.jpg", "JPEG"), ("a.webp", "WEBP"), ("a.heic", "HEIF")]
+)
+def test_a_jpeg_a_webp_and_an_iphone_heic_photo_are_read_too(name, kind):
+    import pillow_heif
+    from PIL import Image
+
+    pillow_heif.register_heif_opener()  # to write the HEIC; the reader registers it itself
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(png(WHITEBOARD))).save(buffer, kind)
+    ocr.configure(True, None)
+    assert formats.parse(name, buffer.getvalue(), 1500).text == "\n".join(WHITEBOARD) + "\n"
