@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from kb.content import ocr
 from kb.content.notes import normalise_tags
 from kb.core.errors import EmbedError, StoreError
 from kb.core.settings import Settings
@@ -71,6 +72,7 @@ def open_store(settings: Settings, collection_name: str | None = None) -> Store:
 
 def read_config(settings: Settings) -> ReadConfig:
     """Where read_note and query.py --show find an indexed item's file, and how to read it."""
+    ocr.configure(settings.OCR, settings.STATE_DIR)  # an image is read back as ingest read it
     return ReadConfig(
         notes_dir=settings.NOTES_DIR,
         note_folders=settings.NOTE_FOLDERS,

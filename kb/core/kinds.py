@@ -23,6 +23,9 @@ KINDS: dict[str, tuple[str, Domain]] = {
     ".csv": ("table", PROSE), ".tsv": ("table", PROSE),
     ".yaml": ("config", PROSE), ".yml": ("config", PROSE), ".toml": ("config", PROSE),
     ".json": ("config", PROSE), ".ini": ("config", PROSE), ".canvas": ("canvas", PROSE),
+    # the text in them, by OCR (kb.content.ocr), while OCR is on; not indexed by default
+    ".png": ("image", PROSE), ".jpg": ("image", PROSE), ".jpeg": ("image", PROSE),
+    ".webp": ("image", PROSE), ".heic": ("image", PROSE),
     ".ipynb": ("notebook", CODE), ".py": ("pycode", CODE),
     ".js": ("code", CODE), ".jsx": ("code", CODE), ".mjs": ("code", CODE),
     ".ts": ("code", CODE), ".tsx": ("code", CODE), ".go": ("code", CODE), ".rs": ("code", CODE),
@@ -34,10 +37,12 @@ KINDS: dict[str, tuple[str, Domain]] = {
     ".sql": ("code", CODE),
 }  # fmt: skip
 NOT_BY_DEFAULT = (".kt", ".rb", ".php", ".swift", ".scala", ".lua", ".sql")
+IMAGES = tuple(s for s, (reader, _) in KINDS.items() if reader == "image")  # read only by OCR
 TEXT_NOTES = tuple(s for s, (reader, _) in KINDS.items() if reader == "note")
 KNOWN = tuple(KINDS)
-# INDEX_EXTENSIONS' default: every kind above but code this image has no grammar for
-DEFAULT_EXTENSIONS = ",".join(s for s in KINDS if s not in NOT_BY_DEFAULT)
+# INDEX_EXTENSIONS' default: every kind above but code this image has no grammar for, and images
+# (opted into: OCR costs CPU seconds per picture, and most photos hold no text; docs/guide/ocr.md)
+DEFAULT_EXTENSIONS = ",".join(s for s in KINDS if s not in NOT_BY_DEFAULT + IMAGES)
 
 # never indexed, whatever INDEX_EXTENSIONS says: secrets and keys
 SECRET_FILES = (".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks",

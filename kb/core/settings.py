@@ -174,6 +174,13 @@ class Settings(BaseSettings):
         "each kind and its locator); secrets (.env, *.pem, *.key ...) never are.",
     )
 
+    OCR: bool = Field(
+        True,
+        description="Read the text in PDF pages without a text layer, and in images (.png .jpg "
+        ".jpeg .webp .heic) when INDEX_EXTENSIONS lists them, once per content hash "
+        "(STATE_DIR/ocr-cache.sqlite3); off: no image is indexed (docs/guide/ocr.md).",
+    )
+
     NOTE_FOLDERS: str = Field(
         "",
         description="Folders indexed in place (never moved or written): comma-separated "
@@ -400,8 +407,12 @@ class Settings(BaseSettings):
 
     @property
     def index_extensions(self) -> tuple[str, ...]:
-        """INDEX_EXTENSIONS as lowercase suffixes."""
-        return tuple(e.strip().lower() for e in self.INDEX_EXTENSIONS.split(",") if e.strip())
+        """INDEX_EXTENSIONS as lowercase suffixes, less the images while OCR is off."""
+        return tuple(
+            suffix
+            for suffix in (e.strip().lower() for e in self.INDEX_EXTENSIONS.split(","))
+            if suffix and (self.OCR or suffix not in kinds.IMAGES)
+        )
 
     @model_validator(mode="after")
     def _two_collections(self) -> Settings:

@@ -36,7 +36,7 @@ from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.notes import Note, NoteError
 from kb.core.errors import ConfigError
-from kb.core.kinds import PROSE, TEXT_NOTES, Domain, suffix_of
+from kb.core.kinds import IMAGES, PROSE, TEXT_NOTES, Domain, suffix_of
 from kb.core.schema import EMAIL, MESSAGE_REMOVED, RECIPIENTS, SENDER, THREAD
 from kb.core.schema import KIND as KIND_FIELD
 from kb.core.settings import Settings
@@ -326,8 +326,8 @@ def _attachments(parts: list[EmailMessage]) -> Iterator[tuple[str, str]]:
         name = " ".join(name.split())[:200]
         suffix = suffix_of(name)
         data = part.get_payload(decode=True)
-        if not isinstance(data, bytes) or not data:
-            continue
+        if not isinstance(data, bytes) or not data or suffix in IMAGES:
+            continue  # images (logos, signatures) are not read by OCR here (docs/guide/ocr.md)
         try:
             if suffix in TEXT_NOTES:
                 text = decode_text(data)

@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import kb.sources
+from kb.content import ocr
 from kb.core.errors import ConfigError
 from kb.core.settings import Settings
 from kb.core.state import State
@@ -54,6 +55,7 @@ def build(
     """Every configured source, in the order a run syncs them. `only`: those origins, and no
     remote kind (a watcher's batch spends no quota); `remote_only`: the remote kinds' alone
     (the others are still built: their settings are checked all the same)."""
+    ocr.configure(settings.OCR, state.folder)  # what the sources read, images too, reads so
     built: list[Source] = []
     for kind in kinds():
         if kind.remote and only is not None:

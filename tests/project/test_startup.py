@@ -11,7 +11,17 @@ import sys
 
 from helpers import REPO_ROOT
 
-HEAVY = ["mcp", "uvicorn", "fpdf", "docx", "torch", "notes_server", "kb.app.ingest"]
+HEAVY = [
+    "mcp",
+    "uvicorn",
+    "fpdf",
+    "docx",
+    "torch",
+    "notes_server",
+    "kb.app.ingest",
+    "rapidocr",
+    "cv2",
+]
 # a fresh interpreter: this one has imported everything the suite ran so far
 PROBE = """
 import json, sys

@@ -3,6 +3,7 @@ blocks with locators (kb.content.formats.base). `parse` picks the reader by the 
 
 | kind     | suffixes                              | locator            | domain |
 | prose    | .md .txt (kb.content.notes) .pdf .docx .html  | heading, p. N, ¶ N | prose  |
+| image    | .png .jpg .jpeg .webp .heic (OCR)     | image              | prose  |
 | table    | .csv .tsv                             | row N              | prose  |
 | config   | .yaml .yml .toml .json .ini           | key, L a-b         | prose  |
 | canvas   | .canvas (Obsidian's JSON Canvas)      | group > node ID    | prose  |
@@ -48,6 +49,7 @@ _READERS: dict[str, Callable[[bytes, int], Parsed]] = {
     ".json": _reader("config", "read_json"),
     ".ini": _reader("config", "read_ini"),
     ".canvas": _reader("canvas", "read"),
+    **{suffix: _reader("image", "read") for suffix in kinds.IMAGES},
     ".ipynb": _reader("notebook", "read"),
     ".py": _reader("pycode", "read"),
 }

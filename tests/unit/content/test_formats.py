@@ -155,7 +155,7 @@ def test_code_without_a_grammar_is_cut_into_overlapping_line_windows(tmp_path: P
     ("name", "data", "reason"),
     [
         ("locked.pdf", encrypted_pdf(), "encrypted PDF (password protected): no text to index"),
-        ("scan.pdf", image_only_pdf(), "no text in its 1 pages (scanned or image-only PDF?"),
+        ("scan.pdf", image_only_pdf(), "no text in its 1 pages, not even by OCR"),
         ("broken.pdf", b"%PDF-1.4\nnot really", "not a readable PDF"),
         ("broken.docx", b"PK\x03\x04 truncated zip", "not a valid .docx"),
         ("broken.ipynb", '{"cells": [', "not a valid notebook (invalid JSON at line 1"),

@@ -48,7 +48,7 @@ def test_files_of_every_kind_are_found_with_their_locator_and_bad_ones_are_named
     reasons = {f.source: f.reason for f in summary.failed}
     assert reasons == {
         "locked.pdf": "encrypted PDF (password protected): no text to index",
-        "scan.pdf": "no text in its 1 pages (scanned or image-only PDF? run OCR on it first)",
+        "scan.pdf": "no text in its 1 pages, not even by OCR",
         "broken.docx": reasons["broken.docx"],
         "broken.ipynb": "not a valid notebook (invalid JSON at line 1: Expecting property name "
         "enclosed in double quotes)",
