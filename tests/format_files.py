@@ -160,3 +160,17 @@ def write_bytes(path: Path, data: bytes | str) -> Path:
         data = data.encode()
     path.write_bytes(data)
     return path
+
+
+def png(lines: list[str]) -> bytes:
+    """`lines` drawn in black on white with Pillow's own TrueType font, as a PNG."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=30)
+    image = Image.new("RGB", (760, 60 + 50 * len(lines)), "white")
+    draw = ImageDraw.Draw(image)
+    for i, line in enumerate(lines):
+        draw.text((24, 24 + 50 * i), line, font=font, fill="black")
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()

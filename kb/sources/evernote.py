@@ -279,10 +279,13 @@ def note_of(entry: Entry, source: str, path: Path, max_bytes: int) -> Note:
     text = "\n".join([f"# {title}", "", " · ".join(facts), "", body.strip()]).rstrip() + "\n"
     tail = []
     for resource, data in decoded:  # each apart, located by its name
+        found = None
+        if resource.mime.startswith("image/") and resource.recognition:
+            words = recognised(resource.recognition)  # Evernote read it already: no OCR again
+            found = (words, []) if words else None
         try:
-            found = resource_text(resource.name, resource.mime, data)
+            found = found or resource_text(resource.name, resource.mime, data)
         except FormatError as exc:
-            found = None
             if not resource.recognition:
                 notices.append(f"{resource.name}: not read ({exc.reason})")
         if (found is None or not found[0].strip()) and resource.recognition:
@@ -385,9 +388,8 @@ def recognised(reco_index: str) -> str:
 
 
 def image_text(name: str, data: bytes) -> str | None:
-    """The text inside an image resource, None when none is read. The seam OCR fills: today
-    the product reads no image, so this is None; once kb.content.formats has a reader for the
-    image's suffix, its text is returned here and searched with the note."""
+    """The text inside an image resource (kb.content.formats' image reader: OCR, cached per
+    content hash), None when none is read (no text, OCR=off, a suffix no reader takes)."""
     try:
         return formats.parse(name, data, CHUNK_CHARS).text or None
     except FormatError:

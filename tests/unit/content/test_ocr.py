@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from embedder_fixtures import IN_PROCESS_EMBED_URL
+from format_files import png
 from helpers import free_port
 from ingest_fixtures import make_settings
 from mcp_fixtures import call_tool, results, serve_in_process, tool_answer
@@ -28,20 +29,6 @@ WHITEBOARD = ["Sprint review: migrate the billing", "service to Kubernetes by Fr
 RECEIPT_1 = ["Hardware store receipt", "cordless drill 129 EUR"]
 RECEIPT_2 = ["Second page: garden hose", "and watering can 24 EUR"]
 WITH_IMAGES = ",".join((kinds.DEFAULT_EXTENSIONS, *kinds.IMAGES))  # images are opted into
-
-
-def png(lines: list[str]) -> bytes:
-    """`lines` drawn in black on white with Pillow's own TrueType font, as a PNG."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    font = ImageFont.load_default(size=30)
-    image = Image.new("RGB", (760, 60 + 50 * len(lines)), "white")
-    draw = ImageDraw.Draw(image)
-    for i, line in enumerate(lines):
-        draw.text((24, 24 + 50 * i), line, font=font, fill="black")
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    return buffer.getvalue()
 
 
 def image_only_pdf(*pages: list[str]) -> bytes:

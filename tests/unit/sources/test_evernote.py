@@ -14,13 +14,14 @@ from xml.sax.saxutils import escape
 
 import pytest
 from embedder_fixtures import IN_PROCESS_EMBED_URL
-from format_files import pdf_bytes
+from format_files import pdf_bytes, png
 from helpers import free_port
 from ingest_fixtures import make_settings
 from mcp_fixtures import call_tool, results, serve_in_process, tool_answer
 
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
+from kb.content import ocr
 from kb.core.settings import Settings
 from kb.sources import evernote
 from kb.sources.evernote import Entry, EvernoteSource, Resource, note_of
@@ -205,16 +206,18 @@ def entry(**fields: object) -> Entry:
     return Entry(**made)  # type: ignore[arg-type]
 
 
-def test_an_images_text_from_the_ocr_seam_is_searched_with_its_note(monkeypatch, tmp_path):
-    png = base64.b64encode(b"\x89PNG fake").decode()
-    image = Resource("image/png", "board.png", png)
-    before = note_of(entry(resources=[image]), "evernote/n/w", tmp_path, 10_000)
-    assert not before.tail  # no reader for images: named, nothing more
-    monkeypatch.setattr(evernote, "image_text", lambda name, data: "Q3 roadmap: ship search")
-    after = note_of(entry(resources=[image]), "evernote/n/w", tmp_path, 10_000)
-    [block] = after.tail
+def test_an_images_text_is_read_by_ocr_when_evernote_recognised_none(monkeypatch, tmp_path):
+    monkeypatch.setattr(ocr, "_config", ocr.Config())  # whatever this test sets is undone
+    ocr.configure(True, tmp_path)  # the product's setting, as the backend applies it
+    drawn = base64.b64encode(png(["Q3 roadmap: ship search"])).decode()
+    image = Resource("image/png", "board.png", drawn)
+    note = note_of(entry(resources=[image]), "evernote/n/w", tmp_path, 10_000)
+    [block] = note.tail
     assert block.locator == "Image: board.png"
-    assert after.text[block.start : block.end].strip() == "Q3 roadmap: ship search"
+    assert "roadmap" in note.text[block.start : block.end].lower()
+    ocr.configure(False, None)
+    off = note_of(entry(resources=[image]), "evernote/n/w", tmp_path, 10_000)
+    assert not off.tail  # OCR=off: the image is named, nothing more
 
 
 def test_a_note_over_note_max_bytes_fails_alone(tmp_path):
