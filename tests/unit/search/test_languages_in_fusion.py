@@ -13,6 +13,7 @@ from embedder_fixtures import IN_PROCESS_EMBED_URL
 from ingest_fixtures import ingest_notes
 
 from kb.app.backend import embed_client, open_store
+from kb.app.query_print import explained
 from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.search import Searcher, SearchRequest
@@ -106,6 +107,7 @@ def test_explain_says_when_and_why_the_semantic_side_was_weighed_down(opened) ->
     if languages == "":
         assert why.semantic_down is not None
         assert "reads as ru" in why.semantic_down and "covers en" in why.semantic_down
+        assert "semantic weighed down: the query reads as ru" in explained(russian.hits[0])
     else:
         assert why.semantic_down is None
     assert all(h.explain is not None and h.explain.semantic_down is None for h in english.hits)
