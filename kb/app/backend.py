@@ -41,6 +41,7 @@ def embed_client(
         retries=settings.EMBED_RETRIES,
         api_key=settings.EMBED_API_KEY,
         request_model=settings.CODE_EMBED_MODEL if code else "",
+        languages="" if code else settings.EMBED_LANGUAGES,  # the default model's
         transport=transport,
     )
 

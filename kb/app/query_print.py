@@ -61,6 +61,8 @@ def explained(hit: Hit) -> str:
         place("keyword", why.keyword_rank, why.keyword_score),
         f"first stage #{why.fused_rank} {why.first_score:.3f}",
     ]
+    if why.semantic_down:
+        parts.append(f"semantic weighed down: {why.semantic_down}")
     if why.rerank_rank is not None and why.rerank_score is not None:
         parts.append(f"rerank #{why.rerank_rank} {why.rerank_score:.3f} (weight "
                      f"{why.rerank_weight:g}, blend {why.blended:.5f})")  # fmt: skip

@@ -45,6 +45,9 @@ class KeywordVector:
     # a query's only: its distinct words (one may be searched in several languages' forms, each
     # a term of `indices`): the keyword bonus's scale. 0: as many as `indices`.
     words: int = 0
+    # a query's only: how much its cosine counts in hybrid fusion (kb.store.query.fusion), below
+    # 1 when the embedding model does not cover the query's language (kb.search.query.trust)
+    semantic: float = 1.0
 
 
 INBOX = "inbox"  # the origin of notes from the NOTES_DIR inbox
@@ -351,6 +354,9 @@ class Explanation:
     indexed_at: str | None = None  # when its text was indexed (UTC, ISO)
     # stored by its words only so far: no semantic place until its meaning is embedded
     unembedded: bool = False
+    # why hybrid fusion weighed the cosine down (a query in a language the embedding model does
+    # not cover, kb.search.query.trust); None: it counted in full
+    semantic_down: str | None = None
 
 
 # An indexed item as an MCP resource (RFC 6570; notes_server.resources reads it): its source

@@ -73,6 +73,14 @@ class Settings(BaseSettings):
     EMBED_RETRIES: int = Field(
         5, ge=0, description="Retries on connection errors, 429 and 503 (bounded backoff)."
     )
+    EMBED_LANGUAGES: str = Field(
+        "",
+        pattern=r"^\s*((all|\*)|[a-zA-Z]{2}(\s*,\s*[a-zA-Z]{2})*)?\s*$",
+        description="Languages the embedder's EMBED_MODEL covers, ISO 639-1 codes separated by "
+        "commas (en,de), or all; hybrid search weighs the meaning side down for a query in "
+        "another language (docs/design/search.md). Empty: known from the model's name "
+        "(MiniLM: en; Qwen3-Embedding: all; a model not known: all).",
+    )
     # --- second stage: the embedder's cross-encoder (docs/design/reranking.md) ----------------
     RERANK_CANDIDATES: int = Field(
         30,

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from kb.core.errors import RERANK_DISABLED, RERANK_FAILED, EmbedError
+from kb.embedding.languages import model_languages, parse_languages
 
 QUERY_CACHE_S = 60.0  # how long a query's vector is reused
 QUERY_CACHE_SIZE = 256  # queries remembered (a 1024-d vector is ~8 KB as floats)
@@ -70,9 +71,15 @@ class EmbedClient:
         retries: int = 5,
         api_key: str = "",
         request_model: str = "",
+        languages: str = "",
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        # EMBED_LANGUAGES: the languages the default model covers, when not its
+        # kb.embedding.languages.MODEL_LANGUAGES row (empty); checked here, when set
+        self.languages = languages
+        if languages:
+            parse_languages(languages)
         # the model asked for by name (`model` in each request, OpenAI's convention); empty:
         # the embedder's default model (EMBED_MODEL)
         self.request_model = request_model
@@ -117,6 +124,7 @@ class EmbedClient:
             other = EmbedClient.__new__(EmbedClient)
             other.__dict__.update(self.__dict__)
             other.request_model, other._owner, other.calls = model, False, 0
+            other.languages = ""  # EMBED_LANGUAGES is the default model's
             other._queries, other._others = OrderedDict(), {}
             self._others[model] = other
         return other
@@ -180,6 +188,12 @@ class EmbedClient:
     @property
     def model(self) -> str:
         return str(self._served()["model"])
+
+    @property
+    def covered(self) -> frozenset[str] | None:
+        """The languages this client's model covers (None: every one, or not known): its
+        EMBED_LANGUAGES, else its row in kb.embedding.languages.MODEL_LANGUAGES."""
+        return model_languages(self.model, self.languages)
 
     @property
     def dimensions(self) -> int:

@@ -29,7 +29,11 @@ from dataclasses import replace
 from kb.core.schema import KeywordVector
 from kb.embedding.languages import (
     ANALYSIS_VERSION,
+    CJK_LANGUAGES,
     ENGLISH,
+    QUERY_LEAST,
+    detect,
+    likeliest,
     query_languages,
     stems,
     stopwords,
@@ -92,6 +96,32 @@ STOPWORDS = frozenset(
 
 def _stopword(low: str, language: str) -> bool:
     return low in (STOPWORDS if language == ENGLISH else stopwords(language))
+
+
+def uncovered(text: str, covered: frozenset[str] | None) -> str | None:
+    """The language of the query `text` when the embedding model covers none it may be in
+    (`covered`: kb.embedding.languages.model_languages, None for every language), else None.
+
+    A query is in a covered language when it is too short to tell (`detect` says English then),
+    when `detect` names a covered one, when the detector gives a covered one at least
+    QUERY_LEAST (the likelihood at which a query is analysed in a language too), or when it holds
+    more stop words of a covered language than of the detected one: function words are the
+    surest sign of a short text's language, and the detector reads `how do I make dal with a
+    tadka` as Italian (five English stop words, three Italian ones)."""
+    if covered is None:
+        return None
+    found = detect(text)
+    if found in covered:
+        return None
+    if found in CJK_LANGUAGES:  # told by its script
+        return found
+    if any(code in covered and p >= QUERY_LEAST for code, p in likeliest(text)):
+        return None
+    words = [m.group().lower() for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text))]
+    own = sum(_stopword(w, found) for w in words)
+    if any(sum(_stopword(w, code) for w in words) > own for code in covered):
+        return None
+    return found
 
 
 def _word_terms(word: str, languages: Sequence[str]) -> list[str]:

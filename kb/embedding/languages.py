@@ -59,6 +59,12 @@ def _identifier() -> Any:
     return LangDetector(LangDetectConfig(model="lite"))
 
 
+def likeliest(text: str) -> list[tuple[str, float]]:
+    """The analysed languages the detector finds likeliest for `text`, best first, with their
+    likelihoods."""
+    return _ranked(text)
+
+
 def _ranked(text: str) -> list[tuple[str, float]]:
     """The analysed languages the model finds likeliest for `text`, best first."""
     found = _identifier().detect(" ".join(text.split()), model="lite", k=10)
@@ -184,3 +190,49 @@ def stems(word: str, language: str) -> tuple[str, ...]:
     if plain == word:
         return (unaccented(stem),)
     return tuple(dict.fromkeys([unaccented(stem), str(_stemmer(language).stemWord(plain))]))
+
+
+# The languages an embedding model was trained on, by a part of its name (lower-cased, `_` read
+# as `-`; the first part found wins, so "multilingual" comes before "minilm"): hybrid search
+# weighs a model's cosine down for a query in a language it does not cover (kb.search.query.trust,
+# kb.embedding.keywords.uncovered). None: every language. A model named here by no part is taken
+# to cover every language (the behaviour before the table); EMBED_LANGUAGES overrides it.
+MODEL_LANGUAGES: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("multilingual", None),  # paraphrase-multilingual-*, multilingual-e5-*
+    ("qwen3-embedding", None),  # the default model: over 100 languages
+    ("bge-m3", None),
+    ("labse", None),
+    ("minilm", frozenset({ENGLISH})),  # all-MiniLM-L6-v2: the test model, English only
+    ("mpnet", frozenset({ENGLISH})),  # all-mpnet-base-v2
+    ("bge-small-en", frozenset({ENGLISH})),
+    ("bge-base-en", frozenset({ENGLISH})),
+    ("bge-large-en", frozenset({ENGLISH})),
+)
+EVERY_LANGUAGE = ("all", "*")  # EMBED_LANGUAGES values for "every language"
+
+
+def model_languages(model: str, override: str = "") -> frozenset[str] | None:
+    """The languages the embedding model `model` covers (None: every one): `override`
+    (EMBED_LANGUAGES: ISO 639-1 codes separated by commas, or `all`) when set, else
+    MODEL_LANGUAGES's row for the model."""
+    if override.strip():
+        return parse_languages(override)
+    name = model.lower().replace("_", "-")
+    for part, covered in MODEL_LANGUAGES:
+        if part in name:
+            return covered
+    return None
+
+
+def parse_languages(value: str) -> frozenset[str] | None:
+    """EMBED_LANGUAGES's value: None for `all` (or empty), else its codes. ValueError naming
+    a code this project does not know."""
+    codes = [c.strip().lower() for c in value.split(",") if c.strip()]
+    if not codes or any(c in EVERY_LANGUAGE for c in codes):
+        return None
+    unknown = [c for c in codes if c not in LANGUAGES]
+    if unknown:
+        raise ValueError(
+            f"EMBED_LANGUAGES: unknown language code {unknown[0]!r} (ISO 639-1, e.g. en,de)"
+        )
+    return frozenset(codes)

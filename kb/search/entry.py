@@ -272,6 +272,10 @@ def judged(
     rerank_scores = {
         explaining.key(h): h.rerank_score for h in found.candidates if h.rerank_score is not None
     }
+    down: dict[str, str | None] = {}  # by domain: why its cosine counted less, if it did
+    if request.explain and request.mode == "hybrid":
+        down = {domain: kb_query.trust(request.query, collections[domain][1])
+                for domain in ranks if domain in collections}  # fmt: skip
     out: list[Hit] = []
     for hit in found.hits:
         domain_ranks = ranks.get(hit.domain)
@@ -286,6 +290,7 @@ def judged(
                 found=found_by.get(hit.domain, {}), filters=request.filters,
                 collection=store.collection,
                 unembedded=hit.domain in passes and hit.source in passes[hit.domain].unembedded,
+                semantic_down=down.get(hit.domain),
             )  # fmt: skip
         out.append(replace(hit, confidence=sure, explain=why))
     return out

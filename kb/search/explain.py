@@ -134,6 +134,7 @@ def explanation(
     filters: Filters,
     collection: str,
     unembedded: bool = False,
+    semantic_down: str | None = None,
 ) -> Explanation:
     """`hit`'s explanation. `first`: the first stage's order; `rerank_scores`: the reranker's
     score of each candidate it read (its rank is its place among them)."""
@@ -166,6 +167,7 @@ def explanation(
         collection=collection,
         indexed_at=hit.date_ingested,
         unembedded=unembedded,
+        semantic_down=semantic_down,
     )
 
 

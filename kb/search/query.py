@@ -12,15 +12,16 @@ different notes).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
-from kb.core.errors import CollectionMissing, StoreError
+from kb.core.errors import CollectionMissing, EmbedError, StoreError
 from kb.core.schema import Hit
-from kb.embedding.keywords import query_vector
+from kb.embedding.keywords import query_vector, uncovered
 from kb.search.filters import Filters
 from kb.store import collection
 from kb.store.points import Found, Search, Store
-from kb.store.query import FUSIONS, HYBRID_FUSION, Fusion
+from kb.store.query import FUSIONS, HYBRID_FUSION, UNCOVERED_WEIGHT, Fusion
 
 if TYPE_CHECKING:
     from kb.embedding.client import EmbedClient
@@ -158,6 +159,12 @@ def prepare(
         )
         for text, own in phrasings
     ]
+    if mode == "hybrid" or any(own == "hybrid" for _, own in phrasings[1:]):
+        searched = [
+            (dense, keyword if dense is None or keyword is None
+             else replace(keyword, semantic=semantic_weight(text, client)))
+            for (dense, keyword), (text, _) in zip(searched, phrasings, strict=True)
+        ]  # fmt: skip
     (dense, keyword), others = searched[0], searched[1:]
     return Search(
         k,
@@ -168,6 +175,29 @@ def prepare(
         alternates=others,
         fusion=fusion,
     )
+
+
+def semantic_weight(query: str, client: EmbedClient) -> float:
+    """How much `query`'s cosine counts in hybrid fusion with `client`'s model: 1, or
+    UNCOVERED_WEIGHT when the model covers no language the query may be in (`trust`)."""
+    return 1.0 if trust(query, client) is None else UNCOVERED_WEIGHT
+
+
+def trust(query: str, client: EmbedClient) -> str | None:
+    """Why hybrid search weighs `query`'s cosine down, None when it does not: the query's
+    language is one `client`'s model does not cover (EMBED_LANGUAGES, or the model's row in
+    kb.embedding.languages.MODEL_LANGUAGES), so its cosines carry no signal and the keyword
+    ranking leads."""
+    try:
+        covered = client.covered
+    except EmbedError:  # the embedder cannot say: nothing is weighed down
+        return None
+    language = uncovered(query, covered)
+    if language is None:
+        return None
+    known = ", ".join(sorted(covered or ()))
+    return (f"the query reads as {language}; the embedding model covers {known} "
+            f"(EMBED_LANGUAGES): semantic weight {UNCOVERED_WEIGHT:g}")  # fmt: skip
 
 
 def for_collection(store: Store, client: EmbedClient) -> EmbedClient:

@@ -43,6 +43,10 @@ from kb.store.models import models
 KEYWORD_WEIGHT = 1.0  # the most a keyword match adds (a cosine ranges over -1..1)
 LOOKUP_WEIGHT = 2.0  # the same for a lookup query (identifiers, codes: nothing to mean)
 KEYWORD_HALF = 6.0  # BM25 per query term at which the keyword bonus is half its weight
+# The cosine's weight for a query in a language the embedding model does not cover
+# (kb.embedding.languages.uncovered): its cosines are noise there, so the keyword ranking leads
+# and the cosine only orders what the keyword side did not find (bench/README.md, multilingual).
+UNCOVERED_WEIGHT = 0.1
 Fusion = Literal["bonus", "rrf", "dbsf"]
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 HYBRID_FUSION: Fusion = "bonus"  # what hybrid search uses: docs/design/search.md says why
@@ -296,7 +300,9 @@ def fused(
     """The query that merges the dense prefetch (first) and the keyword prefetch (second) of
     query vector `keyword` by the fusion `name`."""
     if name == "bonus":
-        return fusion(keyword.words or len(keyword.indices), lookup=keyword.lookup)
+        return fusion(
+            keyword.words or len(keyword.indices), lookup=keyword.lookup, semantic=keyword.semantic
+        )
     if name == "rrf":
         return models.RrfQuery(rrf=models.Rrf(k=REFERENCE_RRF_K, weights=REFERENCE_RRF_WEIGHTS))
     if name == "dbsf":
@@ -304,11 +310,12 @@ def fused(
     raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {name!r}")
 
 
-def fusion(terms: int, *, lookup: bool = False) -> models.FormulaQuery:
+def fusion(terms: int, *, lookup: bool = False, semantic: float = 1.0) -> models.FormulaQuery:
     """How hybrid search combines the dense prefetch ($score[0], cosine) and the keyword one
     ($score[1], BM25): cosine + w * S / (S + KEYWORD_HALF * terms), w KEYWORD_WEIGHT, or
     LOOKUP_WEIGHT for a lookup query (`lookup`: only identifiers, codes and acronyms, see
-    kb.embedding.keywords.is_lookup).
+    kb.embedding.keywords.is_lookup). `semantic` scales the cosine: UNCOVERED_WEIGHT for a
+    query in a language the embedding model does not cover (kb.search.query.semantic_weight).
 
     Why not reciprocal rank fusion: RRF counts places in each ranking and ignores how strong a
     match is, so a chunk sharing one incidental word with a paraphrased question ranks level
@@ -344,10 +351,11 @@ def fusion(terms: int, *, lookup: bool = False) -> models.FormulaQuery:
         )
     )
     weight = LOOKUP_WEIGHT if lookup else KEYWORD_WEIGHT
+    cosine = "$score[0]" if semantic == 1.0 else models.MultExpression(mult=[semantic, "$score[0]"])
     return models.FormulaQuery(
         formula=models.SumExpression(
             sum=[
-                "$score[0]",
+                cosine,
                 models.MultExpression(mult=[weight, bonus]),
                 models.MultExpression(mult=[unembedded(), bonus]),  # 1 for such a passage, else 0
             ]
