@@ -279,7 +279,7 @@ def note_of(entry: Entry, source: str, path: Path, max_bytes: int) -> Note:
     text = "\n".join([f"# {title}", "", " · ".join(facts), "", body.strip()]).rstrip() + "\n"
     tail = []
     for resource, data in decoded:  # each apart, located by its name
-        found = None
+        found: tuple[str, list[Block]] | None = None
         if resource.mime.startswith("image/") and resource.recognition:
             words = recognised(resource.recognition)  # Evernote read it already: no OCR again
             found = (words, []) if words else None
