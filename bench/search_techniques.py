@@ -25,6 +25,9 @@ Techniques:
   Qdrant's Modifier.IDF), and fused like one: a note's score is the best of its chunks and its
   card. `card prior xW`: the card's score times W added to each of its note's chunks instead
   (`card cosine prior`: its cosine alone).
+- `keyword feedback` (pseudo-relevance feedback): the keyword query plus the PRF_TERMS terms
+  that weigh most in hybrid search's first PRF_DOCS chunks (tf there times log(N / df) over the
+  candidates), each at PRF_WEIGHT; not for a lookup.
 
 A technique is kept when its worst cell (a collection, or one kind of its queries) margin
 against the best of keyword, semantic and plain RRF improves and no cell falls by more than
@@ -82,6 +85,7 @@ DEFINITION = re.compile(
     r"(?:an?\s+|the\s+)?(?P<subject>[^?]+?)\s*\??\s*$",
     re.IGNORECASE,
 )
+PRF_DOCS, PRF_TERMS, PRF_WEIGHT = 3, 10, 0.3  # keyword feedback: chunks read, terms added, weight
 LEAD_CHARS = 400  # a note card's lead paragraph: its first chunk's first characters
 
 Scored = list[tuple[str, str, float]]  # (chunk key, source, score), best first
@@ -128,6 +132,7 @@ class Candidates(Base):
     titles: dict[str, str] = field(default_factory=dict)  # source -> note title
     cards: dict[str, float] = field(default_factory=dict)  # source -> card's replayed score
     card_cosines: dict[str, float] = field(default_factory=dict)  # source -> card's cosine
+    feedback: Scored = field(default_factory=list)  # keyword ranking of the expanded query
 
 
 def definition_subject(text: str) -> str | None:
@@ -163,6 +168,15 @@ def question_words_not_counted() -> Fuse:
 
     def run_(c: Candidates) -> dict[str, float]:
         return fuse(Candidates(c.query, c.rewritten_terms, c.dense, c.keyword))
+
+    return run_
+
+
+def keyword_feedback() -> Fuse:
+    fuse = bonus()
+
+    def run_(c: Candidates) -> dict[str, float]:
+        return fuse(Candidates(c.query, c.terms, c.dense, c.feedback))
 
     return run_
 
@@ -212,6 +226,7 @@ TECHNIQUES: dict[str, Fuse] = {
     "a: question words": question_words(),
     "a: question words not counted": question_words_not_counted(),
     "b: lead prior": lead_prior(),
+    "d: keyword feedback": keyword_feedback(),
     "c: note card": note_card(),
     "c: card prior x0.1": card_prior(0.1),
     "c: card prior x0.2": card_prior(0.2),
@@ -288,6 +303,29 @@ class Cards:
         return out, near
 
 
+def feedback_vector(
+    keyword: KeywordVector, first: Sequence[str], texts: dict[str, str]
+) -> KeywordVector:
+    """`keyword` plus the PRF_TERMS terms that weigh most in the chunks `first` (the hybrid
+    ranking's best), by term frequency there times log(N / df) over the candidates' `texts`,
+    each at PRF_WEIGHT; the bonus's scale (words) stays the query's."""
+    n = len(texts)
+    df: Counter[str] = Counter(t for text in texts.values() for t in set(tokenize(text)))
+    tf: Counter[str] = Counter(t for key in first if key in texts for t in tokenize(texts[key]))
+    own = set(keyword.indices)
+    chosen = sorted(
+        ((count * math.log(n / df[t]), t) for t, count in tf.items()
+         if term_id(t) not in own and df[t] < n),
+        reverse=True,
+    )[:PRF_TERMS]  # fmt: skip
+    weights = dict.fromkeys(keyword.indices, 1.0)
+    for _, term in chosen:
+        weights[term_id(term)] = weights.get(term_id(term), 0.0) + PRF_WEIGHT
+    ids = sorted(weights)
+    words = keyword.words or len(keyword.indices)
+    return KeywordVector(ids, [weights[i] for i in ids], lookup=keyword.lookup, words=words)
+
+
 # --- candidates -------------------------------------------------------------------------------
 
 
@@ -335,6 +373,15 @@ def collect(
                     rewritten.words or len(rewritten.indices),
                 )
                 c.titles = {str(h.source): h.title or "" for h in dense_hits}
+                if keyword.indices and not keyword.lookup:
+                    chunk_texts = {f"{h.source}#{h.chunk_index}": h.text for h in dense_hits}
+                    for h in target.query(DEPTH, keyword=keyword):
+                        chunk_texts[f"{h.source}#{h.chunk_index}"] = h.text
+                    first = sorted(bonus()(c).items(), key=lambda item: -item[1])[:PRF_DOCS]
+                    expanded = feedback_vector(keyword, [k for k, _ in first], chunk_texts)
+                    c.feedback = ranked(target.query(DEPTH, keyword=expanded))
+                else:
+                    c.feedback = c.keyword
                 if scorer is not None:
                     c.cards, c.card_cosines = scorer.scores(q.text, dense)
                 found.append(c)
