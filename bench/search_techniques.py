@@ -18,6 +18,8 @@ Techniques:
 - `question words not counted`: the keyword ranking as before, but the keyword bonus scaled by
   the words left after the rewrite (a query whose language is told wrongly counts English
   question words as words: `how do I make dal with a tadka` counted 5, not 3).
+- `sentence, keyword x0.5 from N words`: a query of N keyword words or more (stopwords aside) is
+  a need or a question written out, not a lookup: its keyword bonus weighs half.
 - `lead prior`: for a definition question ("what is X", "what's X", "define X") whose X is a
   note's title, that note's first chunk gets a bonus (LEAD_PRIOR added to its hybrid score).
 - `note card`: one extra representation per note — its title, aliases, headings and lead
@@ -181,6 +183,13 @@ def keyword_feedback() -> Fuse:
     return run_
 
 
+def sentence_weight(words: int, weight: float = 0.5) -> Fuse:
+    """The keyword bonus at `weight` for a query of `words` keyword words or more (a need or a
+    question written out as a sentence), as before for a shorter one."""
+    short, long = bonus(), bonus(weight)
+    return lambda c: (long if c.terms >= words else short)(c)
+
+
 def lead_prior(weight: float = LEAD_PRIOR) -> Fuse:
     fuse = bonus()
 
@@ -225,6 +234,8 @@ TECHNIQUES: dict[str, Fuse] = {
     "hybrid (before)": shipped(),
     "a: question words": question_words(),
     "a: question words not counted": question_words_not_counted(),
+    "a: sentence, keyword x0.5 from 5 words": sentence_weight(5),
+    "a: sentence, keyword x0.5 from 7 words": sentence_weight(7),
     "b: lead prior": lead_prior(),
     "d: keyword feedback": keyword_feedback(),
     "c: note card": note_card(),
