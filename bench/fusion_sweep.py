@@ -234,7 +234,7 @@ def collect(
                         target.query(DEPTH, keyword=keyword) if keyword.indices else [],
                     )
                 ]
-                found.append(Candidates(q, len(keyword.indices), *ranked))
+                found.append(Candidates(q, keyword.words or len(keyword.indices), *ranked))
                 for name, fusion in MEASURED.items():
                     hits = search(target, client, q.text, K, per_note=1, fusion=fusion)
                     ranking = list(dict.fromkeys(str(h.source) for h in hits))

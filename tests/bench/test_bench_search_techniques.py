@@ -1,0 +1,62 @@
+"""bench/search_techniques.py: each technique of issue 51 replayed beside hybrid search without
+it, judged by its worst cell, and the replay without one agrees with hybrid search through
+Qdrant (or the run fails)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from helpers import REPO_ROOT
+
+from bench import search_techniques as techniques
+
+BENCH = REPO_ROOT / "bench"
+
+
+def test_a_definition_question_names_its_subject_and_other_questions_name_none():
+    assert techniques.definition_subject("what is a canvas") == "canvas"
+    assert techniques.definition_subject("What's the graph view?") == "graph view"
+    assert techniques.definition_subject("define write skew") == "write skew"
+    assert techniques.definition_subject("how do I embed one note in another") is None
+    long = "what is the basic mechanism of the transonic aileron buzz"
+    assert techniques.definition_subject(long) is None  # a question, not a name
+
+
+def test_a_technique_is_kept_only_when_its_worst_cell_rises_and_no_cell_falls_past_noise():
+    def cells(a: float, b: float) -> dict[str, dict[str, float]]:
+        return {"x": {"all": a, "paraphrase": b}}
+
+    table = {
+        "keyword": cells(0.5, 0.5),
+        "semantic": cells(0.8, 0.9),
+        "rrf k=60 (Qdrant)": cells(0.7, 0.7),
+        "hybrid (before)": cells(0.85, 0.80),
+        "a: question words": cells(0.86, 0.85),  # worst cell up, nothing down: kept
+        "b: lead prior": cells(0.80, 0.89),  # worst cell up but `all` falls 0.05: not kept
+        "c: note card": cells(0.85, 0.80),  # unchanged: not kept
+    }
+    judged = techniques.verdicts(table, ["hybrid (before)", *list(table)[4:]])
+    assert [name for name, v in judged.items() if v["kept"]] == ["a: question words"]
+    assert judged["b: lead prior"]["drop_cell"] == "x/all"
+
+
+def test_every_technique_is_replayed_and_the_replay_without_one_matches_hybrid_search(
+    embedder_url: str,
+):
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "search_techniques.py"), "--only", "notes", "--json"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "EMBED_URL": embedder_url},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(result["verdicts"]) == set(techniques.TECHNIQUES)
+    table = result["ndcg@10"]
+    assert table["hybrid search"]["notes"] == table["hybrid (before)"]["notes"]
+    assert "largest drop" in proc.stdout
