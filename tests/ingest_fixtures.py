@@ -123,26 +123,43 @@ def store(settings: Settings) -> Iterator[Store]:
 
 
 def check_consistent(store: Store, settings: Settings) -> None:
-    """Every note in ingested/ has exactly its current chunks in Qdrant, and nothing else is."""
+    """Every note in ingested/ has exactly its current chunks in Qdrant, embedded; a note still
+    in the inbox has none, or (a stopped run stored it by its words first, kb.ingest.run) all
+    its current chunks marked PENDING, for the next run to embed; nothing else is stored."""
     from kb.content.chunking import chunk_note
     from kb.content.notes import read_note
+    from kb.core.schema import EMBEDDING, PENDING
 
-    expected: dict[str, int] = {}
-    for path in (settings.NOTES_DIR / "ingested").rglob("*"):
-        if path.is_file() and path.suffix.lower() in (".md", ".txt"):
-            source = path.relative_to(settings.NOTES_DIR / "ingested").as_posix()
-            note = read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)
-            expected[source] = len(chunk_note(note))
+    def chunks(path: Path, source: str) -> int:
+        return len(chunk_note(read_note(path, source, max_bytes=settings.NOTE_MAX_BYTES)))
+
+    done = settings.NOTES_DIR / "ingested"
+    expected = {
+        path.relative_to(done).as_posix(): chunks(path, path.relative_to(done).as_posix())
+        for path in done.rglob("*")
+        if path.is_file() and path.suffix.lower() in (".md", ".txt")
+    }
     payloads = store.payloads()
     ids = [point for point, _ in payloads]
     assert len(ids) == len(set(ids)), "duplicate points"
     found: dict[str, list[int]] = {}
+    pending: dict[str, list[int]] = {}
     for _, payload in payloads:
-        found.setdefault(payload["source"], []).append(payload["chunk_index"])
+        into = pending if payload.get(EMBEDDING) == PENDING else found
+        into.setdefault(payload["source"], []).append(payload["chunk_index"])
     assert {s: sorted(i) for s, i in found.items()} == {
         s: list(range(n)) for s, n in expected.items()
     }, "orphan, stale or missing chunks"
-    assert sorted(ids) == sorted(point_id(s, i) for s, n in expected.items() for i in range(n))
+    assert not set(pending) & set(expected), "a note handed over with chunks left pending"
+    inbox = {s for s in pending if (settings.NOTES_DIR / s).is_file()}
+    assert inbox == set(pending), f"pending chunks of no note in the inbox: {set(pending) - inbox}"
+    waiting = {s: chunks(settings.NOTES_DIR / s, s) for s in pending}
+    assert {s: sorted(i) for s, i in pending.items()} == {
+        s: list(range(n)) for s, n in waiting.items()
+    }, "stale or missing pending chunks"
+    assert sorted(ids) == sorted(
+        point_id(s, i) for s, n in (expected | waiting).items() for i in range(n)
+    )
 
 
 def write(path: Path, text: str | bytes) -> Path:

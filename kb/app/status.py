@@ -70,7 +70,7 @@ class SwitchStatus:
     collection: str  # being built
     model: str | None  # for this model
     from_model: str | None  # the searched one's
-    notes: int  # written so far
+    notes: int  # embedded so far
     of: int  # in the searched one
 
 

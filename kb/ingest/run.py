@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 
 from kb.content.formats import CODE
 from kb.core.errors import EmbedError, IngestError, StoreError
-from kb.core.schema import EMBEDDING, PENDING
+from kb.core.schema import EMBEDDING, PENDING, PENDING_MARK
 from kb.core.state import State
 from kb.embedding.cache import EmbedCache
 from kb.embedding.client import EmbedClient
@@ -175,12 +175,18 @@ class _Writer:
                 self.summary.restored.append(name)
             elif not written:
                 self.summary.unchanged.append(name)
-            elif name in self.stored or p.item.replaces:
+            elif p.item.replaces or (name in self.stored and not _words_only(self.stored[name])):
                 self.summary.replaced.append(name)
             else:
                 self.summary.added.append(name)
             self.summary.chunks += len(p.chunks)
             self.progress.done(name, len(p.chunks))
+
+
+def _words_only(fingerprints: dict[str, str]) -> bool:
+    """Whether a stored note was only ever stored by its words (a run stopped before its
+    meaning): embedding it now adds it, it replaces nothing the user could search by meaning."""
+    return all(PENDING_MARK in f for f in fingerprints.values())
 
 
 def _embedder_model(client: EmbedClient, wait_s: float) -> tuple[str, int]:

@@ -519,10 +519,12 @@ class Store:
         )  # fmt: skip
         return [Hit.from_payload(0.0, payload) for payload in found]
 
-    def unembedded(self) -> int:
-        """Live points stored by their words alone, waiting for their dense vector (kb.ingest
-        .run): keyword search finds them, semantic search not yet."""
-        return self.count(models.Filter(must=[unembedded()]))
+    def unembedded(self, *, notes: bool = False) -> int:
+        """Live points (with `notes`, notes: a note is embedded whole) stored by their words
+        alone, waiting for their dense vector (kb.ingest.run): keyword search finds them,
+        semantic search not yet."""
+        waiting = models.Filter(must=[unembedded()])
+        return self.count(first_chunks(waiting) if notes else waiting)
 
     def count(self, where: models.Filter | None = None, *, deleted: bool = False) -> int:
         """How many points match `where`, exactly: soft-deleted notes' only with `deleted`."""

@@ -32,7 +32,7 @@ from kb.store.points import Point
 EXAMPLES = {"tags": "a,b", "date": "2024-03-01", "duration": "10m", "text": "x", "kind": "video"}
 EVERY = {"any_tag": ["a"], "every_tag": ["b"], "since": "2024-01-01", "until": "2024-12-31",
          "folder": "x/", "kind": "video", "equals": "x", "least": "1m", "most": "10m",
-         "within": "read later"}  # fmt: skip
+         "within": "read later", "address": "ana@example.com"}  # fmt: skip
 
 
 EXTRA = {

@@ -105,7 +105,8 @@ def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_soft_deletes_not
 
     summary = run(settings, client, store, IngestOptions(rebuild=True))
 
-    assert writes == [["shock.md"]] and len(summary.unchanged) == 1
+    # its new text stored by its words, then with its meaning (kb.ingest.run: words first)
+    assert writes == [["shock.md"], ["shock.md"]] and len(summary.unchanged) == 1
     assert summary.deleted == ["kimchi.md"]
     deleted = [(n.source, n.cause) for n in lifecycle.list_deleted(store)]
     assert deleted == [("kimchi.md", FILE_DELETED)]  # hidden, its points kept
@@ -115,7 +116,7 @@ def test_rebuild_in_place_rewrites_notes_edited_in_ingested_and_soft_deletes_not
     kimchi.write_bytes(kept)  # the file is back unchanged: restored, nothing embedded
     calls = client.calls
     summary = run(settings, client, store, IngestOptions(rebuild=True))
-    assert summary.restored == ["kimchi.md"] and writes == [["shock.md"]]
+    assert summary.restored == ["kimchi.md"] and writes == [["shock.md"], ["shock.md"]]
     assert client.calls == calls and lifecycle.list_deleted(store) == []
     check_consistent(store, settings)
 

@@ -1,6 +1,7 @@
 """A run that stops early (Ctrl-C, the embedder going away) keeps what it finished and loses
 nothing: notes stored are moved, the rest stay in the inbox for the next run."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -42,8 +43,8 @@ def test_a_stop_request_ends_the_run_after_the_current_group_with_finished_notes
     tmp_path, embedder_url
 ):
     settings = make_settings(tmp_path, embedder_url, EMBED_BATCH_SIZE=2)
-    for name, text in NOTES.items():
-        write(settings.NOTES_DIR / name, text)
+    for i, (name, text) in enumerate(NOTES.items()):  # n11.md edited last
+        os.utime(write(settings.NOTES_DIR / name, text), (1_700_000_000 + i,) * 2)
     stop = threading.Event()
     with open_store(settings) as store, embed_client(settings) as client:
         with pytest.raises(IngestError, match=r"interrupted; 10 notes are left") as caught:
@@ -54,7 +55,9 @@ def test_a_stop_request_ends_the_run_after_the_current_group_with_finished_notes
                 IngestOptions(progress=AfterFirstGroup(stop.set), stop=stop),
             )
         summary = caught.value.summary
-        assert sorted(summary.added) == ["n00.md", "n01.md"]  # exactly the group in flight
+        # exactly the group in flight: every note stored by its words first, then embedded
+        # from the most recently edited
+        assert sorted(summary.added) == ["n10.md", "n11.md"]
         assert inbox(settings) == set(NOTES) - set(summary.added)
         check_consistent(store, settings)
         left = inbox(settings)

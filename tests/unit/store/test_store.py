@@ -315,7 +315,7 @@ def test_a_lookup_query_weighs_its_keyword_bonus_more_so_the_note_naming_it_come
     bm25 = {m.source: m.score for m in store.query(2, keyword=keyword)}
     found = store.query(2, dense=vec(1), keyword=keyword)
     assert [m.source for m in found] == ["b.md", "a.md"]
-    terms = len(keyword.indices)
+    terms = keyword.words or len(keyword.indices)  # the bonus scales with the words typed
     for hit in found:
         cosine = 1.0 if hit.source == "a.md" else 1 / (1 + 0.9**2) ** 0.5
         bonus = bm25[hit.source] / (bm25[hit.source] + KEYWORD_HALF * terms)
