@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kb.content import formats, obsidian
-from kb.content.formats.base import Block, FormatError, decode_text
+from kb.content.formats.base import Block, FormatError, NoText, decode_text
 from kb.content.obsidian import Edit, Link
 from kb.core import properties as note_properties
 from kb.core.limits import TooComplex, bounded, check_yaml, shown
@@ -63,6 +63,10 @@ class NoteError(Exception):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+
+
+class NoTextNote(NoteError):
+    """A file read whole with no text in it (kb.content.formats.base.NoText): skipped."""
 
 
 class FrontmatterError(NoteError):
@@ -432,6 +436,8 @@ def read_note(
         return parse_note(text, path, source, markdown=markdown, properties=properties)
     try:
         parsed = formats.parse(path.name, data, chunk_chars)
+    except NoText as exc:
+        raise NoTextNote(path, exc.reason) from None
     except FormatError as exc:
         raise NoteError(path, exc.reason) from None
     if not parsed.text.strip():

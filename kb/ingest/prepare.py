@@ -36,7 +36,14 @@ from functools import cached_property
 
 from kb.content import formats, obsidian
 from kb.content.chunking import Chunk, chunk_note, embedding_text, note_title
-from kb.content.notes import FrontmatterError, Note, NoteError, PrivateFieldError, is_private
+from kb.content.notes import (
+    FrontmatterError,
+    Note,
+    NoteError,
+    NoTextNote,
+    PrivateFieldError,
+    is_private,
+)
 from kb.content.redact import redact_note, redact_text
 from kb.core.errors import IngestError, KbError
 from kb.core.schema import INBOX, LANGUAGE, ChunkRecord, FileStat, fingerprint, folders_of, point_id
@@ -178,6 +185,10 @@ def prepare(
         except PrivateFieldError as exc:
             failed.append(Failure(item.shown, exc.reason))
             read.unindexed.append(item.source)
+            continue
+        except NoTextNote as exc:  # a photo without words: counted, not a failure
+            summary.skipped[exc.reason] = summary.skipped.get(exc.reason, 0) + 1
+            summary.skipped_paths.append((item.shown, exc.reason))
             continue
         except NoteError as exc:
             failed.append(Failure(item.shown, exc.reason))

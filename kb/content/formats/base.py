@@ -29,6 +29,11 @@ class FormatError(Exception):
         self.reason = reason
 
 
+class NoText(FormatError):
+    """A file read whole that holds no text (a photo without words): skipped and counted, not
+    failed, since most pictures in a vault are such."""
+
+
 @dataclass(frozen=True)
 class Block:
     start: int  # offsets into Parsed.text

@@ -5,7 +5,7 @@ them, read by OCR (kb.content.ocr), located as `image`. Listed only while OCR is
 from __future__ import annotations
 
 from kb.content import ocr
-from kb.content.formats.base import FormatError, Parsed, TextBuilder
+from kb.content.formats.base import FormatError, NoText, Parsed, TextBuilder
 
 LOCATOR = "image"
 
@@ -18,7 +18,7 @@ def read(data: bytes) -> Parsed:
     if text is None:
         raise FormatError("OCR is off (OCR=off): the text in images is not read")
     if not text.strip():
-        raise FormatError("no text found in the image (OCR)")
+        raise NoText("no text in the image (OCR)")
     out = TextBuilder()
     out.block(text, LOCATOR)
     out.add("\n")

@@ -48,6 +48,7 @@ def write_vault(folder: Path) -> Path:
     (folder / "scans").mkdir()
     (folder / "scans" / "receipt.pdf").write_bytes(image_only_pdf(RECEIPT_1, RECEIPT_2))
     (folder / "attachments" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    (folder / "attachments" / "sky.png").write_bytes(png([]))  # a picture with no words
     (folder / "plans.md").write_text("# Plans\n\nRepaint the shed before the autumn rain.\n")
     return folder
 
@@ -103,6 +104,13 @@ def test_a_damaged_image_fails_alone_and_the_files_beside_it_are_indexed(corpus)
     [failure] = summary.failed
     assert failure.source == "vault/attachments/broken.png"
     assert failure.reason == "not an image that can be read (an unknown format, or damaged)"
+
+
+def test_an_image_without_words_is_skipped_and_counted_not_failed(corpus):
+    _, summary = corpus
+    assert summary.skipped["no text in the image (OCR)"] == 1
+    assert ("vault/attachments/sky.png", "no text in the image (OCR)") in summary.skipped_paths
+    assert "vault/attachments/sky.png" not in {f.source for f in summary.failed}
 
 
 def test_ocr_runs_once_per_content_hash_in_an_owner_only_cache(
