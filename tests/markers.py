@@ -73,7 +73,8 @@ ONE_AT_A_TIME = "one-at-a-time"
 # tests, by node id prefix, that measure the machine: another worker's load would change what
 # they measure
 ONE_AT_A_TIME_TESTS = (
-    # its "before" state wants both cores free, its "after" the one its own hog does not hold
+    # its "after" state wants the core its own hog does not hold (its "before" accepts the
+    # other worker's load, said in the log)
     "tests/unit/embedder/test_embedder_threads.py::test_queries_go_to_one_thread_while_another",
     # the memory bench: resident memory of embedder processes side by side, and the throughput
     # bench's ratios (marked slow too)

@@ -165,6 +165,7 @@ CONTENDED = textwrap.dedent(
     for _ in range(3):
         embedder.embed_ids(ids)
     before = embedder.pass_threads.state()
+    print("the hog starts", file=sys.stderr, flush=True)
     hog = subprocess.Popen([sys.executable, "-c",
         f"import os; os.sched_setaffinity(0, {{{cpus[1]}}})\\nwhile True: pass"])
     try:
@@ -192,7 +193,12 @@ def test_queries_go_to_one_thread_while_another_process_holds_a_core(minilm_path
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     states = json.loads(out.stdout.strip().splitlines()[-1])
-    assert states["before"]["small_pass_threads"] == 2
+    # both cores free, two threads; on a machine shared with another test (the other xdist
+    # worker) the embedder may already have seen that load, and must have said so
+    seen_before, _, _ = out.stderr.partition("the hog starts")
+    assert (
+        states["before"]["small_pass_threads"] == 2 or "another process holds a core" in seen_before
+    )
     after = states["after"]
     assert after["small_pass_threads"] == 1 and after["one_thread_for_s"] > 0
     assert after["last_cpu_share"] < threads.SHARE_FLOOR
