@@ -28,7 +28,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,10 @@ from bench.corpora import Collection, dev_collections
 from bench.retrieval import Cache, K, Query, load_queries, score
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
+from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import is_lookup, query_vector
 from kb.search.query import search
+from kb.store.points import Store
 from kb.store.query import (
     HYBRID_FUSION,
     KEYWORD_HALF,
@@ -200,13 +203,22 @@ REFERENCES = ("keyword", "semantic", "rrf k=60 (Qdrant)")
 # --- candidates and scoring -------------------------------------------------------------------
 
 
-def collect(
-    collection: Collection, url: str, cache: Path | None
-) -> tuple[list[Candidates], dict[str, dict[str, float]]]:
-    """Each query's two prefetch rankings, and the nDCG@10 per group of hybrid search and of
-    plain RRF through Qdrant (`MEASURED`)."""
+@dataclass(frozen=True)
+class Indexed:
+    """A dev collection ingested into a throwaway store: where its queries go, and them."""
+
+    store: Store  # the collection its queries search (the code one for a code collection)
+    client: EmbedClient  # the embedder of that collection
+    queries: list[Query]
+    vectors: list[list[float]]  # the queries' embeddings
+
+
+@contextmanager
+def indexed(collection: Collection, url: str, cache: Path | None) -> Iterator[Indexed]:
+    """`collection` ingested into a temporary store (its vectors from `cache` when kept there,
+    kept there after), its queries embedded; the store is gone on exit."""
     queries = load_queries(collection.queries, collection.docs)
-    with tempfile.TemporaryDirectory(prefix="kb-bench-fusion-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kb-bench-indexed-") as tmp:
         notes = Path(tmp) / "notes"
         copy_notes(collection.docs, notes)
         settings = bench_settings(notes, Path(tmp) / "qdrant", url)
@@ -222,23 +234,32 @@ def collect(
             target, client = store, prose
             if collection.domain == "code":
                 target, client = store.beside(settings.CODE_COLLECTION), code
-            vectors = client.embed_queries([q.text for q in queries])
-            found: list[Candidates] = []
-            real: dict[str, list[float]] = {name: [] for name in MEASURED}
-            for q, dense in zip(queries, vectors, strict=True):
-                keyword = query_vector(q.text)
-                ranked = [
-                    [(f"{h.source}#{h.chunk_index}", str(h.source), h.score) for h in hits]
-                    for hits in (
-                        target.query(DEPTH, dense=dense),
-                        target.query(DEPTH, keyword=keyword) if keyword.indices else [],
-                    )
-                ]
-                found.append(Candidates(q, keyword.words or len(keyword.indices), *ranked))
-                for name, fusion in MEASURED.items():
-                    hits = search(target, client, q.text, K, per_note=1, fusion=fusion)
-                    ranking = list(dict.fromkeys(str(h.source) for h in hits))
-                    real[name].append(score(ranking, q.relevant)["ndcg@10"])
+            yield Indexed(target, client, queries, client.embed_queries([q.text for q in queries]))
+
+
+def collect(
+    collection: Collection, url: str, cache: Path | None
+) -> tuple[list[Candidates], dict[str, dict[str, float]]]:
+    """Each query's two prefetch rankings, and the nDCG@10 per group of hybrid search and of
+    plain RRF through Qdrant (`MEASURED`)."""
+    with indexed(collection, url, cache) as ix:
+        target, client, queries, vectors = ix.store, ix.client, ix.queries, ix.vectors
+        found: list[Candidates] = []
+        real: dict[str, list[float]] = {name: [] for name in MEASURED}
+        for q, dense in zip(queries, vectors, strict=True):
+            keyword = query_vector(q.text)
+            ranked = [
+                [(f"{h.source}#{h.chunk_index}", str(h.source), h.score) for h in hits]
+                for hits in (
+                    target.query(DEPTH, dense=dense),
+                    target.query(DEPTH, keyword=keyword) if keyword.indices else [],
+                )
+            ]
+            found.append(Candidates(q, keyword.words or len(keyword.indices), *ranked))
+            for name, fusion in MEASURED.items():
+                hits = search(target, client, q.text, K, per_note=1, fusion=fusion)
+                ranking = list(dict.fromkeys(str(h.source) for h in hits))
+                real[name].append(score(ranking, q.relevant)["ndcg@10"])
     return found, {name: grouped(queries, values) for name, values in real.items()}
 
 

@@ -44,7 +44,6 @@ import math
 import re
 import statistics
 import sys
-import tempfile
 import time
 import unicodedata
 from collections import Counter
@@ -58,14 +57,12 @@ import numpy as np
 if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench.common import STOPS, bench_settings, copy_notes, describe, embedder, format_table
+from bench.common import STOPS, describe, embedder, format_table
 from bench.corpora import Collection, dev_collections
-from bench.fusion_sweep import DEPTH, MEASURED, bonus, grouped, single
+from bench.fusion_sweep import DEPTH, MEASURED, bonus, grouped, indexed, single
 from bench.fusion_sweep import Candidates as Base
-from bench.retrieval import Cache, K, load_queries, score
+from bench.retrieval import K, score
 from bench.retrieval_gate import GATE_TOLERANCE
-from kb.app.backend import embed_client, open_store
-from kb.app.ingest import run
 from kb.core.schema import KeywordVector
 from kb.embedding.keywords import (
     STOPWORDS,
@@ -349,57 +346,41 @@ def collect(
 ) -> tuple[list[Candidates], dict[str, dict[str, float]]]:
     """Each query's rankings, and the nDCG@10 per group of hybrid search and plain RRF through
     Qdrant."""
-    queries = load_queries(collection.queries, collection.docs)
-    with tempfile.TemporaryDirectory(prefix="kb-bench-techniques-") as tmp:
-        notes = Path(tmp) / "notes"
-        copy_notes(collection.docs, notes)
-        settings = bench_settings(notes, Path(tmp) / "qdrant", url)
-        kept = Cache(cache)
-        kept.restore(settings.STATE_DIR)
-        with (
-            open_store(settings) as store,
-            embed_client(settings) as prose,
-            embed_client(settings, code=True) as code,
-        ):
-            run(settings, prose, store)
-            kept.keep(settings.STATE_DIR)
-            target, client = store, prose
-            if collection.domain == "code":
-                target, client = store.beside(settings.CODE_COLLECTION), code
-            vectors = client.embed_queries([q.text for q in queries])
-            texts = card_texts(target) if cards else {}
-            scorer = Cards(texts, client.embed_documents(list(texts.values()))) if texts else None
-            found: list[Candidates] = []
-            real: dict[str, list[float]] = {name: [] for name in MEASURED}
-            for q, dense in zip(queries, vectors, strict=True):
-                keyword = query_vector(q.text)
-                rewritten = rewritten_vector(q.text)
-                dense_hits = target.query(DEPTH, dense=dense)
-                c = Candidates(
-                    q,
-                    len(keyword.indices) if not keyword.words else keyword.words,
-                    ranked(dense_hits),
-                    ranked(target.query(DEPTH, keyword=keyword)) if keyword.indices else [],
-                    ranked(target.query(DEPTH, keyword=rewritten)) if rewritten.indices else [],
-                    rewritten.words or len(rewritten.indices),
-                )
-                c.titles = {str(h.source): h.title or "" for h in dense_hits}
-                if keyword.indices and not keyword.lookup:
-                    chunk_texts = {f"{h.source}#{h.chunk_index}": h.text for h in dense_hits}
-                    for h in target.query(DEPTH, keyword=keyword):
-                        chunk_texts[f"{h.source}#{h.chunk_index}"] = h.text
-                    first = sorted(bonus()(c).items(), key=lambda item: -item[1])[:PRF_DOCS]
-                    expanded = feedback_vector(keyword, [k for k, _ in first], chunk_texts)
-                    c.feedback = ranked(target.query(DEPTH, keyword=expanded))
-                else:
-                    c.feedback = c.keyword
-                if scorer is not None:
-                    c.cards, c.card_cosines = scorer.scores(q.text, dense)
-                found.append(c)
-                for name, fusion in MEASURED.items():
-                    hits = search(target, client, q.text, K, per_note=1, fusion=fusion)
-                    ranking = list(dict.fromkeys(str(h.source) for h in hits))
-                    real[name].append(score(ranking, q.relevant)["ndcg@10"])
+    with indexed(collection, url, cache) as ix:
+        target, client, queries, vectors = ix.store, ix.client, ix.queries, ix.vectors
+        texts = card_texts(target) if cards else {}
+        scorer = Cards(texts, client.embed_documents(list(texts.values()))) if texts else None
+        found: list[Candidates] = []
+        real: dict[str, list[float]] = {name: [] for name in MEASURED}
+        for q, dense in zip(queries, vectors, strict=True):
+            keyword = query_vector(q.text)
+            rewritten = rewritten_vector(q.text)
+            dense_hits = target.query(DEPTH, dense=dense)
+            c = Candidates(
+                q,
+                len(keyword.indices) if not keyword.words else keyword.words,
+                ranked(dense_hits),
+                ranked(target.query(DEPTH, keyword=keyword)) if keyword.indices else [],
+                ranked(target.query(DEPTH, keyword=rewritten)) if rewritten.indices else [],
+                rewritten.words or len(rewritten.indices),
+            )
+            c.titles = {str(h.source): h.title or "" for h in dense_hits}
+            if keyword.indices and not keyword.lookup:
+                chunk_texts = {f"{h.source}#{h.chunk_index}": h.text for h in dense_hits}
+                for h in target.query(DEPTH, keyword=keyword):
+                    chunk_texts[f"{h.source}#{h.chunk_index}"] = h.text
+                first = sorted(bonus()(c).items(), key=lambda item: -item[1])[:PRF_DOCS]
+                expanded = feedback_vector(keyword, [k for k, _ in first], chunk_texts)
+                c.feedback = ranked(target.query(DEPTH, keyword=expanded))
+            else:
+                c.feedback = c.keyword
+            if scorer is not None:
+                c.cards, c.card_cosines = scorer.scores(q.text, dense)
+            found.append(c)
+            for name, fusion in MEASURED.items():
+                hits = search(target, client, q.text, K, per_note=1, fusion=fusion)
+                ranking = list(dict.fromkeys(str(h.source) for h in hits))
+                real[name].append(score(ranking, q.relevant)["ndcg@10"])
     return found, {name: grouped(queries, values) for name, values in real.items()}
 
 
