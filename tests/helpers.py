@@ -4,6 +4,7 @@ whose loading waits for the test, apps served in a thread."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -54,6 +55,21 @@ def register_bench() -> None:
     package = importlib.util.module_from_spec(spec)
     sys.modules["bench"] = package
     spec.loader.exec_module(package)
+
+
+def bench_json(script: str, embedder_url: str, *args: str, timeout: float = 600) -> tuple[str, Any]:
+    """Run bench/`script` with `--json` against the embedder at `embedder_url`; it must succeed.
+    Its output, and its last line (the figures) read as JSON."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / script), *args, "--json"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "EMBED_URL": embedder_url},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def build_settings(

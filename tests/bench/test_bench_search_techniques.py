@@ -4,16 +4,9 @@ Qdrant (or the run fails)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-from helpers import REPO_ROOT
+from helpers import bench_json
 
 from bench import search_techniques as techniques
-
-BENCH = REPO_ROOT / "bench"
 
 
 def test_a_definition_question_names_its_subject_and_other_questions_name_none():
@@ -46,17 +39,8 @@ def test_a_technique_is_kept_only_when_its_worst_cell_rises_and_no_cell_falls_pa
 def test_every_technique_is_replayed_and_the_replay_without_one_matches_hybrid_search(
     embedder_url: str,
 ):
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "search_techniques.py"), "--only", "notes", "--json"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "EMBED_URL": embedder_url},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, result = bench_json("search_techniques.py", embedder_url, "--only", "notes")
     assert set(result["verdicts"]) == set(techniques.TECHNIQUES)
     table = result["ndcg@10"]
     assert table["hybrid search"]["notes"] == table["hybrid (before)"]["notes"]
-    assert "largest drop" in proc.stdout
+    assert "largest drop" in out
