@@ -16,4 +16,7 @@ def test_the_sweep_ranks_every_fusion_and_its_replay_matches_hybrid_search(embed
     assert table["hybrid search"]["notes"] == table[sweep.SHIPPED]["notes"]
     # the references' margin against themselves is never positive, hybrid's is measured
     assert all(result["margins"][r]["worst"] <= 0 for r in sweep.REFERENCES)
-    assert "worst margin" in out
+    # issue 51's bar, plain RRF in every cell, is a column of its own: zero for RRF itself
+    assert result["margins"][sweep.REFERENCES[-1]]["vs_rrf"] == 0
+    assert all(m["vs_rrf"] >= m["worst"] for m in result["margins"].values())
+    assert "worst margin" in out and "worst vs rrf" in out
