@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an installed package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from bench.common import EMBEDDER_PIDS, bench_settings, cpu_name, embedder
 from kb.app.backend import embed_client, open_store
 from kb.app.ingest import run
