@@ -51,7 +51,7 @@ from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, setting_paths
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +399,7 @@ def image_text(name: str, data: bytes) -> str | None:
 def evernote_sources(settings: Settings) -> list[EvernoteSource]:
     """The EVERNOTE source (none when EVERNOTE is empty); ConfigError naming the entry for one
     that is missing, or when a NOTE_FOLDERS folder is named `evernote`."""
-    entries = [e.strip() for e in settings.EVERNOTE.split(",") if e.strip()]
-    paths = list(dict.fromkeys(Path(e).expanduser() for e in entries))
+    paths = setting_paths(settings.EVERNOTE)
     if not paths:
         return []
     for path in paths:
@@ -419,6 +418,7 @@ class Evernote(Kind):
     stored (its text, as search found it)."""
 
     name = PREFIX
+    setting = "EVERNOTE"
     order = 5
     prefix = PREFIX
     unseen = (

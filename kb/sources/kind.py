@@ -10,7 +10,7 @@ so a new kind is one module, one guide page and one test file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -43,6 +43,18 @@ class ReadConfig:
     properties: Properties  # NOTE_PROPERTIES: which keys fill which field
 
 
+@dataclass(frozen=True)
+class Shown:
+    """One configured source as `status` lists it (Kind.shown): read from the settings and a
+    look at whether its paths exist, nothing more."""
+
+    origin: str  # its items' origin: the row's name (the index counts notes by it)
+    setting: str  # the setting that configures it (NOTES_DIR, NOTE_FOLDERS, MAIL ...)
+    path: str  # what it reads, as this process sees it (a folder, mailboxes, a playlist's link)
+    logged: str  # its source's root as the run log names it (kb.ingest.run)
+    problem: str | None = None  # why it cannot be read from here (a drive not mounted)
+
+
 class Kind:
     """One kind of source. Subclasses set the class attributes and override what differs; the
     defaults are those of a kind whose items have no file of the user's (read back from what
@@ -62,6 +74,8 @@ class Kind:
     unseen: ClassVar[str] = ""
     # owns what no other kind owns (a NOTE_FOLDERS folder: its origin is any name the user chose)
     fallback: ClassVar[bool] = False
+    # the setting that configures its sources, as `status` names it (MAIL)
+    setting: ClassVar[str] = ""
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         """Its sources as the settings configure them (none when it is not configured);
@@ -89,6 +103,35 @@ class Kind:
 
     def close(self, sources: Sequence[Source]) -> None:
         """The run is over: close what `build` opened (clients)."""
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        """Its configured sources as `status` lists them (none when it is not configured),
+        cheaply: nothing is opened or listed; ConfigError when its setting does not parse
+        (status shows it as the kind's row). The default is that of a kind whose `setting` is
+        comma-separated paths read by one source of origin `name`, logged under the first
+        path's folder (mail, Evernote)."""
+        paths = setting_paths(str(getattr(settings, self.setting)))
+        if not paths:
+            return []
+        missing = next((p for p in paths if not p.exists()), None)
+        problem = None
+        if missing:
+            problem = f"{self.setting}: {missing} does not exist (a drive unmounted?)"
+        where = ", ".join(map(str, paths))
+        return [Shown(self.name, self.setting, where, str(paths[0].parent), problem)]
+
+    def waiting(
+        self, settings: Settings, shown: Shown, live: Callable[[], set[str]], since: float | None
+    ) -> tuple[int | None, int]:
+        """(items waiting: new or changed since its last sync, which started at `since`; stored
+        items gone from it, which `live()` names) for one of its sources that can be read; (None,
+        0): not counted, as for a kind with no folder of files to walk cheaply (a mailbox)."""
+        return None, 0
+
+
+def setting_paths(value: str) -> list[Path]:
+    """A setting's comma-separated paths (`~` expanded), in order, without repeats."""
+    return list(dict.fromkeys(Path(e.strip()).expanduser() for e in value.split(",") if e.strip()))
 
 
 def stored_text(payloads: Sequence[Payload]) -> str:

@@ -43,7 +43,7 @@ from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, setting_paths
 
 PREFIX = "mail"  # first component of every message's `source`
 MAX_PARTS = 200  # MIME parts walked per message: a hostile one fails alone, quickly
@@ -342,8 +342,7 @@ def _attachments(parts: list[EmailMessage]) -> Iterator[tuple[str, str]]:
 def mail_sources(settings: Settings) -> list[MailSource]:
     """The MAIL source (none when MAIL is empty); ConfigError naming the entry for one that is
     missing, or when a NOTE_FOLDERS folder is named `mail` (its notes' names would clash)."""
-    entries = [e.strip() for e in settings.MAIL.split(",") if e.strip()]
-    paths = list(dict.fromkeys(Path(e).expanduser() for e in entries))
+    paths = setting_paths(settings.MAIL)
     if not paths:
         return []
     for path in paths:
@@ -362,6 +361,7 @@ class Mail(Kind):
     stored (its own text, as search found it)."""
 
     name = PREFIX
+    setting = "MAIL"
     order = 4
     prefix = PREFIX
     fields = (SENDER, RECIPIENTS, THREAD)

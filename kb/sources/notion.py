@@ -50,7 +50,7 @@ from kb.core.settings import Settings, from_root
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, Shown
 
 PREFIX = "notion"  # first component of every page's `source`
 MAX_MEMBERS = 50_000  # files in one export
@@ -417,6 +417,7 @@ class Notion(Kind):
     """The NOTION exports: pages and databases read back from what the index stored."""
 
     name = PREFIX
+    setting = "NOTION"
     order = 5
     prefix = PREFIX
     unseen = (
@@ -429,6 +430,16 @@ class Notion(Kind):
 
     def owns(self, payload: Payload) -> bool:
         return payload.get(ORIGIN) == PREFIX
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        """Every export as one row (their pages' origin is `notion`), logged as the source is."""
+        entries = parse_entries(settings.NOTION)
+        if not entries:
+            return []
+        missing = next((f"{n}={p}" for n, p in entries if not p.exists()), None)
+        problem = f"NOTION: {missing} does not exist (a drive unmounted?)" if missing else None
+        where = ", ".join(str(path) for _, path in entries)
+        return [Shown(PREFIX, self.setting, where, str(entries[0][1].parent), problem)]
 
 
 KIND = Notion()

@@ -17,7 +17,7 @@ from kb.core.errors import ConfigError
 from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Source
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, Shown
 
 
 @cache
@@ -88,3 +88,15 @@ def files(settings: Settings) -> dict[str, Path]:
 def places(settings: Settings) -> dict[str, Path]:
     """The folders each origin's source lists (status, the watcher)."""
     return {origin: path for kind in kinds() for origin, path in kind.places(settings).items()}
+
+
+def shown(settings: Settings) -> list[tuple[Kind, Shown]]:
+    """Every configured source as `status` lists it, kind by kind in sync order; a kind whose
+    setting does not parse is one row naming the error."""
+    rows: list[tuple[Kind, Shown]] = []
+    for kind in kinds():
+        try:
+            rows += [(kind, row) for row in kind.shown(settings)]
+        except ConfigError as exc:
+            rows.append((kind, Shown(kind.name, kind.setting, "", "", str(exc))))
+    return rows

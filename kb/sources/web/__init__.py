@@ -8,11 +8,13 @@ the kinds (kb.sources.registry) loads no HTTP client.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kb.core.schema import ORIGIN, WEB
 from kb.core.settings import Settings
-from kb.core.state import State
+from kb.core.state import WEB_DIR_NAME, State
 from kb.sources.base import Source
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, Shown
 
 
 class Bookmarks(Kind):
@@ -23,6 +25,7 @@ class Bookmarks(Kind):
     order = 3
     prefix = WEB  # kb.sources.web.page.PREFIX
     unseen = "no page of the BOOKMARKS files is named so (a page saved with save_url is a note)"
+    setting = "BOOKMARKS"
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         from kb.sources.web.source import web_sources
@@ -31,6 +34,11 @@ class Bookmarks(Kind):
 
     def owns(self, payload: Payload) -> bool:
         return payload.get(ORIGIN) == WEB
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        """The bookmark files as one row, logged under STATE_DIR/web (where the pages are)."""
+        logged = str(settings.STATE_DIR / WEB_DIR_NAME)
+        return [replace(row, logged=logged) for row in super().shown(settings)]
 
 
 KIND = Bookmarks()

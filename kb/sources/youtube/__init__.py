@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kb.core.errors import ConfigError
 from kb.core.schema import CHANNEL, DURATION_S, VIDEO, VIEW_COUNT
 from kb.core.schema import KIND as KIND_FIELD
 from kb.core.settings import Settings
-from kb.core.state import State
+from kb.core.state import YOUTUBE_DIR_NAME, State
 from kb.sources.base import Source
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, Shown
 
 
 class Youtube(Kind):
@@ -26,6 +27,7 @@ class Youtube(Kind):
     prefix = "youtube"
     fields = (CHANNEL, DURATION_S, VIEW_COUNT)
     unseen = "no video of the YOUTUBE_PLAYLISTS playlists is named so (youtube/<playlist>/<id>)"
+    setting = "YOUTUBE_PLAYLISTS"
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         from kb.sources.youtube.playlist import playlists
@@ -34,6 +36,27 @@ class Youtube(Kind):
 
     def owns(self, payload: Payload) -> bool:
         return payload.get(KIND_FIELD) == VIDEO
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        """Each playlist (its origin youtube/<id>), with what keeps it from syncing: no API
+        key, Watch Later without cookies."""
+        from kb.sources.youtube import watch_later
+        from kb.sources.youtube.playlist import NO_KEY, parse
+
+        rows = []
+        for playlist in parse(settings.YOUTUBE_PLAYLISTS):
+            problem = None if settings.YOUTUBE_API_KEY else NO_KEY
+            if playlist == watch_later.WATCH_LATER:
+                try:
+                    watch_later.options(
+                        settings.YOUTUBE_COOKIES_FILE, settings.YOUTUBE_COOKIES_BROWSER
+                    )
+                except ConfigError as exc:
+                    problem = str(exc)
+            link = f"https://www.youtube.com/playlist?list={playlist}"
+            logged = str(settings.STATE_DIR / YOUTUBE_DIR_NAME)  # every playlist's
+            rows.append(Shown(f"{self.prefix}/{playlist}", self.setting, link, logged, problem))
+        return rows
 
     def close(self, sources: Sequence[Source]) -> None:
         from kb.sources.youtube.playlist import PlaylistSource, close

@@ -265,6 +265,12 @@ def parse(value: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+NO_KEY = (
+    "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
+    "(see docs/guide/youtube.md)"
+)
+
+
 def configured(
     config: YoutubeConfig,
     state: State,
@@ -287,10 +293,7 @@ def configured(
     if config.api_key:
         api = YoutubeApi(config.api_url, config.api_key, ledger, **api_options)
     else:
-        problem = (
-            "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
-            "(see docs/guide/youtube.md)"
-        )
+        problem = NO_KEY
     kept = None
     if config.captions:
         preferred = [p.strip() for p in config.captions_languages.split(",")]
