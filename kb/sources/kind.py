@@ -15,14 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-from pydantic_settings import BaseSettings
-
 from kb.content.notes import NoteError, is_private, read_note
 from kb.content.obsidian import without_comments
 from kb.core.errors import NoteNotFound
 from kb.core.properties import Properties
 from kb.core.schema import TRANSCRIPT
-from kb.core.settings import Settings
+from kb.core.settings import KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Source
 
@@ -64,8 +62,8 @@ class Kind:
     order: ClassVar[int]  # when its sources sync in a run (the inbox first)
     # its listing spends a remote quota (a playlist): not built for a watcher's batch
     remote: ClassVar[bool] = False
-    # its own settings model (environment variables as today), None when it reads only Settings
-    settings_model: ClassVar[type[BaseSettings] | None] = None
+    # its own settings (declared in its module; Settings.of reads them), None: it reads Settings'
+    settings_model: ClassVar[type[KindSettings] | None] = None
     # the payload fields its items add to a note's (ChunkRecord's extra fields)
     fields: ClassVar[tuple[str, ...]] = ()
     # the first part of every item's `source` ("youtube", "web"): no folder may take it
@@ -110,7 +108,8 @@ class Kind:
         (status shows it as the kind's row). The default is that of a kind whose `setting` is
         comma-separated paths read by one source of origin `name`, logged under the first
         path's folder (mail, Evernote)."""
-        paths = setting_paths(str(getattr(settings, self.setting)))
+        own = settings.of(self.settings_model) if self.settings_model else settings
+        paths = setting_paths(str(getattr(own, self.setting)))
         if not paths:
             return []
         missing = next((p for p in paths if not p.exists()), None)

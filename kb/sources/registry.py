@@ -10,11 +10,15 @@ import pkgutil
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from pydantic.fields import FieldInfo
 
 import kb.sources
 from kb.content import ocr
 from kb.core.errors import ConfigError
-from kb.core.settings import Settings
+from kb.core.settings import FromEnv, KindSettings, Settings
+from kb.core.settings import source_settings as marked
 from kb.core.state import State
 from kb.sources.base import Source
 from kb.sources.kind import Kind, Payload, Shown
@@ -100,3 +104,43 @@ def shown(settings: Settings) -> list[tuple[Kind, Shown]]:
         except ConfigError as exc:
             rows.append((kind, Shown(kind.name, kind.setting, "", "", str(exc))))
     return rows
+
+
+def models() -> tuple[type[KindSettings], ...]:
+    """Every kind's own settings model (Kind.settings_model)."""
+    return tuple(dict.fromkeys(k.settings_model for k in kinds() if k.settings_model is not None))
+
+
+def fields() -> dict[str, FieldInfo]:
+    """Every setting the scripts and the MCP server read, by name: Settings' and the kinds'."""
+    every = dict(Settings.model_fields)
+    for model in models():
+        every |= model.model_fields
+    return every
+
+
+def check(settings: Settings) -> None:
+    """Every kind's own settings read now (the scripts and the server check them at start):
+    ConfigError naming each invalid one."""
+    problems = []
+    for model in models():
+        try:
+            settings.of(model)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def source_settings() -> tuple[str, ...]:
+    """The settings marked SOURCE (Settings' and the kinds'): those that add notes."""
+    every: tuple[type[FromEnv], ...] = (Settings, *models())
+    return tuple(name for model in every for name in marked(model))
+
+
+def without_sources(settings: Settings, inbox: Path) -> Settings:
+    """`settings` with no source of notes but the inbox `inbox`: every SOURCE setting at its
+    default (none), NOTES_DIR `inbox`."""
+    every = fields()
+    cleared: dict[str, Any] = {name: every[name].default for name in source_settings()}
+    return settings.model_copy(update=cleared | {"NOTES_DIR": inbox})
