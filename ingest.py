@@ -34,6 +34,7 @@ from kb.core.settings import Settings, get_settings
 from kb.core.state import JOINING, State
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import ConsoleProgress, format_summary
+from kb.sources import registry
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.save_url and (maintaining or args.watch or args.rebuild or args.youtube_only):
         parser.error("--save-url runs on its own")
     settings = get_settings()
+    registry.check(settings)  # every kind's own settings: a wrong one is named before any work
     setup_logging(settings.LOG_LEVEL)
     if args.rebuild not in (True, False, settings.COLLECTION, settings.CODE_COLLECTION):
         parser.error(

@@ -21,10 +21,11 @@ from kb.app.backend import embed_client, open_store
 from kb.app.cli import fail, script
 from kb.app.ingest import run
 from kb.core.errors import IngestError
-from kb.core.settings import Settings, get_settings, without_sources
+from kb.core.settings import Settings, get_settings
 from kb.embedding.client import EmbedClient
 from kb.search.filters import Filters
 from kb.search.query import search, tag_usage
+from kb.sources import registry
 from kb.sources.files import INGESTED
 from kb.store import collection
 from kb.store.points import Store
@@ -156,7 +157,7 @@ def main() -> int:
         own["CODE_COLLECTION"] = f"{name}_code"  # never the user's code collection either
         if settings.QDRANT_PATH:
             own["QDRANT_PATH"] = str(Path(tmp) / "qdrant")
-        settings = without_sources(settings.model_copy(update=own), notes)
+        settings = registry.without_sources(settings.model_copy(update=own), notes)
         with open_store(settings, name) as store, embed_client(settings) as client:
             client.health()  # a down embedder is reported as such, before any work
             try:

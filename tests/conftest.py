@@ -13,7 +13,8 @@ import pytest
 from helpers import EmbedderProcess, register_bench
 from stack_files import embedder_settings_class
 
-from kb.core.settings import ENV_FILE_VARIABLE, Settings, get_settings
+from kb.core.settings import ENV_FILE_VARIABLE, get_settings
+from kb.sources import registry
 
 register_bench()  # the tests import bench.* (not installed) as the benchmarks do
 
@@ -43,7 +44,7 @@ _WORDS = _VOCAB_TEXT.split()
 
 def setting_names() -> set[str]:
     """Every variable the scripts, the MCP server and the embedder read as a setting."""
-    return set(Settings.model_fields) | set(embedder_settings_class().model_fields)
+    return set(registry.fields()) | set(embedder_settings_class().model_fields)
 
 
 @pytest.fixture(scope="session", autouse=True)

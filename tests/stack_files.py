@@ -266,13 +266,15 @@ def env_example_comments() -> dict[str, str]:
 
 
 def setting_fields() -> dict[str, list[tuple[str, Any]]]:
-    """Setting name -> [(reader, FieldInfo)], one pair per settings class that reads it."""
-    from kb.core.settings import Settings
+    """Setting name -> [(reader, FieldInfo)], one pair per settings class that reads it (the
+    scripts' and the MCP server's: Settings and each kind's own model, kb.sources.registry)."""
+    from kb.sources import registry
 
     out: dict[str, list[tuple[str, Any]]] = {}
-    for reader, cls in (("scripts, MCP server", Settings), ("embedder", embedder_settings_class())):
-        for name, info in cls.model_fields.items():
-            out.setdefault(name, []).append((reader, info))
+    for name, info in registry.fields().items():
+        out.setdefault(name, []).append(("scripts, MCP server", info))
+    for name, info in embedder_settings_class().model_fields.items():
+        out.setdefault(name, []).append(("embedder", info))
     return out
 
 

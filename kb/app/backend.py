@@ -139,6 +139,7 @@ class Backend:
     is not available yet, and recovers without a restart once it is."""
 
     def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None) -> None:
+        registry.check(settings)  # every kind's own settings: ConfigError naming a wrong one
         self.settings = settings
         self.client = embed_client(settings, transport=transport)
         self.code_client = embed_client(settings, code=True, transport=transport)

@@ -44,6 +44,7 @@ from kb.core.settings import Settings, get_settings
 from kb.core.state import PRIVATE_FILE, private_folder
 from kb.search import Searcher, SearchRequest, fresh, search
 from kb.search import answer as llm
+from kb.sources import registry
 from kb.store import collection
 
 log = logging.getLogger(__name__)
@@ -317,10 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"--notes {args.notes} is not a folder", 2)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
         shutil.copytree(args.notes, Path(tmp) / "notes", ignore=shutil.ignore_patterns(".*"))
-        apart = settings.model_copy(update={
-            "NOTES_DIR": Path(tmp) / "notes", "QDRANT_PATH": str(Path(tmp) / "qdrant"),
-            "QDRANT_URL": "", "NOTE_FOLDERS": "",
-            "STATE_DIR": Path(tmp) / "state", "YOUTUBE_PLAYLISTS": "",
+        apart = registry.without_sources(settings, Path(tmp) / "notes").model_copy(update={
+            "QDRANT_PATH": str(Path(tmp) / "qdrant"), "QDRANT_URL": "",
+            "STATE_DIR": Path(tmp) / "state",
         })  # fmt: skip
         with (
             open_store(apart) as store,

@@ -41,6 +41,7 @@ from kb.embedding.client import EmbedClient
 from kb.ingest.options import IngestOptions
 from kb.ingest.progress import Progress, Summary
 from kb.ingest.run import ingest
+from kb.sources import registry
 from kb.sources.files import INGESTED
 from kb.sources.folder import parse as folder_names
 from kb.sources.inbox import InboxSource
@@ -257,13 +258,10 @@ def write_page(
 
 
 def source_names(settings: Settings) -> list[str]:
-    """What `sync(source)` takes: the inbox, each NOTE_FOLDERS name, youtube, web."""
+    """What `sync(source)` takes: the inbox, each NOTE_FOLDERS name, each other kind configured
+    (youtube, web, mail ...: its items' first name)."""
     names = [INBOX, *(name for name, _ in folder_names(settings.NOTE_FOLDERS))]
-    if settings.YOUTUBE_PLAYLISTS.strip():
-        names.append(YOUTUBE)
-    if settings.BOOKMARKS.strip():
-        names.append(PREFIX)
-    return names
+    return names + list(dict.fromkeys(k.prefix for k, _ in registry.shown(settings) if k.prefix))
 
 
 def sync(

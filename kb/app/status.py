@@ -3,31 +3,35 @@ dashboard's status page both show this.
 
 Read-only and cheap: facet counts from the store, the run log and the watcher file from
 STATE_DIR, and a walk of each source's folder (names and modification times, never contents).
-"What waits" is, for the inbox, every note file still in it (ingesting moves them out); for a
+Every configured source of every kind is a row (kb.sources.registry: each kind says what its
+rows are, `Kind.shown`, and what waits in them, `Kind.waiting`): its origin, the setting that
+configures it, the notes the index holds from it and what keeps it from being read. "What
+waits" is, for the inbox, every note file still in it (ingesting moves them out); for a
 NOTE_FOLDERS folder, the files new since its last sync or modified after it started, plus the
-stored notes whose file is gone (its next sync soft-deletes them). The links that name notes
-that are not indexed (a vault's health: a note not written yet, renamed or deleted) are listed
-from the index (kb.search.related).
+stored notes whose file is gone (its next sync soft-deletes them); not counted for the others
+(a mailbox, a playlist). The links that name notes that are not indexed (a vault's health: a
+note not written yet, renamed or deleted) are listed from the index (kb.search.related).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb.core.errors import ConfigError, StoreError
+from kb.core.errors import StoreError
 from kb.core.schema import INBOX, ORIGIN
-from kb.core.settings import Settings, from_root
+from kb.core.settings import Settings
 from kb.core.state import RUN_LOG_NAME, State
 from kb.ingest import lifecycle, switch
 from kb.ingest import plan as sync
 from kb.search.related import UnresolvedLink, unresolved_links
-from kb.sources.files import INGESTED, discover, git_files
-from kb.sources.folder import parse
+from kb.sources import registry
+from kb.sources.kind import Kind, Shown
 from kb.store import collection
 from kb.store.points import Store
 
@@ -43,14 +47,17 @@ class Failure:
 
 @dataclass(frozen=True)
 class SourceStatus:
-    name: str  # "inbox" or a NOTE_FOLDERS name: the notes' `origin`
-    path: str  # the folder, as this process sees it
+    name: str  # its notes' `origin`: "inbox", a NOTE_FOLDERS name, "mail", "youtube/<id>" ...
+    path: str  # what it reads (a folder, mailboxes, a playlist's link), as this process sees it
     notes: int  # live notes stored from it (soft-deleted ones not counted)
-    waiting: int | None  # files not ingested yet, or changed since its last sync; None: unseen
+    # files not ingested yet, or changed since its last sync; None: not counted (a mailbox) or
+    # not seen (a folder not mounted)
+    waiting: int | None
     gone: int  # stored notes whose file left the folder (soft-deleted by its next sync)
     last_sync: str | None  # when its last sync started (UTC, ISO)
     failed: list[Failure]  # files its last sync could not ingest, with the reason
-    problem: str | None  # why its folder cannot be read from here (e.g. not mounted)
+    problem: str | None  # why it cannot be read from here (e.g. not mounted, a setting wrong)
+    setting: str = ""  # the setting that configures it (NOTES_DIR, NOTE_FOLDERS, MAIL ...)
 
 
 @dataclass(frozen=True)
@@ -99,11 +106,9 @@ def status(settings: Settings, store: Store | None) -> Status:
     """The whole picture; a store that cannot be read (None, or StoreError) is reported in
     `problem` with the sources still listed."""
     runs = last_runs(settings.STATE_DIR)
-    folders, sources_problem = _folders(settings)
-    roots = [(INBOX, settings.NOTES_DIR), *folders]
+    rows = registry.shown(settings)
     counts: dict[str, int] = {}
-    stored: dict[str, dict[str, dict[str, str]]] = {}
-    problem = sources_problem
+    problem = None
     info = None
     total = deleted = broken = unembedded = 0
     unresolved: list[UnresolvedLink] = []
@@ -118,7 +123,6 @@ def status(settings: Settings, store: Store | None) -> Status:
             # notes written before `origin` existed came from the inbox
             counts[INBOX] = counts.get(INBOX, 0) + total - sum(counts.values())
             deleted = len(lifecycle.list_deleted(store))
-            stored = {name: store.fingerprints(origin=name) for name, _ in folders}
             broken, unresolved = unresolved_links(store)
             unembedded = store.unembedded()
             under_way = switch.progress(store)
@@ -126,10 +130,27 @@ def status(settings: Settings, store: Store | None) -> Status:
                 switching = SwitchStatus(**asdict(under_way))
     except StoreError as exc:
         problem = str(exc)
+
+    def live(origin: str) -> Callable[[], set[str]]:
+        """The stored notes of `origin` not soft-deleted (read only by a kind that needs them)."""
+
+        def read() -> set[str]:
+            if store is None or info is None:
+                return set()
+            try:
+                stored = store.fingerprints(origin=origin)
+            except StoreError:
+                return set()
+            return {s for s, points in stored.items() if not sync.deleted(points)}
+
+        return read
+
+    logged = Counter(row.logged for _, row in rows)
     sources = [
-        _source(name, root, counts.get(name, 0), runs.get(str(root)), stored.get(name), settings)
-        for name, root in roots
-    ]
+        _source(kind, row, counts.get(row.origin, 0), runs.get(row.logged), live(row.origin),
+                logged[row.logged] > 1, settings)
+        for kind, row in rows
+    ]  # fmt: skip
     started = [s.last_sync for s in sources if s.last_sync]
     return Status(
         collection=settings.COLLECTION,
@@ -151,42 +172,33 @@ def status(settings: Settings, store: Store | None) -> Status:
     )
 
 
-def _folders(settings: Settings) -> tuple[list[tuple[str, Path]], str | None]:
-    try:
-        return [(name, from_root(Path(path))) for name, path in parse(settings.NOTE_FOLDERS)], None
-    except ConfigError as exc:
-        return [], str(exc)
-
-
 def _source(
-    name: str,
-    root: Path,
+    kind: Kind,
+    row: Shown,
     notes: int,
     run: dict[str, Any] | None,
-    stored: dict[str, dict[str, str]] | None,
+    live: Callable[[], set[str]],
+    shared: bool,
     settings: Settings,
 ) -> SourceStatus:
+    """One row. `shared`: its run log line is also other rows' (the playlists of one run):
+    only the failures named under its origin are its own."""
     last = run.get("started") if run else None
     failed = [
         Failure(str(f.get("source")), str(f.get("reason")))
         for f in (run or {}).get("failed", [])
-        if isinstance(f, dict)
+        if isinstance(f, dict) and (not shared or _under(str(f.get("source")), row.origin))
     ]
-    if not root.is_dir():
-        where = "NOTES_DIR" if name == INBOX else f"NOTE_FOLDERS {name}"
-        problem = f"{where} {root} is not a folder here (not mounted, or on another machine)"
-        return SourceStatus(name, str(root), notes, None, 0, last, failed, problem)
-    if name == INBOX:
-        waiting = len(discover(root, root, leave_out=INGESTED).files)
-        return SourceStatus(name, str(root), notes, waiting, 0, last, failed, None)
-    tracked = git_files(root) if settings.NOTE_FOLDERS_GIT else None
-    files = {f"{name}/{rel}": path for path, rel in discover(root, root, tracked=tracked).files}
-    stored = stored or {}
-    live = {s for s, points in stored.items() if not sync.deleted(points)}
-    since = _timestamp(last)
-    waiting = sum(1 for s, path in files.items() if s not in live or _modified_after(path, since))
-    gone = len(live - files.keys())
-    return SourceStatus(name, str(root), notes, waiting, gone, last, failed, None)
+    waiting, gone = None, 0
+    if row.problem is None:
+        waiting, gone = kind.waiting(settings, row, live, _timestamp(last))
+    return SourceStatus(
+        row.origin, row.path, notes, waiting, gone, last, failed, row.problem, row.setting
+    )
+
+
+def _under(source: str, origin: str) -> bool:
+    return source == origin or source.startswith(f"{origin}/")
 
 
 def _timestamp(iso: str | None) -> float | None:
@@ -196,15 +208,6 @@ def _timestamp(iso: str | None) -> float | None:
         return lifecycle.moment(iso).timestamp()
     except ValueError:
         return None
-
-
-def _modified_after(path: Path, since: float | None) -> bool:
-    try:
-        # the log keeps whole seconds: a file saved within the run's first second counts as
-        # seen, not as waiting forever after
-        return since is None or path.stat().st_mtime >= since + 1
-    except OSError:
-        return False  # gone meanwhile: the next look sees it
 
 
 def last_runs(state_dir: Path) -> dict[str, dict[str, Any]]:

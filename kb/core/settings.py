@@ -1,10 +1,12 @@
-"""Every setting the host scripts and the MCP server read, in one place.
+"""Every setting the host scripts and the MCP server read, but a kind of source's own: those are
+in its module, a KindSettings model read the same way (Settings.of; kb.sources.registry lists
+them all).
 
 Field names are the environment variable names. Values come from the environment, then from
 `.env` at the repository root, then the defaults below. Relative paths (NOTES_DIR, QDRANT_PATH,
 STATE_DIR, the folders of NOTE_FOLDERS) are resolved against the repository root, where `.env`
 is read, whatever the current folder. docs/guide/configuration.md and `.env.example` list
-exactly these names (a test keeps the three in sync).
+exactly these names and the kinds' (a test keeps them in sync).
 
 `SETTINGS_ENV_FILE` is not a setting: it names another file to read instead of the repository's
 `.env`. The test suite points it at an empty file, for itself and every process it starts, so a
@@ -14,11 +16,12 @@ developer's `.env` cannot change test results.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self, TypeVar
 
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kb.core import kinds, properties
@@ -48,7 +51,11 @@ def env_file() -> Path:
     return Path(os.environ.get(ENV_FILE_VARIABLE) or REPO_ROOT / ".env")
 
 
-class Settings(BaseSettings):
+class FromEnv(BaseSettings):
+    """How every settings model is read: field names are the environment variable names (case
+    sensitive), values from the environment, then the `.env` file (env_file()), then defaults;
+    names it does not declare are ignored."""
+
     model_config = SettingsConfigDict(
         env_file_encoding="utf-8",
         extra="ignore",
@@ -59,6 +66,53 @@ class Settings(BaseSettings):
         # `_env_file=None` (no file) or another file given explicitly still wins.
         values.setdefault("_env_file", env_file())
         super().__init__(**values)
+
+
+class KindSettings(FromEnv):
+    """A kind of source's own settings (kb.sources.kind.Kind.settings_model), declared in the
+    kind's module and read as Settings is (Settings.of): same variables, same `.env`; SOURCE on
+    the fields that add notes."""
+
+
+K = TypeVar("K", bound=KindSettings)
+
+
+class Settings(FromEnv):
+    # what Settings was given for names it does not declare (a kind's: Settings(MAIL=...)),
+    # and the `.env` it read: what Settings.of hands a kind's model
+    _given: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, **values: Any) -> None:
+        values.setdefault("_env_file", env_file())
+        given = {k: v for k, v in values.items() if k not in type(self).model_fields}
+        super().__init__(**values)
+        self._given = given
+
+    def of(self, model: type[K]) -> K:
+        """A kind's own settings, read as these were: the environment, the same `.env`, and the
+        values Settings was given (or model_copy updated) for its names; ConfigError naming
+        each invalid one."""
+        values = {k: v for k, v in self._given.items() if k in model.model_fields or k[0] == "_"}
+        try:
+            return model(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_invalid(exc)) from None
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy; a name Settings does not declare (a kind's) goes to `of`."""
+        fields = dict(update or {})
+        given = {k: fields.pop(k) for k in list(fields) if k not in type(self).model_fields}
+        copied = super().model_copy(update=fields, deep=deep)
+        copied._given = self._given | given
+        return copied
+
+    def __eq__(self, other: object) -> bool:
+        # the values, not where they were read from (`_env_file`)
+        return (
+            isinstance(other, Settings)
+            and self.__dict__ == other.__dict__
+            and _values(self._given) == _values(other._given)
+        )
 
     # --- embedder client -------------------------------------------------------------
     EMBED_URL: str = Field("http://localhost:8080", description="Base URL of the embedder.")
@@ -240,123 +294,6 @@ class Settings(BaseSettings):
         "unchanged text is never embedded twice.",
     )
 
-    # --- YouTube playlists (docs/guide/youtube.md) --------------------------------------------
-    YOUTUBE_PLAYLISTS: str = Field(
-        "",
-        description="Comma-separated YouTube playlist ids synced as sources (each video one "
-        "item, results under youtube/<id>/); WL is Watch Later (read with yt-dlp and cookies).",
-        json_schema_extra=SOURCE,
-    )
-    YOUTUBE_API_KEY: str = Field(
-        "", description="YouTube Data API v3 key: video details and custom playlists."
-    )
-    YOUTUBE_API_URL: str = Field(
-        "https://www.googleapis.com/youtube/v3", description="Base URL of the YouTube Data API."
-    )
-    YOUTUBE_COOKIES_FILE: str = Field(
-        "",
-        description="Netscape cookies.txt of a signed-in YouTube session: only Watch Later (WL) "
-        "needs it (or YOUTUBE_COOKIES_BROWSER).",
-    )
-    YOUTUBE_COOKIES_BROWSER: str = Field(
-        "",
-        description="Browser yt-dlp reads YouTube cookies from for Watch Later (e.g. firefox, "
-        "chrome), instead of YOUTUBE_COOKIES_FILE.",
-    )
-    YOUTUBE_DAILY_UNITS: int = Field(
-        9000,
-        ge=1,
-        description="Data API units a day's syncs may spend (the API's default quota is "
-        "10,000 a Pacific-time day); the rest waits for the next day's run.",
-    )
-    YOUTUBE_CAPTIONS: bool = Field(
-        False,
-        description="Embed each video's captions (listed by yt-dlp, no Data API units) as "
-        "passages whose link opens the video at that moment (&t=754s); off: they are removed.",
-    )
-    YOUTUBE_CAPTIONS_LANGUAGES: str = Field(
-        "",
-        description="Caption languages to prefer, comma-separated (e.g. de,en); then the "
-        "video's own language, then English.",
-    )
-    YOUTUBE_REFRESH_DAYS: int = Field(
-        7,
-        ge=0,
-        description="Days after which a video's view count is fetched again (videos.list, 1 "
-        "unit per 50 videos; the payload is updated, nothing embedded); 0: never.",
-    )
-
-    # --- mail (docs/guide/mail.md) ------------------------------------------------------------
-    MAIL: str = Field(
-        "",
-        description="Comma-separated mailboxes synced as a source (each message one item, "
-        "results under mail/): .mbox files (Gmail Takeout, Thunderbird, Apple Mail), Maildir "
-        "folders, .eml files or folders of them.",
-        json_schema_extra=SOURCE,
-    )
-    # --- Notion (docs/guide/notion.md) --------------------------------------------------------
-    NOTION: str = Field(
-        "",
-        description="Comma-separated Notion exports synced as a source (Markdown & CSV: the zip "
-        "or its unpacked folder; `name=path` names one; results under notion/<name>/): pages "
-        "without Notion's ids, links between them as backlinks, databases as tables.",
-        json_schema_extra=SOURCE,
-    )
-    # --- Evernote (docs/guide/evernote.md) ----------------------------------------------------
-    EVERNOTE: str = Field(
-        "",
-        description="Comma-separated Evernote exports synced as a source (each note one item, "
-        "results under evernote/<notebook>/): .enex files or folders of them.",
-        json_schema_extra=SOURCE,
-    )
-    # --- bookmarks and web pages (docs/guide/web.md) ----------------------------------------
-    BOOKMARKS: str = Field(
-        "",
-        description="Comma-separated browser bookmark files synced as a source (each page one "
-        "item, results under web/<site>/): Chromium/Chrome/Edge/Brave `Bookmarks`, Firefox "
-        "`places.sqlite`, or an exported bookmarks HTML.",
-        json_schema_extra=SOURCE,
-    )
-    BOOKMARKS_FOLDERS: str = Field(
-        "",
-        description="Comma-separated bookmark folders to sync (e.g. read later; any depth, any "
-        "case); empty: every bookmark.",
-    )
-    WEB_REFRESH_DAYS: int = Field(
-        30,
-        ge=0,
-        description="Days after which a bookmarked page is fetched again (only what changed is "
-        "embedded); 0: never.",
-    )
-    WEB_TIMEOUT: float = Field(
-        20.0,
-        gt=0,
-        description=(
-            "Seconds one page's fetch may take in all (robots.txt, redirects, headers and body)."
-        ),
-    )
-    WEB_MAX_BYTES: int = Field(
-        10_000_000,
-        ge=1,
-        description="Pages larger than this (bytes, on the wire or decoded) are not fetched.",
-    )
-    WEB_MAX_REDIRECTS: int = Field(
-        5, ge=0, description="Redirects a fetch follows at most (each one checked like the first)."
-    )
-    WEB_CONTENT_TYPES: str = Field(
-        "text/html,application/xhtml+xml,application/pdf,text/plain",
-        description="Comma-separated media types fetched: HTML (main text extracted), PDF, plain "
-        "text; others are refused.",
-    )
-    WEB_ROBOTS: bool = Field(
-        True, description="Honour a site's robots.txt: a page it disallows is not fetched."
-    )
-    WEB_ALLOW_PRIVATE: bool = Field(
-        False,
-        description="Fetch pages on loopback or private addresses (this machine, your own "
-        "network); off: refused, redirects and DNS answers included.",
-    )
-
     # --- MCP server ------------------------------------------------------------------
     MCP_HOST: str = Field("127.0.0.1", description="Interface the MCP server binds.")
     MCP_PORT: int = Field(8000, ge=1, le=65535, description="Port the MCP server listens on.")
@@ -445,17 +382,6 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _web_content_types(self) -> Settings:
-        known = {"text/html", "application/xhtml+xml", "application/pdf", "text/plain"}
-        for kind in (t.strip().lower() for t in self.WEB_CONTENT_TYPES.split(",") if t.strip()):
-            if kind not in known:
-                raise ValueError(
-                    f"WEB_CONTENT_TYPES: {kind!r} is not a type a page is read as (known: "
-                    f"{', '.join(sorted(known))})"
-                )
-        return self
-
-    @model_validator(mode="after")
     def _known_extensions(self) -> Settings:
         for suffix in self.index_extensions:
             if suffix not in kinds.KNOWN or kinds.is_secret(f"x{suffix}"):
@@ -480,22 +406,18 @@ class Settings(BaseSettings):
         return f"http://{host}:{self.MCP_PORT}/mcp"
 
 
-def source_settings() -> tuple[str, ...]:
-    """The settings marked SOURCE: those that add notes to the index."""
+def _values(given: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in given.items() if k[0] != "_"}
+
+
+def source_settings(model: type[FromEnv]) -> tuple[str, ...]:
+    """The settings of `model` marked SOURCE: those that add notes to the index
+    (kb.sources.registry.source_settings: Settings' and every kind's)."""
     return tuple(
         name
-        for name, field in Settings.model_fields.items()
+        for name, field in model.model_fields.items()
         if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("source")
     )
-
-
-def without_sources(settings: Settings, inbox: Path) -> Settings:
-    """`settings` with no source of notes but the inbox `inbox`: every SOURCE setting at its
-    default (none), NOTES_DIR `inbox`."""
-    cleared: dict[str, Any] = {
-        name: Settings.model_fields[name].default for name in source_settings()
-    }
-    return settings.model_copy(update=cleared | {"NOTES_DIR": inbox})
 
 
 def from_root(path: Path) -> Path:

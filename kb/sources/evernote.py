@@ -40,6 +40,7 @@ from xml.etree.ElementTree import Element, ParseError
 # defusedxml ships no type information (its stubs would be one more pin for three names)
 from defusedxml import DefusedXmlException, EntitiesForbidden  # type: ignore[import-untyped]
 from defusedxml.ElementTree import fromstring, iterparse  # type: ignore[import-untyped]
+from pydantic import Field
 
 from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
@@ -47,11 +48,11 @@ from kb.content.notes import Note, NoteError, normalise_tags, with_parents
 from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, TEXT_NOTES, Domain, suffix_of
 from kb.core.schema import ORIGIN
-from kb.core.settings import Settings
+from kb.core.settings import SOURCE, KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, setting_paths
 
 log = logging.getLogger(__name__)
 
@@ -396,11 +397,21 @@ def image_text(name: str, data: bytes) -> str | None:
         return None
 
 
+class EvernoteSettings(KindSettings):
+    """EVERNOTE (docs/guide/evernote.md)."""
+
+    EVERNOTE: str = Field(
+        "",
+        description="Comma-separated Evernote exports synced as a source (each note one item, "
+        "results under evernote/<notebook>/): .enex files or folders of them.",
+        json_schema_extra=SOURCE,
+    )
+
+
 def evernote_sources(settings: Settings) -> list[EvernoteSource]:
     """The EVERNOTE source (none when EVERNOTE is empty); ConfigError naming the entry for one
     that is missing, or when a NOTE_FOLDERS folder is named `evernote`."""
-    entries = [e.strip() for e in settings.EVERNOTE.split(",") if e.strip()]
-    paths = list(dict.fromkeys(Path(e).expanduser() for e in entries))
+    paths = setting_paths(settings.of(EvernoteSettings).EVERNOTE)
     if not paths:
         return []
     for path in paths:
@@ -419,6 +430,8 @@ class Evernote(Kind):
     stored (its text, as search found it)."""
 
     name = PREFIX
+    setting = "EVERNOTE"
+    settings_model = EvernoteSettings
     order = 5
     prefix = PREFIX
     unseen = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from kb.core.settings import Settings, from_root
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.files import DEFAULT_SUFFIXES, INGESTED, discover, git_files, listed_now
-from kb.sources.kind import Kind, Payload, ReadConfig, checked_name, file_text
+from kb.sources.kind import Kind, Payload, ReadConfig, Shown, checked_name, file_text
 
 # names a folder may not take: another source's (the inbox's, its ingested/ folder)
 RESERVED = frozenset({INBOX, INGESTED})
@@ -182,6 +182,7 @@ class Folders(Kind):
     name = "folders"
     order = 1
     fallback = True
+    setting = "NOTE_FOLDERS"
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         return list(folders(settings))
@@ -213,6 +214,41 @@ class Folders(Kind):
 
     def places(self, settings: Settings) -> dict[str, Path]:
         return {f.name: f.root for f in folders(settings)}
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        rows = []
+        for name, path in parse(settings.NOTE_FOLDERS):
+            root = from_root(Path(path))
+            problem = None
+            if not root.is_dir():
+                problem = (
+                    f"NOTE_FOLDERS {name} {root} is not a folder here (not mounted, or on "
+                    "another machine)"
+                )
+            rows.append(Shown(name, self.setting, str(root), str(root), problem))
+        return rows
+
+    def waiting(
+        self, settings: Settings, shown: Shown, live: Callable[[], set[str]], since: float | None
+    ) -> tuple[int | None, int]:
+        """The files new since its last sync or modified after it started; the stored notes
+        whose file is gone (its next sync soft-deletes them)."""
+        root = Path(shown.path)
+        tracked = git_files(root) if settings.NOTE_FOLDERS_GIT else None
+        found = discover(root, root, tracked=tracked).files
+        files = {f"{shown.origin}/{rel}": path for path, rel in found}
+        stored = live()
+        waiting = sum(1 for s, p in files.items() if s not in stored or _modified_after(p, since))
+        return waiting, len(stored - files.keys())
+
+
+def _modified_after(path: Path, since: float | None) -> bool:
+    try:
+        # the log keeps whole seconds: a file saved within the run's first second counts as
+        # seen, not as waiting forever after
+        return since is None or path.stat().st_mtime >= since + 1
+    except OSError:
+        return False  # gone meanwhile: the next look sees it
 
 
 KIND = Folders()

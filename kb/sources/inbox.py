@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.files import DEFAULT_SUFFIXES, INGESTED, discover, listed_now
 from kb.sources.folder import folders
-from kb.sources.kind import Kind, Payload, ReadConfig, checked_name, file_text
+from kb.sources.kind import Kind, Payload, ReadConfig, Shown, checked_name, file_text
 
 MOVE_THREADS = 16  # notes moved side by side: enough for the journal to commit them as one
 
@@ -131,6 +131,7 @@ class Inbox(Kind):
 
     name = INBOX
     order = 0
+    setting = "NOTES_DIR"
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         """The inbox; no note of it may start with a NOTE_FOLDERS name (checked there:
@@ -162,6 +163,20 @@ class Inbox(Kind):
 
     def places(self, settings: Settings) -> dict[str, Path]:
         return {INBOX: settings.NOTES_DIR}
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        root = settings.NOTES_DIR
+        problem = None
+        if not root.is_dir():
+            problem = f"NOTES_DIR {root} is not a folder here (not mounted, or on another machine)"
+        return [Shown(INBOX, self.setting, str(root), str(root), problem)]
+
+    def waiting(
+        self, settings: Settings, shown: Shown, live: Callable[[], set[str]], since: float | None
+    ) -> tuple[int | None, int]:
+        """Every note file still in the inbox (ingesting moves them out)."""
+        root = settings.NOTES_DIR
+        return len(discover(root, root, leave_out=INGESTED).files), 0
 
 
 KIND = Inbox()

@@ -10,19 +10,17 @@ so a new kind is one module, one guide page and one test file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
-
-from pydantic_settings import BaseSettings
 
 from kb.content.notes import NoteError, is_private, read_note
 from kb.content.obsidian import without_comments
 from kb.core.errors import NoteNotFound
 from kb.core.properties import Properties
 from kb.core.schema import TRANSCRIPT
-from kb.core.settings import Settings
+from kb.core.settings import KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Source
 
@@ -43,6 +41,18 @@ class ReadConfig:
     properties: Properties  # NOTE_PROPERTIES: which keys fill which field
 
 
+@dataclass(frozen=True)
+class Shown:
+    """One configured source as `status` lists it (Kind.shown): read from the settings and a
+    look at whether its paths exist, nothing more."""
+
+    origin: str  # its items' origin: the row's name (the index counts notes by it)
+    setting: str  # the setting that configures it (NOTES_DIR, NOTE_FOLDERS, MAIL ...)
+    path: str  # what it reads, as this process sees it (a folder, mailboxes, a playlist's link)
+    logged: str  # its source's root as the run log names it (kb.ingest.run)
+    problem: str | None = None  # why it cannot be read from here (a drive not mounted)
+
+
 class Kind:
     """One kind of source. Subclasses set the class attributes and override what differs; the
     defaults are those of a kind whose items have no file of the user's (read back from what
@@ -52,8 +62,8 @@ class Kind:
     order: ClassVar[int]  # when its sources sync in a run (the inbox first)
     # its listing spends a remote quota (a playlist): not built for a watcher's batch
     remote: ClassVar[bool] = False
-    # its own settings model (environment variables as today), None when it reads only Settings
-    settings_model: ClassVar[type[BaseSettings] | None] = None
+    # its own settings (declared in its module; Settings.of reads them), None: it reads Settings'
+    settings_model: ClassVar[type[KindSettings] | None] = None
     # the payload fields its items add to a note's (ChunkRecord's extra fields)
     fields: ClassVar[tuple[str, ...]] = ()
     # the first part of every item's `source` ("youtube", "web"): no folder may take it
@@ -62,6 +72,8 @@ class Kind:
     unseen: ClassVar[str] = ""
     # owns what no other kind owns (a NOTE_FOLDERS folder: its origin is any name the user chose)
     fallback: ClassVar[bool] = False
+    # the setting that configures its sources, as `status` names it (MAIL)
+    setting: ClassVar[str] = ""
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         """Its sources as the settings configure them (none when it is not configured);
@@ -89,6 +101,36 @@ class Kind:
 
     def close(self, sources: Sequence[Source]) -> None:
         """The run is over: close what `build` opened (clients)."""
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        """Its configured sources as `status` lists them (none when it is not configured),
+        cheaply: nothing is opened or listed; ConfigError when its setting does not parse
+        (status shows it as the kind's row). The default is that of a kind whose `setting` is
+        comma-separated paths read by one source of origin `name`, logged under the first
+        path's folder (mail, Evernote)."""
+        own = settings.of(self.settings_model) if self.settings_model else settings
+        paths = setting_paths(str(getattr(own, self.setting)))
+        if not paths:
+            return []
+        missing = next((p for p in paths if not p.exists()), None)
+        problem = None
+        if missing:
+            problem = f"{self.setting}: {missing} does not exist (a drive unmounted?)"
+        where = ", ".join(map(str, paths))
+        return [Shown(self.name, self.setting, where, str(paths[0].parent), problem)]
+
+    def waiting(
+        self, settings: Settings, shown: Shown, live: Callable[[], set[str]], since: float | None
+    ) -> tuple[int | None, int]:
+        """(items waiting: new or changed since its last sync, which started at `since`; stored
+        items gone from it, which `live()` names) for one of its sources that can be read; (None,
+        0): not counted, as for a kind with no folder of files to walk cheaply (a mailbox)."""
+        return None, 0
+
+
+def setting_paths(value: str) -> list[Path]:
+    """A setting's comma-separated paths (`~` expanded), in order, without repeats."""
+    return list(dict.fromkeys(Path(e.strip()).expanduser() for e in value.split(",") if e.strip()))
 
 
 def stored_text(payloads: Sequence[Payload]) -> str:

@@ -32,6 +32,8 @@ from email.utils import getaddresses, parsedate_to_datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.notes import Note, NoteError
@@ -39,11 +41,11 @@ from kb.core.errors import ConfigError
 from kb.core.kinds import IMAGES, PROSE, TEXT_NOTES, Domain, suffix_of
 from kb.core.schema import EMAIL, MESSAGE_REMOVED, RECIPIENTS, SENDER, THREAD
 from kb.core.schema import KIND as KIND_FIELD
-from kb.core.settings import Settings
+from kb.core.settings import SOURCE, KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, setting_paths
 
 PREFIX = "mail"  # first component of every message's `source`
 MAX_PARTS = 200  # MIME parts walked per message: a hostile one fails alone, quickly
@@ -339,11 +341,22 @@ def _attachments(parts: list[EmailMessage]) -> Iterator[tuple[str, str]]:
             yield f"Attachment: {name}", text
 
 
+class MailSettings(KindSettings):
+    """MAIL (docs/guide/mail.md)."""
+
+    MAIL: str = Field(
+        "",
+        description="Comma-separated mailboxes synced as a source (each message one item, "
+        "results under mail/): .mbox files (Gmail Takeout, Thunderbird, Apple Mail), Maildir "
+        "folders, .eml files or folders of them.",
+        json_schema_extra=SOURCE,
+    )
+
+
 def mail_sources(settings: Settings) -> list[MailSource]:
     """The MAIL source (none when MAIL is empty); ConfigError naming the entry for one that is
     missing, or when a NOTE_FOLDERS folder is named `mail` (its notes' names would clash)."""
-    entries = [e.strip() for e in settings.MAIL.split(",") if e.strip()]
-    paths = list(dict.fromkeys(Path(e).expanduser() for e in entries))
+    paths = setting_paths(settings.of(MailSettings).MAIL)
     if not paths:
         return []
     for path in paths:
@@ -362,6 +375,8 @@ class Mail(Kind):
     stored (its own text, as search found it)."""
 
     name = PREFIX
+    setting = "MAIL"
+    settings_model = MailSettings
     order = 4
     prefix = PREFIX
     fields = (SENDER, RECIPIENTS, THREAD)

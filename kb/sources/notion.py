@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import IO, ClassVar
 from urllib.parse import unquote
 
+from pydantic import Field
+
 from kb.content import formats
 from kb.content.formats.base import FormatError
 from kb.content.notes import Note, NoteError, decode_note, parse_note
@@ -46,11 +48,11 @@ from kb.core.kinds import PROSE, TEXT_NOTES, Domain, domain_of, is_secret, suffi
 from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
 from kb.core.properties import Properties
 from kb.core.schema import ORIGIN
-from kb.core.settings import Settings, from_root
+from kb.core.settings import SOURCE, KindSettings, Settings, from_root
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, Shown
 
 PREFIX = "notion"  # first component of every page's `source`
 MAX_MEMBERS = 50_000  # files in one export
@@ -386,11 +388,23 @@ def parse_entries(value: str) -> list[tuple[str, Path]]:
     return pairs
 
 
+class NotionSettings(KindSettings):
+    """NOTION (docs/guide/notion.md)."""
+
+    NOTION: str = Field(
+        "",
+        description="Comma-separated Notion exports synced as a source (Markdown & CSV: the zip "
+        "or its unpacked folder; `name=path` names one; results under notion/<name>/): pages "
+        "without Notion's ids, links between them as backlinks, databases as tables.",
+        json_schema_extra=SOURCE,
+    )
+
+
 def notion_source(settings: Settings) -> list[NotionSource]:
     """The NOTION source (none when NOTION is empty); ConfigError naming the entry that is
     missing, badly named or named twice, or when a NOTE_FOLDERS folder is named `notion`."""
     exports: list[Export] = []
-    for name, path in parse_entries(settings.NOTION):
+    for name, path in parse_entries(settings.of(NotionSettings).NOTION):
         where = f"NOTION: {name}={path}"
         if not name or "/" in name or name.startswith("."):
             raise ConfigError(f"{where}: {name!r} cannot name an export (no '/', no leading '.')")
@@ -417,6 +431,8 @@ class Notion(Kind):
     """The NOTION exports: pages and databases read back from what the index stored."""
 
     name = PREFIX
+    setting = "NOTION"
+    settings_model = NotionSettings
     order = 5
     prefix = PREFIX
     unseen = (
@@ -429,6 +445,16 @@ class Notion(Kind):
 
     def owns(self, payload: Payload) -> bool:
         return payload.get(ORIGIN) == PREFIX
+
+    def shown(self, settings: Settings) -> list[Shown]:
+        """Every export as one row (their pages' origin is `notion`), logged as the source is."""
+        entries = parse_entries(settings.of(NotionSettings).NOTION)
+        if not entries:
+            return []
+        missing = next((f"{n}={p}" for n, p in entries if not p.exists()), None)
+        problem = f"NOTION: {missing} does not exist (a drive unmounted?)" if missing else None
+        where = ", ".join(str(path) for _, path in entries)
+        return [Shown(PREFIX, self.setting, where, str(entries[0][1].parent), problem)]
 
 
 KIND = Notion()

@@ -10,14 +10,18 @@ import pkgutil
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from pydantic.fields import FieldInfo
 
 import kb.sources
 from kb.content import ocr
 from kb.core.errors import ConfigError
-from kb.core.settings import Settings
+from kb.core.settings import FromEnv, KindSettings, Settings
+from kb.core.settings import source_settings as marked
 from kb.core.state import State
 from kb.sources.base import Source
-from kb.sources.kind import Kind, Payload
+from kb.sources.kind import Kind, Payload, Shown
 
 
 @cache
@@ -88,3 +92,55 @@ def files(settings: Settings) -> dict[str, Path]:
 def places(settings: Settings) -> dict[str, Path]:
     """The folders each origin's source lists (status, the watcher)."""
     return {origin: path for kind in kinds() for origin, path in kind.places(settings).items()}
+
+
+def shown(settings: Settings) -> list[tuple[Kind, Shown]]:
+    """Every configured source as `status` lists it, kind by kind in sync order; a kind whose
+    setting does not parse is one row naming the error."""
+    rows: list[tuple[Kind, Shown]] = []
+    for kind in kinds():
+        try:
+            rows += [(kind, row) for row in kind.shown(settings)]
+        except ConfigError as exc:
+            rows.append((kind, Shown(kind.name, kind.setting, "", "", str(exc))))
+    return rows
+
+
+def models() -> tuple[type[KindSettings], ...]:
+    """Every kind's own settings model (Kind.settings_model)."""
+    return tuple(dict.fromkeys(k.settings_model for k in kinds() if k.settings_model is not None))
+
+
+def fields() -> dict[str, FieldInfo]:
+    """Every setting the scripts and the MCP server read, by name: Settings' and the kinds'."""
+    every = dict(Settings.model_fields)
+    for model in models():
+        every |= model.model_fields
+    return every
+
+
+def check(settings: Settings) -> None:
+    """Every kind's own settings read now (the scripts and the server check them at start):
+    ConfigError naming each invalid one."""
+    problems = []
+    for model in models():
+        try:
+            settings.of(model)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def source_settings() -> tuple[str, ...]:
+    """The settings marked SOURCE (Settings' and the kinds'): those that add notes."""
+    every: tuple[type[FromEnv], ...] = (Settings, *models())
+    return tuple(name for model in every for name in marked(model))
+
+
+def without_sources(settings: Settings, inbox: Path) -> Settings:
+    """`settings` with no source of notes but the inbox `inbox`: every SOURCE setting at its
+    default (none), NOTES_DIR `inbox`."""
+    every = fields()
+    cleared: dict[str, Any] = {name: every[name].default for name in source_settings()}
+    return settings.model_copy(update=cleared | {"NOTES_DIR": inbox})

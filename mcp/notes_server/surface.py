@@ -203,17 +203,21 @@ class SyncSummary(BaseModel):
 
 
 class SourceState(BaseModel):
-    name: str = Field(description="'inbox' (the notes folder) or a NOTE_FOLDERS folder's name.")
-    path: str = Field(description="The folder, as the server sees it.")
+    name: str = Field(
+        description="Its notes' origin: 'inbox', a NOTE_FOLDERS folder's name, 'mail', "
+        "'notion', 'evernote', 'web', 'youtube/<playlist>'."
+    )
+    setting: str = Field(description="The setting that configures it.")
+    path: str = Field(description="What it reads (folder, mailboxes, exports, playlist link).")
     notes: int = Field(description="Notes stored from it (soft-deleted ones not counted).")
     waiting: int | None = Field(
         description="Files not ingested yet (inbox) or new or changed since its last sync "
-        "(folder); absent when the server cannot see the folder."
+        "(folder); absent when not counted (other kinds) or the server cannot see the folder."
     )
     gone: int = Field(description="Stored notes whose file left the folder (next sync hides them).")
     last_sync: str | None = Field(description="When its last sync started (ISO, UTC).")
     failed: list[SourceFailure] = Field(description="Files its last sync could not ingest.")
-    problem: str | None = Field(description="Why the server cannot read the folder, if so.")
+    problem: str | None = Field(description="Why the server cannot read it, if so.")
 
 
 class WatcherState(BaseModel):
@@ -248,7 +252,7 @@ class StatusReport(BaseModel):
     dimensions: int | None = Field(description="Its vector dimension.")
     deleted: int = Field(description="Soft-deleted notes (see list_deleted).")
     last_sync: str | None = Field(description="When the last sync started (ISO, UTC).")
-    sources: list[SourceState] = Field(description="The inbox, then each NOTE_FOLDERS folder.")
+    sources: list[SourceState] = Field(description="Every configured source, inbox first.")
     watcher: WatcherState
     unresolved_links: int = Field(
         description="Links naming a note that is not indexed (not written yet, renamed, deleted)."

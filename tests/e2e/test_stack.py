@@ -35,7 +35,7 @@ from stack_files import (
     service_environment,
 )
 
-from kb.core.settings import Settings
+from kb.sources import registry
 
 SERVICES = {"qdrant", "embedder", "mcp"}
 PUBLISHED = {6333, 6334, 8080, 8000}
@@ -182,7 +182,7 @@ def test_compose_passes_only_settings_the_services_read() -> None:
     all_services = services()
     embedder_fields = set(embedder_settings_class().model_fields)
     assert set(service_environment(all_services["embedder"])) <= embedder_fields
-    assert set(service_environment(all_services["mcp"])) <= set(Settings.model_fields)
+    assert set(service_environment(all_services["mcp"])) <= set(registry.fields())
 
 
 def test_build_contexts_hold_their_dockerfiles() -> None:

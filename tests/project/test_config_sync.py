@@ -26,6 +26,7 @@ from stack_files import (
 )
 
 from kb.core.settings import Settings
+from kb.sources import registry
 
 
 def _difference_report(where: str, listed: set[str], lines_for_missing: list[str]) -> str:
@@ -129,6 +130,7 @@ def test_env_example_uncommented_is_a_valid_env_file(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text(re.sub(r"(?m)^#([A-Z])", r"\1", ENV_EXAMPLE.read_text()))
     settings = Settings(_env_file=env_file)
+    registry.check(settings)  # every kind's own settings, read from the same file
     assert Settings.model_fields["COLLECTION"].default == settings.COLLECTION
     embedder = embedder_settings_class()(_env_file=env_file)
     assert embedder_settings_class().model_fields["EMBED_MODEL"].default == embedder.EMBED_MODEL

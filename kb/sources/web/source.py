@@ -37,7 +37,7 @@ from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.web import bookmarks
+from kb.sources.web import WebSettings, bookmarks
 from kb.sources.web.fetch import NOT_MODIFIED, Fetcher, FetchError, Limits
 from kb.sources.web.page import PREFIX, Marks, Page, Pages, page_note, page_source, read_page
 
@@ -223,14 +223,15 @@ class WebSource(SourceDefaults):
 
 def web_limits(settings: Settings) -> Limits:
     """The WEB_* limits every page fetch keeps to (BOOKMARKS pages, save_url)."""
-    types = tuple(t.strip().lower() for t in settings.WEB_CONTENT_TYPES.split(",") if t.strip())
+    own = settings.of(WebSettings)
+    types = tuple(t.strip().lower() for t in own.WEB_CONTENT_TYPES.split(",") if t.strip())
     return Limits(
-        timeout=settings.WEB_TIMEOUT,
-        max_bytes=settings.WEB_MAX_BYTES,
-        max_redirects=settings.WEB_MAX_REDIRECTS,
+        timeout=own.WEB_TIMEOUT,
+        max_bytes=own.WEB_MAX_BYTES,
+        max_redirects=own.WEB_MAX_REDIRECTS,
         content_types=types,
-        robots=settings.WEB_ROBOTS,
-        allow_private=settings.WEB_ALLOW_PRIVATE,
+        robots=own.WEB_ROBOTS,
+        allow_private=own.WEB_ALLOW_PRIVATE,
     )
 
 
@@ -238,7 +239,8 @@ def web_sources(settings: Settings, state: State, **options: Any) -> list[WebSou
     """The BOOKMARKS source (none when BOOKMARKS is empty; its files in order, without
     repeats); ConfigError when a NOTE_FOLDERS folder is named `web` (its notes' origin would
     be the pages'). `options`: WebSource's (tests: a clock, a fetcher)."""
-    names = [n.strip() for n in settings.BOOKMARKS.split(",") if n.strip()]
+    own = settings.of(WebSettings)
+    names = [n.strip() for n in own.BOOKMARKS.split(",") if n.strip()]
     paths = list(dict.fromkeys(Path(n).expanduser() for n in names))
     if not paths:
         return []
@@ -247,8 +249,8 @@ def web_sources(settings: Settings, state: State, **options: Any) -> list[WebSou
             f"BOOKMARKS: pages are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses "
             "that name: rename it"
         )
-    wanted = tuple(k for k in (folder_key(f) for f in settings.BOOKMARKS_FOLDERS.split(",")) if k)
+    wanted = tuple(k for k in (folder_key(f) for f in own.BOOKMARKS_FOLDERS.split(",")) if k)
     return [
         WebSource(paths, state.web_dir(), web_limits(settings), wanted,
-                  settings.WEB_REFRESH_DAYS, **options)
+                  own.WEB_REFRESH_DAYS, **options)
     ]  # fmt: skip

@@ -49,7 +49,7 @@ from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.youtube import captions, watch_later
+from kb.sources.youtube import YoutubeSettings, captions, watch_later
 from kb.sources.youtube.api import PAGE, Entry, YoutubeApi
 from kb.sources.youtube.captions import CaptionError, Captions
 from kb.sources.youtube.quota import Ledger, QuotaReached
@@ -265,6 +265,12 @@ def parse(value: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+NO_KEY = (
+    "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
+    "(see docs/guide/youtube.md)"
+)
+
+
 def configured(
     config: YoutubeConfig,
     state: State,
@@ -287,10 +293,7 @@ def configured(
     if config.api_key:
         api = YoutubeApi(config.api_url, config.api_key, ledger, **api_options)
     else:
-        problem = (
-            "YOUTUBE_API_KEY is not set: the YouTube Data API gives the videos' details "
-            "(see docs/guide/youtube.md)"
-        )
+        problem = NO_KEY
     kept = None
     if config.captions:
         preferred = [p.strip() for p in config.captions_languages.split(",")]
@@ -330,16 +333,17 @@ def close(sources: Sequence[PlaylistSource]) -> None:
 
 
 def youtube_config(settings: Settings) -> YoutubeConfig:
+    own = settings.of(YoutubeSettings)
     return YoutubeConfig(
-        playlists=settings.YOUTUBE_PLAYLISTS,
-        api_url=settings.YOUTUBE_API_URL,
-        api_key=settings.YOUTUBE_API_KEY,
-        daily_units=settings.YOUTUBE_DAILY_UNITS,
-        cookies_file=settings.YOUTUBE_COOKIES_FILE,
-        cookies_browser=settings.YOUTUBE_COOKIES_BROWSER,
-        captions=settings.YOUTUBE_CAPTIONS,
-        captions_languages=settings.YOUTUBE_CAPTIONS_LANGUAGES,
-        refresh_days=settings.YOUTUBE_REFRESH_DAYS,
+        playlists=own.YOUTUBE_PLAYLISTS,
+        api_url=own.YOUTUBE_API_URL,
+        api_key=own.YOUTUBE_API_KEY,
+        daily_units=own.YOUTUBE_DAILY_UNITS,
+        cookies_file=own.YOUTUBE_COOKIES_FILE,
+        cookies_browser=own.YOUTUBE_COOKIES_BROWSER,
+        captions=own.YOUTUBE_CAPTIONS,
+        captions_languages=own.YOUTUBE_CAPTIONS_LANGUAGES,
+        refresh_days=own.YOUTUBE_REFRESH_DAYS,
     )
 
 

@@ -54,10 +54,10 @@ restorable, each with its `source`, when it was deleted and why.
 
 Call this when the user asks what was deleted. Pass `cause` or `since` only when asked."""
 
-STATUS = """Report the state of the user's notes index: each source (the inbox and \
-every folder indexed in place) with its notes, files waiting, failures and last sync; the \
-collection's passages, model and soft-deleted count; the watcher. For one missing note, \
-`why_not_found`."""
+STATUS = """Report the state of the user's notes index: each source (the inbox, folders, \
+mailboxes, exports, playlists, bookmarks) with its notes, files waiting, failures and last \
+sync; the collection's passages, model and soft-deleted count; the watcher. For one missing \
+note, `why_not_found`."""
 
 
 WHY_NOT_FOUND = """Why a note the user expects is not found: indexed, stale, deleted, waiting, \

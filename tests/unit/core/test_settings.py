@@ -20,6 +20,7 @@ from kb.core.settings import (
     Settings,
     get_settings,
 )
+from kb.sources import registry
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_the_env_file_is_the_repositorys_unless_settings_env_file_names_another(
 
 def test_the_suite_sees_no_setting_from_the_shell_or_the_repositorys_env_file() -> None:
     # conftest's controlled_settings: what every test and every process it starts inherits
-    leaked = set(Settings.model_fields) & set(os.environ)
+    leaked = set(registry.fields()) & set(os.environ)
     assert not leaked, f"settings from the shell reach the tests: {sorted(leaked)}"
     assert Path(os.environ[ENV_FILE_VARIABLE]).read_text() == ""
     assert get_settings() == Settings(_env_file=None)

@@ -16,8 +16,9 @@ from web_fixtures import Mark, chromium_bookmarks
 from kb.app.backend import open_store
 from kb.app.ingest import sources
 from kb.core.errors import ConfigError, StoreUnavailable
-from kb.core.settings import Settings, source_settings, without_sources
+from kb.core.settings import Settings
 from kb.core.state import State
+from kb.sources.registry import fields, source_settings, without_sources
 
 
 def test_ingest_check_passes_in_embedded_mode_and_leaves_the_users_notes_and_collection_alone(
@@ -101,7 +102,7 @@ def test_every_setting_that_adds_a_source_is_marked_so_the_check_clears_it(tmp_p
     bare = without_sources(make_settings(tmp_path), inbox)
     only_its_inbox = [("inbox", inbox)]
     assert sources_of(bare) == only_its_inbox
-    for name, field in Settings.model_fields.items():
+    for name, field in fields().items():
         if field.annotation is bool:
             value: object = not field.default
         elif field.default == "" or isinstance(field.default, Path):
