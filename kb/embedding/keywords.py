@@ -11,7 +11,8 @@ is written in and in English. Code identifiers (`snake_case`,
 `dotted.names`, `path/to/file.py`, `camelCase`) are kept whole *and* split into their parts, so an
 exact lookup and a partial one both match; a compound part of a longer one is kept whole too
 (`enqueue_many` in `job.enqueue_many`, `main.py` in `src/app/main.py`), so a method or file named
-alone matches where it is written qualified. Numbers are kept. CJK runs become overlapping character
+alone matches where it is written qualified; a plural acronym is its singular (`APIs` is `API`).
+Numbers are kept. CJK runs become overlapping character
 bigrams (as Lucene's CJK analyzer does), so Chinese/Japanese/Korean text never collapses into one
 token per sentence; a Korean word is also indexed without its trailing particle (`벌통에서` ->
 `벌통`), so a word searched alone matches where a particle is glued to it.
@@ -50,7 +51,7 @@ AVG_LEN = 100.0
 
 # Bump when tokens or weights change: it is in every note's fingerprint, so a folder's notes are
 # re-indexed by its next ingest and the inbox's by the next --rebuild (embeddings from the cache).
-TOKENIZER_VERSION = 2 + ANALYSIS_VERSION
+TOKENIZER_VERSION = 3 + ANALYSIS_VERSION
 
 _CJK = "\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(
@@ -62,7 +63,10 @@ _TOKEN = re.compile(
 _PATH_SEP = re.compile(r"[/:#@+]+")
 _DOT_SEP = re.compile(r"\.+")
 _NAME_SEP = re.compile(r"[_\-]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# A capital run followed by a plural `s` is one word (`URLs`, `APIs`, `UUIDs` are `url`, `api`,
+# `uuid`, not `ur` + `ls`): the `s` does not start a new word as the `e` of `HTTPServer` does.
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
+_PLURAL_ACRONYM = re.compile(r"^[A-Z]{2,}s$")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 _HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]{2,}$")
 # Korean particles (josa) glued to the end of a word, longest first: the common case, topic,
@@ -125,6 +129,8 @@ def uncovered(text: str, covered: frozenset[str] | None) -> str | None:
 
 
 def _word_terms(word: str, languages: Sequence[str]) -> list[str]:
+    if _PLURAL_ACRONYM.match(word):
+        word = word[:-1]  # `APIs` is `API` in every language (German's stemmer keeps `apis`)
     low = word.lower()
     if low.isdigit() or not low.isalpha():
         return [low]  # numbers and mixed tokens (v2, 3d, utf8) match exactly

