@@ -130,9 +130,10 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
 # (1.84x) and torch.ao's per-tensor int8 (1.87x, query 98 ms) ran faster in that run, but both
 # miss the accuracy bound (short inputs: 0.974 and 0.880) and ONNX needs an export the default
 # image lacks. Emulated on an AMD Zen 4 class EPYC with BF16 hidden (`bench/embed_throughput.py
-# --emulate avx512-vnni`, two --quick runs on 2 busy cores): torch int8 3.80x and 5.19x the
-# naive fp32 pass, min cosine 0.99900 (short inputs 0.99753), the only engine within the bound
-# faster than fp32 in both runs. That host's cores, not an Ice Lake's: a real one must confirm.
+# --emulate avx512-vnni`, three --quick runs on 2 busy cores): torch int8 3.47-5.19x the naive
+# fp32 pass, min cosine 0.99900 (short inputs 0.99753); no engine within the bound faster (the
+# steadiest run: fp32 1.01x, bf16 0.68x, ONNX fp32 1.58x). That host's cores, not an Ice Lake's:
+# a native run must confirm the 2.5x goal.
 AUTO_ENGINE = {
     "amx": ("torch", "bf16"),
     "avx512-bf16": ("torch", "bf16"),
