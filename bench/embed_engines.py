@@ -45,7 +45,8 @@ def label(engine: Engine_) -> str:
 
 def auto_decision(model: Path, state: Path) -> dict[str, Any]:
     """What EMBED_BACKEND=auto, EMBED_DTYPE=auto measure and choose on `model`, as the shipped
-    image does (it carries no ONNX export): /health's `auto` object."""
+    image does (it carries no ONNX export): /health's `auto` object; on a CPU class that is not
+    measured (hardware.FIXED_CLASSES) the table's engine, in the same shape."""
     embedder = Embedder(
         EmbedderSettings(
             _env_file=None,
@@ -55,7 +56,10 @@ def auto_decision(model: Path, state: Path) -> dict[str, Any]:
         )
     )
     decision = embedder.decision
-    assert decision is not None and decision["measured"]
+    assert decision is not None
+    if not decision["measured"]:
+        engine = f"{embedder.backend} {embedder.dtype}"
+        decision |= {"documents": engine, "queries": engine, "seconds": 0.0, "candidates": []}
     del embedder
     gc.collect()
     return decision
@@ -201,7 +205,10 @@ def throughput(
     with tempfile.TemporaryDirectory() as state:
         decision = auto_decision(model, Path(state))
     default = tuple(decision["documents"].split())
-    print(f"auto (the default) measured in {decision['seconds']:.1f} s: {decision['reason']}")
+    if decision["measured"]:
+        print(f"auto (the default) measured in {decision['seconds']:.1f} s: {decision['reason']}")
+    else:
+        print(f"auto (the default) did not measure: {decision['reason']}")
     for figures in decision["candidates"]:
         print(f"  auto measured {figures}")
     models = {engine: load(model, engine, exports) for engine in CANDIDATES}

@@ -31,8 +31,8 @@ engine measured at its first start), reported as wall time per 1,000 chunks besi
 README's "about ten minutes for a thousand chunks", with the embedder's first start (load and
 auto's measuring) and a later start (the decision kept) timed apart. Its tokenizer is one token
 per word: Qwen3's own gives English prose about 1.3 tokens a word, so real chunks are longer.
-`--emulate avx2|avx512-bf16` runs it as on another CPU class (bench/research/avx2.py; the embedder
-process inherits the CPUID shim): the cores, caches and clocks stay this machine's.
+`--emulate avx2|avx512-bf16|avx512-vnni` runs it as on another CPU class (bench/research/avx2.py;
+the embedder process inherits the CPUID shim): the cores, caches and clocks stay this machine's.
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--emulate",
-        choices=["avx2", "avx512-bf16"],
+        choices=["avx2", "avx512-bf16", "avx512-vnni"],
         help="with --qwen3-shape: run as on another CPU class (bench/research/avx2_only.c)",
     )
     return parser

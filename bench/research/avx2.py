@@ -1,12 +1,15 @@
-"""`--emulate avx2|avx512-bf16` (bench/embed_throughput.py): measure as on another CPU class, on
-this one.
+"""`--emulate avx2|avx512-bf16|avx512-vnni` (bench/embed_throughput.py): measure as on another
+CPU class, on this one.
 
 bench/research/avx2_only.c, compiled with gcc and preloaded, turns on Linux's CPUID faulting and
 answers CPUID with features cleared: `avx2` clears AVX-512, VNNI, AVX-VNNI, AMX and BF16, so torch
 and ONNX Runtime pick the kernels they run on most laptops (torch's own caps are set too);
 `avx512-bf16` (CPUID_HIDE=zen4) clears only what AMD Zen 4 lacks (AMX, AVX512-FP16, AVX10,
-AVX-VNNI). Needs x86-64 Linux with `cpuid_fault` in /proc/cpuinfo. The cores, caches and clocks stay
-this machine's: an emulated Zen 4 is this CPU without AMX, not a Zen 4.
+AVX-VNNI); `avx512-vnni` (CPUID_HIDE=vnni) clears AVX512-BF16 as well: AVX-512 with VNNI and no
+BF16, as on Intel Ice Lake, Cascade Lake and Tiger Lake (oneDNN capped at AVX512_CORE_VNNI too).
+Needs x86-64 Linux with `cpuid_fault` in /proc/cpuinfo. The cores, caches and clocks stay this
+machine's: an emulated Zen 4 is this CPU without AMX, not a Zen 4, and an emulated Ice Lake is
+this CPU without BF16, not an Ice Lake.
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ AVX2_CAP = {
     "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD",
 }
 # Emulated CPU classes: the environment of the process that runs as one
-EMULATIONS = {"avx2": AVX2_CAP, "avx512-bf16": {"CPUID_HIDE": "zen4"}}
+EMULATIONS = {
+    "avx2": AVX2_CAP,
+    "avx512-bf16": {"CPUID_HIDE": "zen4"},
+    "avx512-vnni": {"CPUID_HIDE": "vnni", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},
+}
 SHIM = Path(__file__).resolve().parent / "avx2_only.c"
 
 
@@ -40,7 +47,8 @@ def emulating() -> str | None:
     """The class emulated in this process (the CPUID shim preloaded), or None."""
     if SHIM.stem not in os.environ.get("LD_PRELOAD", ""):
         return None
-    return "avx512-bf16" if os.environ.get("CPUID_HIDE") == "zen4" else "avx2"
+    hide = os.environ.get("CPUID_HIDE")
+    return {"zen4": "avx512-bf16", "vnni": "avx512-vnni"}.get(hide or "", "avx2")
 
 
 def build_shim() -> Path:
@@ -74,6 +82,12 @@ def cpu_line() -> str:
     if emulated == "avx512-bf16":
         hidden = "no AMX, AVX512-FP16, AVX10 or AVX-VNNI (AVX-512, VNNI and BF16 kept)"
         like = "as on an AMD Zen 4, but with this machine's cores, caches and clocks"
+    elif emulated == "avx512-vnni":
+        hidden = (
+            "no AVX512-BF16, AMX, AVX512-FP16, AVX10 or AVX-VNNI (AVX-512 and VNNI kept; "
+            "oneDNN capped at AVX512_CORE_VNNI)"
+        )
+        like = "as on an Intel Ice Lake, but with this machine's cores, caches and clocks"
     else:
         hidden = "no AVX-512, VNNI, AVX-VNNI, AMX or BF16"
         like = "cores, caches and clocks are this machine's"

@@ -2,6 +2,8 @@
  * With CPUID_HIDE=zen4 in the environment it hides only what AMD Zen 4 lacks of this Xeon: AMX,
  * AVX512-FP16, AVX10 and the VEX-encoded AVX-VNNI/IFMA/NE-CONVERT; AVX-512 with VNNI and BF16
  * stays (the `avx512-bf16` class), as `bench/embed_throughput.py --emulate avx512-bf16` runs.
+ * With CPUID_HIDE=vnni it also hides AVX512-BF16: AVX-512 with VNNI and no BF16 (the
+ * `avx512-vnni` class of Intel Ice Lake, Cascade Lake and Tiger Lake; `--emulate avx512-vnni`).
  *
  * bench/embed_throughput.py --emulate-avx2 preloads this (LD_PRELOAD) so that every engine
  * measured -- torch, ONNX Runtime, OpenVINO -- picks the kernels it would pick on an AVX2-only
@@ -33,6 +35,7 @@
 static int cpuid_faults(int on) { return (int)syscall(SYS_arch_prctl, ARCH_SET_CPUID, !on); }
 
 static int zen4; /* CPUID_HIDE=zen4: keep AVX-512 with VNNI and BF16, hide AMX and later */
+static int vnni; /* CPUID_HIDE=vnni: as zen4, and hide AVX512-BF16 too */
 
 /* Clear what Zen 4 lacks: AMX-BF16, AVX512-FP16, AMX-TILE, AMX-INT8 (leaf 7 EDX); AVX-VNNI,
    AMX-FP16, AVX-IFMA (7.1 EAX); AVX-VNNI-INT8, AVX-NE-CONVERT, AMX-COMPLEX, AVX10 (7.1 EDX);
@@ -78,14 +81,16 @@ static void on_fault(int sig, siginfo_t *info, void *raw) {
     signal(sig, SIG_DFL);
     return;
   }
-  uint32_t r[4];
+  uint32_t r[4], leaf = (uint32_t)reg[REG_RAX], sub = (uint32_t)reg[REG_RCX];
   cpuid_faults(0);
-  __cpuid_count((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r[0], r[1], r[2], r[3]);
+  __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
   cpuid_faults(1);
-  if (zen4)
-    hide_for_zen4((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r);
+  if (zen4 || vnni)
+    hide_for_zen4(leaf, sub, r);
   else
-    hide((uint32_t)reg[REG_RAX], (uint32_t)reg[REG_RCX], r);
+    hide(leaf, sub, r);
+  if (vnni && leaf == 7 && sub == 1)
+    r[0] &= ~BIT(5); /* EAX: AVX512-BF16 */
   reg[REG_RAX] = r[0];
   reg[REG_RBX] = r[1];
   reg[REG_RCX] = r[2];
@@ -96,6 +101,7 @@ static void on_fault(int sig, siginfo_t *info, void *raw) {
 __attribute__((constructor)) static void start(void) {
   const char *mode = getenv("CPUID_HIDE");
   zen4 = mode != NULL && strcmp(mode, "zen4") == 0;
+  vnni = mode != NULL && strcmp(mode, "vnni") == 0;
   struct sigaction act;
   memset(&act, 0, sizeof act);
   act.sa_sigaction = on_fault;

@@ -125,12 +125,15 @@ def resolve_dtype(setting: str, device: torch.device) -> str:
 # emulated there, int8 without VNNI misses the bound or gains nothing). ARM: not measured here.
 # avx512-vnni (AVX-512 with VNNI, no BF16: Ice Lake, Cascade Lake, Tiger Lake; issue 50): torch
 # int8, per-token scales on all 8 bits with VNNI and two-pass FFN down projections (embed_server
-# .int8), decided here, never measured (FIXED_CLASSES): on a busy Ice Lake Xeon measuring flipped
+# .int8), never measured at start (FIXED_CLASSES): on a busy Ice Lake Xeon measuring flipped
 # between fp32 (1.29x) and torch int8 (1.49x, query 104 ms) from one start to the next. ONNX int8
 # (1.84x) and torch.ao's per-tensor int8 (1.87x, query 98 ms) ran faster in that run, but both
-# missed the accuracy bound on every class where it was measured (short inputs: 0.94-0.994) and
-# ONNX needs an export the default image lacks. Not measured here (no such CPU): the 2.5x goal
-# is open.
+# miss the accuracy bound (short inputs: 0.974 and 0.880) and ONNX needs an export the default
+# image lacks. Emulated on an AMD Zen 4 class EPYC with BF16 hidden (`bench/embed_throughput.py
+# --emulate avx512-vnni`, three --quick runs on 2 busy cores): torch int8 3.47-5.19x the naive
+# fp32 pass, min cosine 0.99900 (short inputs 0.99753); no engine within the bound faster (the
+# steadiest run: fp32 1.01x, bf16 0.68x, ONNX fp32 1.58x). That host's cores, not an Ice Lake's:
+# a native run must confirm the 2.5x goal.
 AUTO_ENGINE = {
     "amx": ("torch", "bf16"),
     "avx512-bf16": ("torch", "bf16"),
@@ -149,7 +152,8 @@ ONNX_AUTO_DTYPE = "fp32"  # EMBED_BACKEND=onnx with EMBED_DTYPE=auto: within the
 def cpu_features() -> set[str]:
     """The features `cpu_class` reads, named as /proc/cpuinfo's flags, as this process may use
     them: ONEDNN_MAX_CPU_ISA=AVX2 (a cap on oneDNN, hence on torch's bf16 and int8 kernels)
-    removes the AVX-512 and AMX ones."""
+    removes the AVX-512 and AMX ones, AVX512_CORE_VNNI (Ice Lake's, as `--emulate avx512-vnni`
+    sets) BF16 and AMX, AVX512_CORE_BF16 AMX."""
     features = {"avx2"} if torch.backends.cpu.get_cpu_capability() != "DEFAULT" else set()
     if torch.backends.cpu.get_cpu_capability() == "AVX512" and torch.cpu._is_vnni_supported():
         features.add("avx512_vnni")
@@ -160,6 +164,10 @@ def cpu_features() -> set[str]:
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
     if cap.startswith("AVX2") or cap in {"SSE41", "AVX"}:
         features -= {"avx512_vnni", "avx512_bf16", "amx_tile"}
+    elif cap == "AVX512_CORE_VNNI":
+        features -= {"avx512_bf16", "amx_tile"}
+    elif cap == "AVX512_CORE_BF16":
+        features -= {"amx_tile"}
     return features
 
 

@@ -194,3 +194,10 @@ def test_the_avx2_class_gets_exact_torch_fp32_and_onnx_stays_a_choice() -> None:
 def test_a_onednn_isa_cap_to_avx2_is_read_as_the_avx2_class(monkeypatch) -> None:
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert not {"avx512_bf16", "amx_tile"} & hardware.cpu_features()
+
+
+def test_a_onednn_isa_cap_to_avx512_vnni_hides_bf16_and_amx_as_on_ice_lake(monkeypatch) -> None:
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_VNNI")
+    assert not {"avx512_bf16", "amx_tile"} & hardware.cpu_features()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert "amx_tile" not in hardware.cpu_features()
