@@ -91,7 +91,10 @@ def tools(backend: Backend) -> list[Tool]:
     async def sync(
         source: Annotated[
             str | None,
-            Field(description="'inbox', a folder's name, 'youtube' or 'web'; default: all."),
+            Field(
+                description="'inbox', a folder's name, or another source's (youtube, web, "
+                "mail, notion, evernote); default: all."
+            ),
         ] = None,
     ) -> SyncSummary:
         done = await off_loop(lambda: guarded(lambda: remember.sync(
