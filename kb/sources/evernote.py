@@ -47,12 +47,11 @@ from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.notes import Note, NoteError, normalise_tags, with_parents
 from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, TEXT_NOTES, Domain, suffix_of
-from kb.core.schema import ORIGIN
 from kb.core.settings import SOURCE, KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload, setting_paths
+from kb.sources.kind import Kind, setting_paths
 
 log = logging.getLogger(__name__)
 
@@ -441,9 +440,6 @@ class Evernote(Kind):
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         return list(evernote_sources(settings))
-
-    def owns(self, payload: Payload) -> bool:
-        return payload.get(ORIGIN) == PREFIX
 
 
 KIND = Evernote()

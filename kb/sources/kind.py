@@ -19,7 +19,7 @@ from kb.content.notes import NoteError, is_private, read_note
 from kb.content.obsidian import without_comments
 from kb.core.errors import NoteNotFound
 from kb.core.properties import Properties
-from kb.core.schema import TRANSCRIPT
+from kb.core.schema import ORIGIN, TRANSCRIPT
 from kb.core.settings import KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Source
@@ -81,8 +81,9 @@ class Kind:
         raise NotImplementedError
 
     def owns(self, payload: Payload) -> bool:
-        """Whether a stored item (its first chunk's payload) is one of this kind's."""
-        raise NotImplementedError
+        """Whether a stored item (its first chunk's payload) is one of this kind's: by default,
+        one whose origin is the kind's `prefix`."""
+        return self.prefix is not None and payload.get(ORIGIN) == self.prefix
 
     def text(self, config: ReadConfig, source: str, payloads: Sequence[Payload]) -> str:
         """The stored item's readable text as `read_note` returns it (before redaction and

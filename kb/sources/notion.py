@@ -47,12 +47,11 @@ from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, TEXT_NOTES, Domain, domain_of, is_secret, suffix_of
 from kb.core.properties import DEFAULTS as DEFAULT_PROPERTIES
 from kb.core.properties import Properties
-from kb.core.schema import ORIGIN
 from kb.core.settings import SOURCE, KindSettings, Settings, from_root
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
 from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload, Shown
+from kb.sources.kind import Kind, Shown
 
 PREFIX = "notion"  # first component of every page's `source`
 MAX_MEMBERS = 50_000  # files in one export
@@ -442,9 +441,6 @@ class Notion(Kind):
 
     def build(self, settings: Settings, state: State) -> list[Source]:
         return list(notion_source(settings))
-
-    def owns(self, payload: Payload) -> bool:
-        return payload.get(ORIGIN) == PREFIX
 
     def shown(self, settings: Settings) -> list[Shown]:
         """Every export as one row (their pages' origin is `notion`), logged as the source is."""

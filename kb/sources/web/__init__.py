@@ -12,11 +12,11 @@ from dataclasses import replace
 
 from pydantic import Field, model_validator
 
-from kb.core.schema import ORIGIN, WEB
+from kb.core.schema import WEB
 from kb.core.settings import SOURCE, KindSettings, Settings
 from kb.core.state import WEB_DIR_NAME, State
 from kb.sources.base import Source
-from kb.sources.kind import Kind, Payload, Shown
+from kb.sources.kind import Kind, Shown
 
 
 class WebSettings(KindSettings):
@@ -96,9 +96,6 @@ class Bookmarks(Kind):
         from kb.sources.web.source import web_sources
 
         return list(web_sources(settings, state))
-
-    def owns(self, payload: Payload) -> bool:
-        return payload.get(ORIGIN) == WEB
 
     def shown(self, settings: Settings) -> list[Shown]:
         """The bookmark files as one row, logged under STATE_DIR/web (where the pages are)."""
