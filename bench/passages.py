@@ -6,9 +6,11 @@ Issue 51: search ranks notes, and shows each note by its best chunk; a question 
 long page ("what is a workflow") can find the right page and show the wrong part of it. File-
 level nDCG cannot see that. bench/datasets/manual/definitions.jsonl holds definition questions
 about the manual's concept pages, each with the page and the section that answers it (judged by
-reading the page, before any search ran). A question is answered when hybrid search (k=5, one
-result per note) shows that page with a chunk of that section: the section's own chunk, or a
-chunk that holds the section's heading (a short section shares its parent's chunk).
+reading the page, before any search ran). Each question is searched twice in one run: the
+first stage alone (each note shown by its best chunk, as before kb.search.lead) and search as
+search_notes runs it (hybrid, k=5, one result per note, no reranker: none is served here). A
+question is answered when the search shows its page with a chunk of that section: the section's
+own chunk, or a chunk that holds the section's heading (a short section shares its parent's).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an 
 from bench.common import STOPS, describe, embedder, format_table
 from bench.corpora import DATASETS, Collection
 from bench.fusion_sweep import indexed
-from kb.search.query import search
+from kb.search.entry import Searcher, SearchRequest, search
+from kb.search.query import search as first_stage
 
 MANUAL = DATASETS / "manual"
 DEFINITIONS = MANUAL / "definitions.jsonl"
@@ -50,25 +53,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     wanted = sections()
     collection = Collection("manual", MANUAL / "docs", DEFINITIONS, "prose", "definitions")
-    rows, answered = [], 0
+    rows: list[list[object]] = []
+    answered = {"best chunk": 0, "search": 0}
     try:
         with embedder() as url, indexed(collection, url, args.cache) as ix:
             for q in ix.queries:
                 (page,) = q.relevant
-                hits = search(ix.store, ix.client, q.text, K, per_note=1)
-                found = [h for h in hits if str(h.source) == page]
-                rank = hits.index(found[0]) + 1 if found else None
-                shown = list(found[0].heading_path) if found else []
-                ok = bool(found) and answers(shown, found[0].text, wanted[q.id])
-                answered += ok
-                rows.append(
-                    [q.id, q.text, rank or "-", " > ".join(shown) or "-", "yes" if ok else "no"]
-                )
+                asked = SearchRequest(q.text, k=K, rerank=False)  # what search_notes runs
+                shown = {
+                    "best chunk": first_stage(ix.store, ix.client, q.text, K, per_note=1),
+                    "search": search(Searcher(ix.store, ix.client), asked).hits,
+                }
+                row: list[object] = [q.id, q.text]
+                for name, hits in shown.items():
+                    found = [h for h in hits if str(h.source) == page]
+                    path = list(found[0].heading_path) if found else []
+                    ok = bool(found) and answers(path, found[0].text, wanted[q.id])
+                    answered[name] += ok
+                    row += [" > ".join(path) or "-", "yes" if ok else "no"]
+                rows.append(row)
     except STOPS as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return 1
-    print(format_table(["id", "question", "page's rank", "passage shown", "defines"], rows))
-    print(f"the defining passage shown for {answered} of {len(rows)} questions (k={K})")
+    headers = ["id", "question", "best chunk shown", "defines", "search shows", "defines"]
+    print(format_table(headers, rows))
+    for name, count in answered.items():
+        print(f"{name}: the defining passage for {count} of {len(rows)} questions (k={K})")
     if args.json:
         print(json.dumps({"questions": len(rows), "answered": answered, "rows": rows}))
     return 0

@@ -74,16 +74,12 @@ from kb.embedding.keywords import (
     tokenize,
 )
 from kb.embedding.languages import query_languages
+from kb.search import lead
 from kb.search.query import search
 from kb.store.query import KEYWORD_HALF, KEYWORD_WEIGHT, LOOKUP_WEIGHT
 
 NOISE = GATE_TOLERANCE  # a cell's drop that counts as noise (the gate's tolerance)
 LEAD_PRIOR = 0.1  # added to the first chunk's hybrid score for a definition question
-DEFINITION = re.compile(
-    r"^\s*(?:what\s+(?:is|are)|what['\u2019]?s|define|definition\s+of|meaning\s+of)\s+"
-    r"(?:an?\s+|the\s+)?(?P<subject>[^?]+?)\s*\??\s*$",
-    re.IGNORECASE,
-)
 PRF_DOCS, PRF_TERMS, PRF_WEIGHT = 3, 10, 0.3  # keyword feedback: chunks read, terms added, weight
 LEAD_CHARS = 400  # a note card's lead paragraph: its first chunk's first characters
 
@@ -134,17 +130,6 @@ class Candidates(Base):
     feedback: Scored = field(default_factory=list)  # keyword ranking of the expanded query
 
 
-def definition_subject(text: str) -> str | None:
-    """X of a definition question ("what is X", "what's X", "define X"), or None."""
-    found = DEFINITION.match(text)
-    return found.group("subject") if found and len(found.group("subject").split()) <= 4 else None
-
-
-def same_terms(a: str, b: str) -> bool:
-    terms = set(tokenize(a))
-    return bool(terms) and terms == set(tokenize(b))
-
-
 Fuse = Callable[[Candidates], dict[str, float]]
 
 
@@ -192,12 +177,12 @@ def lead_prior(weight: float = LEAD_PRIOR) -> Fuse:
 
     def run_(c: Candidates) -> dict[str, float]:
         out = fuse(c)
-        subject = definition_subject(c.query.text)
+        subject = lead.subject(c.query.text)
         if subject is None:
             return out
         for source, title in c.titles.items():
             key = f"{source}#0"
-            if key in out and same_terms(subject, title):
+            if key in out and lead.names(subject, title):
                 out[key] += weight
         return out
 
@@ -446,9 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table[name] = {c: real[c][name] for c in collected}
     for name in ("keyword", "semantic"):  # replayed, as bench/fusion_sweep.py's references
         table[name] = {c: replay(found, single(name)) for c, found in collected.items()}
-    triggered = sum(
-        definition_subject(c.query.text) is not None for f in collected.values() for c in f
-    )
+    triggered = sum(lead.subject(c.query.text) is not None for f in collected.values() for c in f)
     changed = sum(  # a keyword query the rewrite changes (leading stopwords were dropped before)
         rewritten_vector(c.query.text).indices != query_vector(c.query.text).indices
         for f in collected.values()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, get_type_hints
 from kb.core.errors import CollectionMissing, EmbedError, StoreError
 from kb.core.kinds import PROSE
 from kb.core.schema import NOTE, FileStat, Hit
-from kb.search import budget, fresh, paths
+from kb.search import budget, fresh, lead, paths
 from kb.search import confidence as calibrated
 from kb.search import explain as explaining
 from kb.search import query as kb_query
@@ -176,6 +176,8 @@ def search(searcher: Searcher, request: SearchRequest) -> Reranked:
     by_domain = {d: passes[s.collection] for d, (s, _) in searcher.collections().items()
                  if s.collection in passes}  # fmt: skip
     hits = judged(searcher, request, found, ordered, per_note, by_domain)
+    if per_note == 1:  # one passage a note: a definition question's named note shows its start
+        hits = lead.with_leads(searcher.store, request.query, hits)
     hits = with_backlinks(searcher.store, hits)
     files = {(d, source): stat for d, p in by_domain.items() for source, stat in p.files.items()}
     hits = fresh.mark(hits, files, searcher.roots)

@@ -9,15 +9,6 @@ from helpers import bench_json
 from bench import search_techniques as techniques
 
 
-def test_a_definition_question_names_its_subject_and_other_questions_name_none():
-    assert techniques.definition_subject("what is a canvas") == "canvas"
-    assert techniques.definition_subject("What's the graph view?") == "graph view"
-    assert techniques.definition_subject("define write skew") == "write skew"
-    assert techniques.definition_subject("how do I embed one note in another") is None
-    long = "what is the basic mechanism of the transonic aileron buzz"
-    assert techniques.definition_subject(long) is None  # a question, not a name
-
-
 def test_a_technique_is_kept_only_when_its_worst_cell_rises_and_no_cell_falls_past_noise():
     def cells(a: float, b: float) -> dict[str, dict[str, float]]:
         return {"x": {"all": a, "paraphrase": b}}
