@@ -45,13 +45,12 @@ from pydantic import Field
 from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.notes import Note, NoteError, normalise_tags, with_parents
-from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, TEXT_NOTES, Domain, suffix_of
 from kb.core.settings import SOURCE, KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
-from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, setting_paths
+from kb.sources.folder import claim_prefix
+from kb.sources.kind import Kind, existing_paths
 
 log = logging.getLogger(__name__)
 
@@ -410,17 +409,10 @@ class EvernoteSettings(KindSettings):
 def evernote_sources(settings: Settings) -> list[EvernoteSource]:
     """The EVERNOTE source (none when EVERNOTE is empty); ConfigError naming the entry for one
     that is missing, or when a NOTE_FOLDERS folder is named `evernote`."""
-    paths = setting_paths(settings.of(EvernoteSettings).EVERNOTE)
+    paths = existing_paths("EVERNOTE", settings.of(EvernoteSettings).EVERNOTE)
     if not paths:
         return []
-    for path in paths:
-        if not path.exists():
-            raise ConfigError(f"EVERNOTE: {path} does not exist (a drive unmounted?)")
-    if PREFIX in (name for name, _ in folder_names(settings.NOTE_FOLDERS)):
-        raise ConfigError(
-            f"EVERNOTE: notes are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses "
-            "that name: rename it"
-        )
+    claim_prefix("EVERNOTE", PREFIX, "notes", settings.NOTE_FOLDERS)
     return [EvernoteSource(paths, settings.NOTE_MAX_BYTES)]
 
 

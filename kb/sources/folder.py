@@ -94,6 +94,16 @@ class FolderSource(SourceDefaults):
         )
 
 
+def claim_prefix(setting: str, prefix: str, items: str, note_folders: str) -> None:
+    """ConfigError when a NOTE_FOLDERS folder is named `prefix`, the first part of the names of
+    `setting`'s `items` ("pages", "messages"): the two would share their names."""
+    if prefix in (name for name, _ in parse(note_folders)):
+        raise ConfigError(
+            f"{setting}: {items} are named {prefix}/..., and a NOTE_FOLDERS folder already uses "
+            "that name: rename it"
+        )
+
+
 def parse(value: str) -> list[tuple[str, str]]:
     """NOTE_FOLDERS as (name, path) pairs, in order; a pair without `name=` is named by its
     folder. Only the syntax: `configured` checks the folders."""

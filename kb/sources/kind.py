@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from kb.content.notes import NoteError, is_private, read_note
 from kb.content.obsidian import without_comments
-from kb.core.errors import NoteNotFound
+from kb.core.errors import ConfigError, NoteNotFound
 from kb.core.properties import Properties
 from kb.core.schema import ORIGIN, TRANSCRIPT
 from kb.core.settings import KindSettings, Settings
@@ -132,6 +132,15 @@ class Kind:
 def setting_paths(value: str) -> list[Path]:
     """A setting's comma-separated paths (`~` expanded), in order, without repeats."""
     return list(dict.fromkeys(Path(e.strip()).expanduser() for e in value.split(",") if e.strip()))
+
+
+def existing_paths(setting: str, value: str) -> list[Path]:
+    """`setting_paths`, each one there: ConfigError naming the setting and the first missing."""
+    paths = setting_paths(value)
+    for path in paths:
+        if not path.exists():
+            raise ConfigError(f"{setting}: {path} does not exist (a drive unmounted?)")
+    return paths
 
 
 def stored_text(payloads: Sequence[Payload]) -> str:

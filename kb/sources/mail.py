@@ -37,15 +37,14 @@ from pydantic import Field
 from kb.content import formats
 from kb.content.formats.base import Block, FormatError, decode_text
 from kb.content.notes import Note, NoteError
-from kb.core.errors import ConfigError
 from kb.core.kinds import IMAGES, PROSE, TEXT_NOTES, Domain, suffix_of
 from kb.core.schema import EMAIL, MESSAGE_REMOVED, RECIPIENTS, SENDER, THREAD
 from kb.core.schema import KIND as KIND_FIELD
 from kb.core.settings import SOURCE, KindSettings, Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
-from kb.sources.folder import parse as folder_names
-from kb.sources.kind import Kind, Payload, setting_paths
+from kb.sources.folder import claim_prefix
+from kb.sources.kind import Kind, Payload, existing_paths
 
 PREFIX = "mail"  # first component of every message's `source`
 MAX_PARTS = 200  # MIME parts walked per message: a hostile one fails alone, quickly
@@ -356,17 +355,10 @@ class MailSettings(KindSettings):
 def mail_sources(settings: Settings) -> list[MailSource]:
     """The MAIL source (none when MAIL is empty); ConfigError naming the entry for one that is
     missing, or when a NOTE_FOLDERS folder is named `mail` (its notes' names would clash)."""
-    paths = setting_paths(settings.of(MailSettings).MAIL)
+    paths = existing_paths("MAIL", settings.of(MailSettings).MAIL)
     if not paths:
         return []
-    for path in paths:
-        if not path.exists():
-            raise ConfigError(f"MAIL: {path} does not exist (a drive unmounted?)")
-    if PREFIX in (name for name, _ in folder_names(settings.NOTE_FOLDERS)):
-        raise ConfigError(
-            f"MAIL: messages are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses "
-            "that name: rename it"
-        )
+    claim_prefix("MAIL", PREFIX, "messages", settings.NOTE_FOLDERS)
     return [MailSource(paths)]
 
 

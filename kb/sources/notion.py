@@ -50,7 +50,7 @@ from kb.core.properties import Properties
 from kb.core.settings import SOURCE, KindSettings, Settings, from_root
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, Source, SourceDefaults
-from kb.sources.folder import parse as folder_names
+from kb.sources.folder import claim_prefix
 from kb.sources.kind import Kind, Shown
 
 PREFIX = "notion"  # first component of every page's `source`
@@ -417,11 +417,7 @@ def notion_source(settings: Settings) -> list[NotionSource]:
             raise ConfigError(f"{where}: {path} does not exist (a drive unmounted?)")
     if not exports:
         return []
-    if PREFIX in (name for name, _ in folder_names(settings.NOTE_FOLDERS)):
-        raise ConfigError(
-            f"NOTION: pages are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses that "
-            "name: rename it"
-        )
+    claim_prefix("NOTION", PREFIX, "pages", settings.NOTE_FOLDERS)
     suffixes = tuple(s for s in settings.index_extensions if domain_of(f"x{s}") == PROSE)
     return [NotionSource(exports, suffixes, dict(settings.note_properties))]
 

@@ -30,13 +30,13 @@ from typing import Any, ClassVar
 
 from kb.content.formats.base import FormatError
 from kb.content.notes import Note, NoteError
-from kb.core.errors import ConfigError
 from kb.core.kinds import PROSE, Domain
 from kb.core.schema import BOOKMARK_REMOVED, folder_key
 from kb.core.settings import Settings
 from kb.core.state import State
 from kb.sources.base import Failure, Item, Listing, SourceDefaults
-from kb.sources.folder import parse as folder_names
+from kb.sources.folder import claim_prefix
+from kb.sources.kind import setting_paths
 from kb.sources.web import WebSettings, bookmarks
 from kb.sources.web.fetch import NOT_MODIFIED, Fetcher, FetchError, Limits
 from kb.sources.web.page import PREFIX, Marks, Page, Pages, page_note, page_source, read_page
@@ -240,15 +240,10 @@ def web_sources(settings: Settings, state: State, **options: Any) -> list[WebSou
     repeats); ConfigError when a NOTE_FOLDERS folder is named `web` (its notes' origin would
     be the pages'). `options`: WebSource's (tests: a clock, a fetcher)."""
     own = settings.of(WebSettings)
-    names = [n.strip() for n in own.BOOKMARKS.split(",") if n.strip()]
-    paths = list(dict.fromkeys(Path(n).expanduser() for n in names))
+    paths = setting_paths(own.BOOKMARKS)
     if not paths:
         return []
-    if PREFIX in (name for name, _ in folder_names(settings.NOTE_FOLDERS)):
-        raise ConfigError(
-            f"BOOKMARKS: pages are named {PREFIX}/..., and a NOTE_FOLDERS folder already uses "
-            "that name: rename it"
-        )
+    claim_prefix("BOOKMARKS", PREFIX, "pages", settings.NOTE_FOLDERS)
     wanted = tuple(k for k in (folder_key(f) for f in own.BOOKMARKS_FOLDERS.split(",")) if k)
     return [
         WebSource(paths, state.web_dir(), web_limits(settings), wanted,
