@@ -121,6 +121,13 @@ class Prepared:
             for c, language in zip(self.chunks, self.languages, strict=True)
         ]
 
+    def forget(self) -> None:
+        """Drop the texts and records, made again when next asked for: a run holds every note it
+        read until the note is written, and these would double what each holds meanwhile
+        (kb.ingest.run keeps them only while the note's group is written)."""
+        self.__dict__.pop("texts", None)
+        self.__dict__.pop("records", None)
+
     def points(self, model: str, dimensions: int) -> dict[str, str]:
         """{point id: note fingerprint} of the points this note would get now."""
         ids = [point_id(self.note.source, c.index) for c in self.chunks]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 WORDS_GROUP = 512  # chunks per group stored by their words alone: no embedder to wait for
 
 
-def _groups(pending: Sequence[Prepared], target_chunks: int) -> Iterator[list[Prepared]]:
+def _groups(pending: Iterable[Prepared], target_chunks: int) -> Iterator[list[Prepared]]:
     """Consecutive notes holding up to `target_chunks` chunks together (a bigger note alone).
 
     With the embed batch size as target, a group is one full request to the embedder rather
@@ -108,6 +108,7 @@ class _Writer:
             vectors = self.cache.known(self.client, p.texts)
             (waiting if vectors is None else whole).append(p)
             points += self._points(p, vectors)
+            p.forget()  # until its meaning is written: not every waiting note's texts at once
         # only notes with stored points can have stale ones: embedded Qdrant scans every point
         # to delete by filter, so skipping that for new notes keeps a first ingest linear
         stale = [p.note.source for p in group if p.note.source in self.stored]
@@ -129,6 +130,7 @@ class _Writer:
         points: list[Point] = []
         for p in group:
             points += self._points(p, vectors[len(points) : len(points) + len(p.chunks)])
+            p.forget()
         self.store.replace(points, [])
         self._stored(group)
 
@@ -286,7 +288,10 @@ def _run(job: _Job) -> None:
     model, dimensions = _embedder_model(client, client.timeout)
     refilling = any(not p.item.pending for p in prepared)
     created = collection.ready_for_writes(store, build, model, dimensions, refilling=refilling)
-    wanted = {p.note.source: p.points(model, dimensions) for p in prepared}
+    wanted: dict[str, dict[str, str]] = {}
+    for p in prepared:
+        wanted[p.note.source] = p.points(model, dimensions)
+        p.forget()  # made again for its group: never every note's texts and records at once
     stored: dict[str, dict[str, str]] = {}
     if not created:
         # a full listing is compared with this source's stored notes only, never another's
@@ -307,16 +312,20 @@ def _run(job: _Job) -> None:
         store.restore(settled)
     by_name = {p.note.source: p for p in prepared}
     writing = [by_name[name] for name in plan.write]
+    unchanged = [by_name[name] for name in plan.unchanged]
+    restored = [by_name[name] for name in plan.restore]
     progress.start(len(prepared), sum(len(p.chunks) for p in prepared))
+    del by_name
+    prepared.clear()  # (read.notes) each note is held by `writing` until it is written, no longer
     cache_path = job.state.embed_cache_path(config.old_cache_dir) if config.cache else None
     with EmbedCache(cache_path) as vectors:
         writer = _Writer(source, client, vectors, store, model, dimensions, wanted, stored,
                          job.date_ingested, summary, progress)  # fmt: skip
         try:
-            writer.hand_over([by_name[name] for name in plan.unchanged], written=False)
+            writer.hand_over(unchanged, written=False)
             if plan.restore:
                 store.restore(plan.restore)  # its points are the note as it is: made visible
-                writer.hand_over([by_name[n] for n in plan.restore], written=False, restored=True)
+                writer.hand_over(restored, written=False, restored=True)
             _write(writer, writing, config.group_chunks, job.options)
         finally:
             summary.embedded_cached = vectors.hits
@@ -332,18 +341,26 @@ def _write(
     keeps its keyword-only points, marked PENDING, which the next run plans as to write (kb.store
     .points.fingerprints); the embedding cache keeps what was embedded."""
     waiting: list[Prepared] = []
-    seen = 0
-    for group in _groups(writing, max(group_chunks, WORDS_GROUP)):
-        _check_stop(options, len(writing) - seen + len(waiting))  # the rest, and those waiting
+    left = len(writing)
+    for group in _groups(_drain(writing), max(group_chunks, WORDS_GROUP)):
+        _check_stop(options, left + len(waiting))  # the rest, and those waiting
         waiting += writer.words(group)
-        seen += len(group)
+        left -= len(group)
     waiting.sort(key=_modified, reverse=True)  # stable: listing order among equals
     writer.progress.embedding(len(waiting), sum(len(p.chunks) for p in waiting))
-    done = 0
-    for group in _groups(waiting, group_chunks):
-        _check_stop(options, len(waiting) - done)
+    left = len(waiting)
+    for group in _groups(_drain(waiting), group_chunks):
+        _check_stop(options, left)
         writer.meaning(group)
-        done += len(group)
+        left -= len(group)
+
+
+def _drain(notes: list[Prepared]) -> Iterator[Prepared]:
+    """Each note in order, taken out of `notes` as it goes: a written note is not held until
+    the run ends (what ingest holds shrinks as embedding goes on)."""
+    notes.reverse()
+    while notes:
+        yield notes.pop()
 
 
 def _check_stop(options: IngestOptions, left: int) -> None:

@@ -4,6 +4,7 @@ newest first, status shows how far it is, and a stopped run resumes without redo
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import re
@@ -23,6 +24,7 @@ from kb.core.settings import Settings
 from kb.embedding.client import EmbedClient
 from kb.embedding.keywords import query_vector
 from kb.ingest.options import IngestOptions
+from kb.ingest.prepare import Prepared
 from kb.ingest.progress import ConsoleProgress, Summary
 from kb.search.entry import Searcher, SearchRequest, search
 from kb.store.points import Store
@@ -185,3 +187,33 @@ def test_the_progress_line_counts_notes_findable_by_words_and_paces_only_what_is
     assert progress.line() == (
         "2/4 notes, 20/40 chunks, 1.0 chunks/s, ETA 20s; 4/4 notes findable by words"
     )
+
+
+def held_notes() -> list[Prepared]:
+    """The notes read by a run that are still held in memory."""
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, Prepared)]
+
+
+def test_a_run_holds_a_notes_texts_only_while_its_group_is_written_and_a_written_note_no_longer(
+    big_inbox: Settings, store: Store, held_embedders: Callable[[], HeldEmbedder]
+):
+    held = held_embedders()
+    stop = threading.Event()
+    thread, outcome = held_run(big_inbox, held, store, IngestOptions(stop=stop))
+    held.wait_asked(1)  # every note stored by its words; the newest group asked for
+    notes = held_notes()
+    assert len(notes) == NOTES
+    assert sum("texts" in vars(p) or "records" in vars(p) for p in notes) <= BATCH
+    del notes  # the group being embedded has its texts, no other note
+
+    for _ in range(3):
+        held.permits.release()
+    held.wait_asked(4)
+    # three groups written and let go; one more embedding, and the next note read ahead
+    assert len(held_notes()) <= NOTES - 3 * BATCH + 1
+
+    stop.set()
+    held.permits.release()
+    thread.join(WAIT_S)
+    assert isinstance(outcome[0], IngestError)
