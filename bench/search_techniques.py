@@ -5,7 +5,8 @@
 Every development collection (bench/corpora.py) is ingested once; each query's dense ranking
 and its keyword rankings (the query as hybrid search sends it, and each technique's rewrite of
 it) are read from Qdrant once, as deep as hybrid search asks (kb.store.query.grouped_depth).
-Hybrid search's fusion (the bonus formula) is then replayed offline with and without each
+Hybrid search's fusion (the bonus formula, a note by its best cosine plus its best bonus:
+bench.fusion_sweep.best_of_each) is then replayed offline with and without each
 technique, scored as bench/retrieval.py scores (k=10, a file by its best chunk), beside plain
 RRF through Qdrant (the reference). The replay without a technique is checked against hybrid
 search through Qdrant: the run fails if they differ.
