@@ -140,6 +140,28 @@ def bonus(
     return fuse
 
 
+def best_of_each(
+    weight: float = KEYWORD_WEIGHT, half: float = KEYWORD_HALF, lookup: float = LOOKUP_WEIGHT
+) -> Fuse:
+    """The bonus formula's halves taken per note: a note scores its best cosine plus its best
+    keyword bonus, each from any of its chunks (hybrid search since issue 51:
+    kb.store.engine.best_per_note). Replayed as each chunk's cosine plus its note's best bonus,
+    whose best chunk is the note's score."""
+
+    def fuse(c: Candidates) -> dict[str, float]:
+        dense, keyword = _scores(c.dense), _scores(c.keyword)
+        sources = {key: source for key, source, _ in (*c.dense, *c.keyword)}
+        norm = half * max(c.terms, 1)
+        w = lookup if is_lookup(c.query.text) else weight
+        words: dict[str, float] = {}
+        for key, bm25 in keyword.items():
+            note = sources[key]
+            words[note] = max(words.get(note, 0.0), w * bm25 / (bm25 + norm))
+        return {key: dense.get(key, 0.0) + words.get(note, 0.0) for key, note in sources.items()}
+
+    return fuse
+
+
 def with_rrf(share: float, k: int = 60, half: float = KEYWORD_HALF) -> Fuse:
     """The bonus formula plus `share` x plain RRF's score: a small reward for ranking high on
     both sides (issue 51: plain RRF finds a few more of the manual's paraphrases' pages)."""
@@ -196,6 +218,7 @@ def families() -> dict[str, Fuse]:
         for h in (3.0, 6.0, 10.0):
             found[f"bonus w={w:g} half={h:g} lookups x{LOOKUP_WEIGHT:g}"] = bonus(w, h)
     found["bonus w=1 half=6, lookups x1 (the formula before)"] = bonus(lookup=1.0)
+    found["note = best chunk (bonus w=1 half=6 lookups x2, before issue 51)"] = bonus()
     for w in (1.5, 3.0, 4.0, 8.0):
         found[f"bonus w=1 half=6 lookups x{w:g}"] = bonus(lookup=w)
     found["bonus squared w=1 half=3"] = bonus(1.0, 3.0, 2)
@@ -205,10 +228,14 @@ def families() -> dict[str, Fuse]:
         found[f"agreement {lam:g}"] = agreement(lam)
     for share, k, half in ((1.0, 60, 6.0), (1.25, 60, 6.0), (1.0, 30, 7.0), (3.0, 60, 8.0)):
         found[f"bonus half={half:g} + {share:g} x rrf k={k}"] = with_rrf(share, k, half)
+    for half in (5.0, 5.5, 6.5, 7.0, 8.0):
+        found[f"{BY_NOTE} half={half:g}"] = best_of_each(half=half)
+    found[SHIPPED] = best_of_each()
     return found
 
 
-SHIPPED = f"bonus w={KEYWORD_WEIGHT:g} half={KEYWORD_HALF:g} lookups x{LOOKUP_WEIGHT:g}"
+BY_NOTE = "note = best cosine + best bonus"
+SHIPPED = f"{BY_NOTE}, w={KEYWORD_WEIGHT:g} half={KEYWORD_HALF:g} lookups x{LOOKUP_WEIGHT:g}"
 # measured through Qdrant, not replayed: hybrid search (the replay's check) and the reference
 MEASURED: dict[str, Fusion] = {"hybrid search": HYBRID_FUSION, "rrf k=60 (Qdrant)": "rrf"}
 REFERENCES = ("keyword", "semantic", "rrf k=60 (Qdrant)")

@@ -5,7 +5,8 @@
 Every development collection (bench/corpora.py) is ingested once; each query's dense ranking
 and its keyword rankings (the query as hybrid search sends it, and each technique's rewrite of
 it) are read from Qdrant once, as deep as hybrid search asks (kb.store.query.grouped_depth).
-Hybrid search's fusion (the bonus formula) is then replayed offline with and without each
+Hybrid search's fusion (the bonus formula, a note by its best cosine plus its best bonus:
+bench.fusion_sweep.best_of_each) is then replayed offline with and without each
 technique, scored as bench/retrieval.py scores (k=10, a file by its best chunk), beside plain
 RRF through Qdrant (the reference). The replay without a technique is checked against hybrid
 search through Qdrant: the run fails if they differ.
@@ -59,7 +60,7 @@ if not __package__:  # `uv run bench/NAME.py`: bench/ is the checkout's, not an 
 
 from bench.common import STOPS, describe, embedder, format_table
 from bench.corpora import Collection, dev_collections
-from bench.fusion_sweep import DEPTH, MEASURED, bonus, grouped, indexed, single
+from bench.fusion_sweep import DEPTH, MEASURED, best_of_each, grouped, indexed, single
 from bench.fusion_sweep import Candidates as Base
 from bench.retrieval import K, score
 from bench.retrieval_gate import GATE_TOLERANCE
@@ -134,11 +135,11 @@ Fuse = Callable[[Candidates], dict[str, float]]
 
 
 def shipped() -> Fuse:
-    return bonus()
+    return best_of_each()
 
 
 def question_words() -> Fuse:
-    fuse = bonus()
+    fuse = best_of_each()
 
     def run_(c: Candidates) -> dict[str, float]:
         return fuse(Candidates(c.query, c.rewritten_terms, c.dense, c.rewritten))
@@ -148,7 +149,7 @@ def question_words() -> Fuse:
 
 def question_words_not_counted() -> Fuse:
     """The keyword ranking as before, the bonus scaled by the rewritten query's words."""
-    fuse = bonus()
+    fuse = best_of_each()
 
     def run_(c: Candidates) -> dict[str, float]:
         return fuse(Candidates(c.query, c.rewritten_terms, c.dense, c.keyword))
@@ -157,7 +158,7 @@ def question_words_not_counted() -> Fuse:
 
 
 def keyword_feedback() -> Fuse:
-    fuse = bonus()
+    fuse = best_of_each()
 
     def run_(c: Candidates) -> dict[str, float]:
         return fuse(Candidates(c.query, c.terms, c.dense, c.feedback))
@@ -168,12 +169,12 @@ def keyword_feedback() -> Fuse:
 def sentence_weight(words: int, weight: float = 0.5) -> Fuse:
     """The keyword bonus at `weight` for a query of `words` keyword words or more (a need or a
     question written out as a sentence), as before for a shorter one."""
-    short, long = bonus(), bonus(weight)
+    short, long = best_of_each(), best_of_each(weight)
     return lambda c: (long if c.terms >= words else short)(c)
 
 
 def lead_prior(weight: float = LEAD_PRIOR) -> Fuse:
-    fuse = bonus()
+    fuse = best_of_each()
 
     def run_(c: Candidates) -> dict[str, float]:
         out = fuse(c)
@@ -190,7 +191,7 @@ def lead_prior(weight: float = LEAD_PRIOR) -> Fuse:
 
 
 def note_card() -> Fuse:
-    fuse = bonus()
+    fuse = best_of_each()
 
     def run_(c: Candidates) -> dict[str, float]:
         out = fuse(c)
@@ -202,7 +203,7 @@ def note_card() -> Fuse:
 
 
 def card_prior(weight: float, dense_only: bool = False) -> Fuse:
-    fuse = bonus()
+    fuse = best_of_each()
 
     def run_(c: Candidates) -> dict[str, float]:
         out = fuse(c)
@@ -354,7 +355,7 @@ def collect(
                 chunk_texts = {f"{h.source}#{h.chunk_index}": h.text for h in dense_hits}
                 for h in target.query(DEPTH, keyword=keyword):
                     chunk_texts[f"{h.source}#{h.chunk_index}"] = h.text
-                first = sorted(bonus()(c).items(), key=lambda item: -item[1])[:PRF_DOCS]
+                first = sorted(best_of_each()(c).items(), key=lambda item: -item[1])[:PRF_DOCS]
                 expanded = feedback_vector(keyword, [k for k, _ in first], chunk_texts)
                 c.feedback = ranked(target.query(DEPTH, keyword=expanded))
             else:

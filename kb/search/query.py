@@ -6,7 +6,8 @@ Modes: `hybrid` (default) scores each chunk by its cosine similarity plus a keyw
 bonus, so a paraphrase and an exact identifier, acronym or name are both found (see
 kb.store.query.fusion); `semantic` is the dense ranking alone, `keyword` the BM25 ranking
 alone. Results are collapsed to `per_note` chunks per note (default 1: ten results are ten
-different notes).
+different notes); a hybrid search ranks each note by its best cosine plus its best keyword bonus
+(kb.store.engine.best_per_note).
 """
 
 from __future__ import annotations

@@ -88,6 +88,45 @@ def best_per_group(ranked: Sequence[Scored], key: str, size: int, limit: int) ->
     return kept
 
 
+def best_per_note(
+    ranked: Sequence[Scored],
+    meaning: Sequence[Scored],
+    words: Sequence[Scored],
+    key: str,
+    size: int,
+    limit: int,
+) -> tuple[list[Scored], set[str | int]]:
+    """`best_per_group` with the groups (notes: payload field `key`) ranked by their best
+    `meaning` plus their best `words` (the halves of `ranked`'s scores over every candidate,
+    kb.store.query.note_parts), not by their best point's sum: a note with one passage close in
+    meaning and another holding the query's words ranks by both (bench/README.md, issue 51).
+    Each group's points keep their order and are shifted by one amount, so its first carries
+    the group's score. Also returns the groups among the first `limit` that have no point in
+    `ranked` (it is not deep enough for them)."""
+    halves: list[dict[str | int, float]] = [{}, {}]
+    for found, best in zip((meaning, words), halves, strict=True):
+        for point in found:
+            group = point.payload.get(key)
+            if isinstance(group, str | int) and point.score > best.get(group, float("-inf")):
+                best[group] = point.score
+    scores = {g: halves[0].get(g, 0.0) + halves[1].get(g, 0.0) for g in halves[0] | halves[1]}
+    first: dict[str | int, float] = {}
+    for point in ranked:
+        group = point.payload.get(key)
+        if isinstance(group, str | int) and group in scores:
+            first.setdefault(group, point.score)
+    shifted = sorted(
+        (
+            Scored(p.id, p.score + scores[g] - first[g], p.payload)
+            for p in ranked
+            if isinstance(g := p.payload.get(key), str | int) and g in first
+        ),
+        key=lambda p: -p.score,
+    )
+    leading = sorted(scores, key=lambda g: -scores[g])[:limit]
+    return best_per_group(shifted, key, size, limit), {g for g in leading if g not in first}
+
+
 class Engine(Protocol):
     """One Qdrant: a server or an embedded storage folder, several collections in it."""
 

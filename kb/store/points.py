@@ -40,6 +40,7 @@ from kb.store.engine import (
     StoredCollection,
     StoredVector,
     best_per_group,
+    best_per_note,
 )
 from kb.store.models import models
 from kb.store.query import (
@@ -47,7 +48,9 @@ from kb.store.query import (
     PREFETCH_FACTOR,
     Fusion,
     Phrasing,
+    by_note,
     first_chunks,
+    note_parts,
     origin_filter,
     request,
     source_filter,
@@ -87,6 +90,12 @@ class Search:
     alternates: Sequence[Phrasing] = ()
     fusion: Fusion = HYBRID_FUSION
     fields: Fields = True
+
+    @property
+    def by_note(self) -> bool:
+        """Whether its notes rank by their best meaning plus their best words
+        (kb.store.query.by_note, kb.store.engine.best_per_note)."""
+        return by_note(self.per_note, self.dense, self.keyword, self.alternates, self.fusion)
 
     def request(self) -> models.QueryRequest | models.QueryGroupsRequest | None:
         """Its Query API request; None when there is nothing to look for (a keyword query of
@@ -424,10 +433,13 @@ class Store:
         (both: see kb.store.query.fusion). Soft-deleted notes are never found. kb.search.query
         checks the collection first (kb.store.collection).
         """
-        search = Search(
+        asked = Search(
             limit, dense=dense, keyword=keyword, where=where, per_note=per_note,
             alternates=alternates, fusion=fusion,
-        ).request()  # fmt: skip
+        )  # fmt: skip
+        if asked.by_note:  # three rankings: one batch, grouped here (`search`)
+            return self.search([asked])[0].hits
+        search = asked.request()
         if search is None:
             return []
         if isinstance(search, models.QueryGroupsRequest):
@@ -455,13 +467,26 @@ class Store:
         while fetch:
             asked = {i: self._ranked_request(searches[i], requests[i], depth)
                      for i, depth in fetch.items()}  # fmt: skip
-            found = self._engine.query_batch(self.collection, list(asked.values()))
+            halves = {
+                i: note_parts(r, searches[i].keyword)  # type: ignore[arg-type]
+                for i, r in asked.items()
+                if searches[i].by_note
+            }
+            batch = [*asked.values(), *(r for parts in halves.values() for r in parts)]
+            found = iter(self._engine.query_batch(self.collection, batch))
+            ranks = [next(found) for _ in asked]
             deeper: dict[int, int] = {}
-            for i, ranked in zip(asked, found, strict=True):
+            for i, ranked in zip(asked, ranks, strict=True):
                 size = searches[i].per_note
                 limit = searches[i].limit
-                kept = best_per_group(ranked, SOURCE, size, limit) if size else ranked[:limit]
-                if len(kept) < limit and size and len(ranked) == fetch[i]:
+                missing: set[str | int] = set()
+                if i in halves:
+                    meaning, words = next(found), next(found)
+                    kept, missing = best_per_note(ranked, meaning, words, SOURCE, size or 1, limit)
+                else:
+                    kept = best_per_group(ranked, SOURCE, size, limit) if size else ranked[:limit]
+                short = len(kept) < limit or bool(missing)
+                if short and size and len(ranked) == fetch[i]:
                     deeper[i] = fetch[i] * 4  # the whole (filtered) collection is not ranked yet
                 answers[i] = kept
             fetch = deeper

@@ -311,7 +311,14 @@ def fused(
     raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {name!r}")
 
 
-def fusion(terms: int, *, lookup: bool = False, semantic: float = 1.0) -> models.FormulaQuery:
+# The halves of the hybrid score (`fusion`'s `part`): "meaning" is the cosine (and, for a passage
+# not embedded yet, the bonus standing in for it), "words" the keyword bonus, "both" their sum.
+Part = Literal["both", "meaning", "words"]
+
+
+def fusion(
+    terms: int, *, lookup: bool = False, semantic: float = 1.0, part: Part = "both"
+) -> models.FormulaQuery:
     """How hybrid search combines the dense prefetch ($score[0], cosine) and the keyword one
     ($score[1], BM25): cosine + w * S / (S + KEYWORD_HALF * terms), w KEYWORD_WEIGHT, or
     LOOKUP_WEIGHT for a lookup query (`lookup`: only identifiers, codes and acronyms, see
@@ -342,6 +349,9 @@ def fusion(terms: int, *, lookup: bool = False, semantic: float = 1.0) -> models
     embedded a note matching the query's words well is not buried under embedded notes that
     merely resemble it, and one sharing an incidental word stays low. Every embedded point's
     score is as above.
+
+    `part`: the whole score, or one half of it (`Part`), which `note_parts` asks for: hybrid
+    search ranks a note by its best half of each kind (kb.store.engine.best_per_note).
     """
     bm25 = "$score[1]"
     bonus = models.DivExpression(
@@ -353,15 +363,52 @@ def fusion(terms: int, *, lookup: bool = False, semantic: float = 1.0) -> models
     )
     weight = LOOKUP_WEIGHT if lookup else KEYWORD_WEIGHT
     cosine = "$score[0]" if semantic == 1.0 else models.MultExpression(mult=[semantic, "$score[0]"])
-    return models.FormulaQuery(
-        formula=models.SumExpression(
-            sum=[
-                cosine,
-                models.MultExpression(mult=[weight, bonus]),
-                models.MultExpression(mult=[unembedded(), bonus]),  # 1 for such a passage, else 0
-            ]
-        )
+    meaning: list[models.Expression] = [
+        cosine,
+        models.MultExpression(mult=[unembedded(), bonus]),  # 1 for such a passage, else 0
+    ]
+    words: list[models.Expression] = [models.MultExpression(mult=[weight, bonus])]
+    halves = {"both": [meaning[0], *words, meaning[1]], "meaning": meaning, "words": words}
+    return models.FormulaQuery(formula=models.SumExpression(sum=halves[part]))
+
+
+def by_note(
+    per_note: int | None,
+    dense: Sequence[float] | None,
+    keyword: KeywordVector | None,
+    alternates: Sequence[Phrasing],
+    fusion: Fusion,
+) -> bool:
+    """Whether a search ranks notes by `note_parts`: a hybrid search of one phrasing by the
+    bonus fusion, grouped by note."""
+    return bool(
+        per_note
+        and dense is not None
+        and keyword is not None
+        and keyword.indices
+        and not alternates
+        and fusion == "bonus"
     )
+
+
+def note_parts(ranked: models.QueryRequest, keyword: KeywordVector) -> list[models.QueryRequest]:
+    """The two halves of `ranked`'s hybrid score (`Part`: meaning, then words), each for every
+    candidate of its prefetches, with the note name alone: a note's score in hybrid search is
+    its best meaning plus its best words (kb.store.engine.best_per_note)."""
+    found = ranked.prefetch
+    listed = found if isinstance(found, list) else [] if found is None else [found]
+    every = sum(p.limit or 0 for p in listed)
+    terms = keyword.words or len(keyword.indices)
+    return [
+        ranked.model_copy(
+            update={
+                "query": fusion(terms, lookup=keyword.lookup, semantic=keyword.semantic, part=half),
+                "limit": every,
+                "with_payload": [SOURCE],
+            }
+        )
+        for half in ("meaning", "words")
+    ]
 
 
 def unembedded() -> models.FieldCondition:

@@ -143,3 +143,42 @@ def test_hybrid_search_uses_the_bonus_formula_and_refuses_an_unknown_fusion() ->
         fused("max", query_vector("a"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="fusion must be one of"):
         search(None, None, "anything", fusion="max")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("engine", ["edge", "server"])
+def test_hybrid_search_ranks_a_note_by_its_best_meaning_plus_its_best_keyword_match(
+    tmp_path: Path, engine: str
+) -> None:
+    # a.md: one chunk on the query's meaning without its word, another full of the word but far
+    # in meaning; b.md: one chunk fairly close holding the word once. b's chunk beats each of
+    # a's alone (cosine 0.8 plus its bonus), but a's best meaning plus its best words beat it.
+    points = [
+        Point(point_id("a.md", 0), [1.0, 0, 0, 0], {"source": "a.md", "chunk_index": 0},
+              document_vector("the meaning in other terms")),
+        Point(point_id("a.md", 1), [0, 1.0, 0, 0], {"source": "a.md", "chunk_index": 1},
+              document_vector("kappa kappa kappa")),
+        Point(point_id("b.md", 0), [0.8, 0.6, 0, 0], {"source": "b.md", "chunk_index": 0},
+              document_vector("kappa sigma omega")),
+    ]  # fmt: skip
+    points += [
+        Point(point_id(f"n{i}.md", 0), [0, 0, 1.0, 0], {"source": f"n{i}.md", "chunk_index": 0},
+              document_vector("sigma omega zeta"))
+        for i in range(20)
+    ]  # fmt: skip
+    store = opened(tmp_path, engine, points)
+    try:
+        dense, keyword = [1.0, 0, 0, 0], query_vector("kappa")
+        chunks = store.query(3, dense=dense, keyword=keyword)
+        assert [(h.source, h.chunk_index) for h in chunks] == [
+            ("b.md", 0),
+            ("a.md", 0),
+            ("a.md", 1),
+        ]
+        notes = store.query(2, dense=dense, keyword=keyword, per_note=1)
+        assert [(h.source, h.chunk_index) for h in notes] == [("a.md", 0), ("b.md", 0)]
+        # the note's score: its best cosine (chunk 0, no keyword) plus its best bonus (chunk 1,
+        # cosine 0); the passage shown is still its best chunk by both
+        assert notes[0].score == pytest.approx(chunks[1].score + chunks[2].score, abs=1e-5)
+        assert notes[1].score == pytest.approx(chunks[0].score, abs=1e-5)
+    finally:
+        store.close()
