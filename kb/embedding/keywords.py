@@ -15,7 +15,8 @@ alone matches where it is written qualified; a plural acronym is its singular (`
 Numbers are kept. CJK runs become overlapping character
 bigrams (as Lucene's CJK analyzer does), so Chinese/Japanese/Korean text never collapses into one
 token per sentence; a Korean word is also indexed without its trailing particle (`벌통에서` ->
-`벌통`), so a word searched alone matches where a particle is glued to it.
+`벌통`), so a word searched alone matches where a particle is glued to it. A German compound is
+indexed whole and by its parts (kb.embedding.compounds).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def uncovered(text: str, covered: frozenset[str] | None) -> str | None:
     return found
 
 
-def _word_terms(word: str, languages: Sequence[str]) -> list[str]:
+def _word_terms(word: str, languages: Sequence[str], parts: bool = True) -> list[str]:
     if _PLURAL_ACRONYM.match(word):
         word = word[:-1]  # `APIs` is `API` in every language (German's stemmer keeps `apis`)
     low = word.lower()
@@ -139,7 +140,7 @@ def _word_terms(word: str, languages: Sequence[str]) -> list[str]:
         return []  # a stopword in any language the query may be in (an all-caps one: acronym)
     terms: list[str] = []
     for language in analysed:
-        terms.extend(t for t in stems(low, language) if t not in terms)
+        terms.extend(t for t in stems(low, language, parts) if t not in terms)
     return terms
 
 
@@ -155,9 +156,10 @@ def _cjk_terms(run: str) -> list[str]:
     return terms
 
 
-def tokenize(text: str, languages: Sequence[str] = (ENGLISH,)) -> list[str]:
+def tokenize(text: str, languages: Sequence[str] = (ENGLISH,), parts: bool = True) -> list[str]:
     """Text -> index terms (with repeats, in order), its words analysed in each of `languages`
-    (one for a stored chunk; a query's languages for a query)."""
+    (one for a stored chunk; a query's languages for a query); a German compound's parts too
+    unless `parts` is False."""
     terms: list[str] = []
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
         tok = match.group()
@@ -167,7 +169,7 @@ def tokenize(text: str, languages: Sequence[str] = (ENGLISH,)) -> list[str]:
         words, compounds = _split(tok)
         terms.extend(compounds)  # the whole identifier and its compound pieces, for lookups
         for w in words:
-            terms.extend(_word_terms(w, languages))
+            terms.extend(_word_terms(w, languages, parts))
     return terms
 
 
@@ -227,7 +229,8 @@ def query_words(text: str, language: str = ENGLISH) -> int:
     distinct terms in `language`, not the forms each word is searched in; a CJK run counts one
     word per two characters, not one per bigram (a Japanese query of 20 bigrams is about ten
     words: counted as 20, a note matching half its words gained a bonus of 0.17 at most, and the
-    English-only test model's noise buried it; bench/README.md)."""
+    English-only test model's noise buried it; bench/README.md), and a German compound one word,
+    not one per part."""
     words: set[str] = set()
     cjk = 0
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
@@ -235,7 +238,7 @@ def query_words(text: str, language: str = ENGLISH) -> int:
         if _CJK_RUN.match(tok):
             cjk += (len(tok) + 1) // 2
         else:
-            words.update(tokenize(tok, (language,)))
+            words.update(tokenize(tok, (language,), parts=False))
     return len(words) + cjk
 
 

@@ -61,6 +61,16 @@ def test_another_form_of_a_word_meets_the_note(note: str, query: str) -> None:
     assert shared(note, query)
 
 
+def test_a_german_compound_meets_another_compound_with_a_part_of_it() -> None:
+    note = "Wir prüfen die Datentypen aller Felder."  # Daten|typen
+    assert shared(note, "Parametertypen verwenden") == {"typ"}  # Parameter|typen
+    assert "zeit" in shared("Die Zeit steht im Header.", "Verarbeitungszeit")  # Verarbeitung|s|zeit
+
+
+def test_a_common_german_word_is_not_split_into_parts() -> None:
+    assert tokenize("Beispiel Abhängigkeiten Parameter", ("de",)) == ["beispiel", "abhang", "param"]
+
+
 def test_a_stop_word_of_the_query_language_is_left_out_but_an_acronym_is_kept() -> None:
     assert tokenize("die Bienen und der Honig", ("de",)) == ["bien", "honig"]
     assert "die" in tokenize("DIE Bienen", ("de",))

@@ -66,6 +66,7 @@ def found(url: str, query: str, **arguments: object) -> list[dict[str, object]]:
     [
         ("Bienenvolk", "de/imkerei.md"),  # Germanic: singular of a compound, no umlaut
         ("Wintertrauben überstehe", "de/imkerei.md"),
+        ("Sirup", "de/imkerei.md"),  # ... a part of a compound (Zucker|sirup)
         ("alimentar habitacion", "es/gato.md"),  # Romance: infinitive, accent left out
         ("улей", "ru/pasika.md"),  # Cyrillic: singular of ульи
         ("пчелы", "ru/pasika.md"),  # е for ё
