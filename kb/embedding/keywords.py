@@ -12,11 +12,12 @@ is written in and in English. Code identifiers (`snake_case`,
 exact lookup and a partial one both match; a compound part of a longer one is kept whole too
 (`enqueue_many` in `job.enqueue_many`, `main.py` in `src/app/main.py`), so a method or file named
 alone matches where it is written qualified; a plural acronym is its singular (`APIs` is `API`).
-Numbers are kept. CJK runs become overlapping character
-bigrams (as Lucene's CJK analyzer does), so Chinese/Japanese/Korean text never collapses into one
-token per sentence; a Korean word is also indexed without its trailing particle (`벌통에서` ->
-`벌통`), so a word searched alone matches where a particle is glued to it. A German compound is
-indexed whole and by its parts (kb.embedding.compounds).
+Numbers are kept. Chinese and Japanese runs become overlapping character
+bigrams (as Lucene's CJK analyzer does), so their text never collapses into one token per
+sentence; a Korean word becomes its content morphemes (kb.embedding.korean: `벌통에서` ->
+`벌통`, `추가하기` -> `추가`), so a word searched alone or in another form matches, and common
+endings match nothing. A German compound is indexed whole and by its parts
+(kb.embedding.compounds).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kb.core.schema import KeywordVector
+from kb.embedding import korean
 from kb.embedding.languages import (
     ANALYSIS_VERSION,
     CJK_LANGUAGES,
@@ -69,17 +71,7 @@ _NAME_SEP = re.compile(r"[_\-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 _PLURAL_ACRONYM = re.compile(r"^[A-Z]{2,}s$")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
-_HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]{2,}$")
-# Korean particles (josa) glued to the end of a word, longest first: the common case, topic,
-# subject, object, place, direction, possession and comparison markers. A word ending in one is
-# also indexed without it (its bigrams stay: a noun that merely ends like a particle still
-# matches by them).
-KOREAN_PARTICLES = sorted(
-    "에서는 에게서 으로는 으로서 으로써 에서 에게 으로 까지 부터 보다 처럼 한테 에는 이랑 "  # noqa: SIM905
-    "이나 은 는 이 가 을 를 에 의 와 과 로 도 만 랑".split(),
-    key=len,
-    reverse=True,
-)
+_HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]+$")
 
 # Snowball's English stop list (the stemmer's own project) plus modal verbs. With IDF weighting
 # a stopword still adds noise: question words ("what", "how", "which") are rare in notes, so
@@ -145,15 +137,11 @@ def _word_terms(word: str, languages: Sequence[str], parts: bool = True) -> list
 
 
 def _cjk_terms(run: str) -> list[str]:
-    """Overlapping bigrams of a CJK run (the run itself when one character long); a Korean word
-    without its particle too."""
-    terms = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    """A Korean word's content morphemes; overlapping bigrams of another CJK run (the run itself
+    when one character long)."""
     if _HANGUL_WORD.match(run):
-        for particle in KOREAN_PARTICLES:
-            if run.endswith(particle) and len(run) > len(particle):
-                terms.append(run[: -len(particle)])
-                break
-    return terms
+        return list(korean.morphemes(run))
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def tokenize(text: str, languages: Sequence[str] = (ENGLISH,), parts: bool = True) -> list[str]:

@@ -55,7 +55,7 @@ MIN_CONFIDENCE = 0.3  # the detector's probability below which a text stays Engl
 MAX_DETECT_CHARS = 4000
 # Bump when detection or a language's analysis changes (kb.embedding.keywords.TOKENIZER_VERSION
 # takes it in).
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 
 
 @cache

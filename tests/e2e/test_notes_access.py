@@ -151,7 +151,7 @@ def test_ingest_py_watch_says_the_server_watches_or_how_to_make_it(beside: Besid
 # the MCP SDK (its client loads its server stack too: uvicorn, starlette)
 NOT_ON_THE_SERVERS_PATH = {
     *("qdrant_client", "qdrant_edge", "torch", "numpy", "snowballstemmer", "detect_secrets"),
-    *("wordfreq",),  # German compounds: loaded on first use
+    *("wordfreq", "kiwipiepy"),  # German compounds, Korean morphemes: loaded on first use
     *("mcp", "uvicorn", "starlette", "httpx"),
 }
 
