@@ -12,10 +12,12 @@ is written in and in English. Code identifiers (`snake_case`,
 exact lookup and a partial one both match; a compound part of a longer one is kept whole too
 (`enqueue_many` in `job.enqueue_many`, `main.py` in `src/app/main.py`), so a method or file named
 alone matches where it is written qualified; a plural acronym is its singular (`APIs` is `API`).
-Numbers are kept. CJK runs become overlapping character
-bigrams (as Lucene's CJK analyzer does), so Chinese/Japanese/Korean text never collapses into one
-token per sentence; a Korean word is also indexed without its trailing particle (`벌통에서` ->
-`벌통`), so a word searched alone matches where a particle is glued to it.
+Numbers are kept. Chinese and Japanese runs become overlapping character
+bigrams (as Lucene's CJK analyzer does), so their text never collapses into one token per
+sentence; a Korean word becomes its content morphemes (kb.embedding.korean: `벌통에서` ->
+`벌통`, `추가하기` -> `추가`), so a word searched alone or in another form matches, and common
+endings match nothing. A German compound is indexed whole and by its parts
+(kb.embedding.compounds).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kb.core.schema import KeywordVector
+from kb.embedding import korean
 from kb.embedding.languages import (
     ANALYSIS_VERSION,
     CJK_LANGUAGES,
@@ -68,17 +71,7 @@ _NAME_SEP = re.compile(r"[_\-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 _PLURAL_ACRONYM = re.compile(r"^[A-Z]{2,}s$")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
-_HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]{2,}$")
-# Korean particles (josa) glued to the end of a word, longest first: the common case, topic,
-# subject, object, place, direction, possession and comparison markers. A word ending in one is
-# also indexed without it (its bigrams stay: a noun that merely ends like a particle still
-# matches by them).
-KOREAN_PARTICLES = sorted(
-    "에서는 에게서 으로는 으로서 으로써 에서 에게 으로 까지 부터 보다 처럼 한테 에는 이랑 "  # noqa: SIM905
-    "이나 은 는 이 가 을 를 에 의 와 과 로 도 만 랑".split(),
-    key=len,
-    reverse=True,
-)
+_HANGUL_WORD = re.compile(r"^[\uac00-\ud7af]+$")
 
 # Snowball's English stop list (the stemmer's own project) plus modal verbs. With IDF weighting
 # a stopword still adds noise: question words ("what", "how", "which") are rare in notes, so
@@ -128,7 +121,7 @@ def uncovered(text: str, covered: frozenset[str] | None) -> str | None:
     return found
 
 
-def _word_terms(word: str, languages: Sequence[str]) -> list[str]:
+def _word_terms(word: str, languages: Sequence[str], parts: bool = True) -> list[str]:
     if _PLURAL_ACRONYM.match(word):
         word = word[:-1]  # `APIs` is `API` in every language (German's stemmer keeps `apis`)
     low = word.lower()
@@ -139,25 +132,22 @@ def _word_terms(word: str, languages: Sequence[str]) -> list[str]:
         return []  # a stopword in any language the query may be in (an all-caps one: acronym)
     terms: list[str] = []
     for language in analysed:
-        terms.extend(t for t in stems(low, language) if t not in terms)
+        terms.extend(t for t in stems(low, language, parts) if t not in terms)
     return terms
 
 
 def _cjk_terms(run: str) -> list[str]:
-    """Overlapping bigrams of a CJK run (the run itself when one character long); a Korean word
-    without its particle too."""
-    terms = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    """A Korean word's content morphemes; overlapping bigrams of another CJK run (the run itself
+    when one character long)."""
     if _HANGUL_WORD.match(run):
-        for particle in KOREAN_PARTICLES:
-            if run.endswith(particle) and len(run) > len(particle):
-                terms.append(run[: -len(particle)])
-                break
-    return terms
+        return list(korean.morphemes(run))
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def tokenize(text: str, languages: Sequence[str] = (ENGLISH,)) -> list[str]:
+def tokenize(text: str, languages: Sequence[str] = (ENGLISH,), parts: bool = True) -> list[str]:
     """Text -> index terms (with repeats, in order), its words analysed in each of `languages`
-    (one for a stored chunk; a query's languages for a query)."""
+    (one for a stored chunk; a query's languages for a query); a German compound's parts too
+    unless `parts` is False."""
     terms: list[str] = []
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
         tok = match.group()
@@ -167,7 +157,7 @@ def tokenize(text: str, languages: Sequence[str] = (ENGLISH,)) -> list[str]:
         words, compounds = _split(tok)
         terms.extend(compounds)  # the whole identifier and its compound pieces, for lookups
         for w in words:
-            terms.extend(_word_terms(w, languages))
+            terms.extend(_word_terms(w, languages, parts))
     return terms
 
 
@@ -227,7 +217,8 @@ def query_words(text: str, language: str = ENGLISH) -> int:
     distinct terms in `language`, not the forms each word is searched in; a CJK run counts one
     word per two characters, not one per bigram (a Japanese query of 20 bigrams is about ten
     words: counted as 20, a note matching half its words gained a bonus of 0.17 at most, and the
-    English-only test model's noise buried it; bench/README.md)."""
+    English-only test model's noise buried it; bench/README.md), and a German compound one word,
+    not one per part."""
     words: set[str] = set()
     cjk = 0
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
@@ -235,7 +226,7 @@ def query_words(text: str, language: str = ENGLISH) -> int:
         if _CJK_RUN.match(tok):
             cjk += (len(tok) + 1) // 2
         else:
-            words.update(tokenize(tok, (language,)))
+            words.update(tokenize(tok, (language,), parts=False))
     return len(words) + cjk
 
 

@@ -11,7 +11,8 @@ Scripts decide where they can: Hangul is Korean, kana Japanese, Han alone Chines
 word in a Latin-script note is stemmed as Russian and a Latin one in a Russian note as English.
 
 Words: Snowball's stemmer for the language (snowballstemmer, about 30 languages) and Snowball's
-stop list where it has one (kb/embedding/stopwords.txt); Cyrillic yo (U+0451) is ie; in the
+stop list where it has one (kb/embedding/stopwords.txt); a German compound's parts
+(kb.embedding.compounds); Cyrillic yo (U+0451) is ie; in the
 languages whose writers drop accents (Romance languages, Dutch and English) a word is indexed by
 its stem with the accents taken off and, when they differ, by the stem of its unaccented form
 too, so `canción`, `cancion` and `canciones` meet. German's stemmer folds umlauts itself
@@ -24,6 +25,8 @@ import unicodedata
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
+
+from kb.embedding.compounds import german_parts
 
 ENGLISH = "en"
 # ISO 639-1 code -> snowballstemmer's algorithm: the languages analysed by their own rules.
@@ -52,7 +55,7 @@ MIN_CONFIDENCE = 0.3  # the detector's probability below which a text stays Engl
 MAX_DETECT_CHARS = 4000
 # Bump when detection or a language's analysis changes (kb.embedding.keywords.TOKENIZER_VERSION
 # takes it in).
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 4
 
 
 @cache
@@ -183,12 +186,16 @@ def unaccented(word: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def stems(word: str, language: str) -> tuple[str, ...]:
+def stems(word: str, language: str, parts: bool = True) -> tuple[str, ...]:
     """The index terms of one lower-cased word of prose in `language`: its stem, and, where
-    accents are folded, the stem of the word without them."""
+    accents are folded, the stem of the word without them; in German, the stem of each part of
+    a compound too (kb.embedding.compounds) unless `parts` is False."""
     if language in CYRILLIC:
         word = word.replace("\u0451", "\u0435")  # often written without its dots
     stem = str(_stemmer(language).stemWord(word))
+    if language == "de":  # and each part of a compound (`Datentypen`: `dat`, `typ`)
+        split = german_parts(word) if parts else ()
+        return tuple(dict.fromkeys([stem, *(str(_stemmer(language).stemWord(p)) for p in split)]))
     if language not in ACCENT_FOLDED:
         return (stem,)
     plain = unaccented(word)

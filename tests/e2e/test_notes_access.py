@@ -147,10 +147,11 @@ def test_ingest_py_watch_says_the_server_watches_or_how_to_make_it(beside: Besid
 
 
 # what a search through the server never needs: Qdrant's client and models, the embedding
-# model's stack, every language's stemmer, the secret scanner of reading notes, and the MCP SDK
-# (its client loads its server stack too: uvicorn, starlette)
+# model's stack, every language's stemmer and analyser, the secret scanner of reading notes, and
+# the MCP SDK (its client loads its server stack too: uvicorn, starlette)
 NOT_ON_THE_SERVERS_PATH = {
     *("qdrant_client", "qdrant_edge", "torch", "numpy", "snowballstemmer", "detect_secrets"),
+    *("wordfreq", "kiwipiepy"),  # German compounds, Korean morphemes: loaded on first use
     *("mcp", "uvicorn", "starlette", "httpx"),
 }
 

@@ -65,9 +65,13 @@ def test_numbers_and_versions_are_exact_terms():
     assert "v2.3" in terms
 
 
-def test_cjk_text_becomes_overlapping_bigrams_not_one_token():
+def test_chinese_and_japanese_text_becomes_overlapping_bigrams_not_one_token():
     assert tokenize("東京タワー") == ["東京", "京タ", "タワ", "ワー"]
-    assert tokenize("김치찌개") == ["김치", "치찌", "찌개"]
+    assert tokenize("红烧肉") == ["红烧", "烧肉"]
+
+
+def test_a_korean_word_becomes_its_content_morphemes():
+    assert tokenize("김치찌개를 끓였다") == ["김치찌개", "끓이"]
 
 
 def test_document_weights_saturate_with_term_frequency():

@@ -61,6 +61,25 @@ def test_another_form_of_a_word_meets_the_note(note: str, query: str) -> None:
     assert shared(note, query)
 
 
+def test_a_german_compound_meets_another_compound_with_a_part_of_it() -> None:
+    note = "Wir prüfen die Datentypen aller Felder."  # Daten|typen
+    assert shared(note, "Parametertypen verwenden") == {"typ"}  # Parameter|typen
+    assert "zeit" in shared("Die Zeit steht im Header.", "Verarbeitungszeit")  # Verarbeitung|s|zeit
+
+
+def test_a_common_german_word_is_not_split_into_parts() -> None:
+    assert tokenize("Beispiel Abhängigkeiten Parameter", ("de",)) == ["beispiel", "abhang", "param"]
+
+
+def test_a_korean_verb_meets_another_ending_of_it() -> None:
+    assert "바꾸" in shared("보낸 필드만 바꿔서 저장한다.", "필드를 바꾸는 방법")  # 바꿔서, 바꾸는
+
+
+def test_a_korean_word_is_indexed_without_its_particles_and_endings() -> None:
+    # `하기` and `를` are on nearly every Korean page: they found every longer page
+    assert tokenize("헤더를 추가하기", ("ko",)) == ["헤더", "추가"]
+
+
 def test_a_stop_word_of_the_query_language_is_left_out_but_an_acronym_is_kept() -> None:
     assert tokenize("die Bienen und der Honig", ("de",)) == ["bien", "honig"]
     assert "die" in tokenize("DIE Bienen", ("de",))

@@ -66,6 +66,7 @@ def found(url: str, query: str, **arguments: object) -> list[dict[str, object]]:
     [
         ("Bienenvolk", "de/imkerei.md"),  # Germanic: singular of a compound, no umlaut
         ("Wintertrauben überstehe", "de/imkerei.md"),
+        ("Sirup", "de/imkerei.md"),  # ... a part of a compound (Zucker|sirup)
         ("alimentar habitacion", "es/gato.md"),  # Romance: infinitive, accent left out
         ("улей", "ru/pasika.md"),  # Cyrillic: singular of ульи
         ("пчелы", "ru/pasika.md"),  # е for ё
@@ -73,6 +74,7 @@ def found(url: str, query: str, **arguments: object) -> list[dict[str, object]]:
         ("蜂箱", "zh/yangfeng.md"),  # Chinese
         ("벌통", "ko/yangbong.md"),  # Korean: the noun without its particle (벌통에서)
         ("꿀", "ko/yangbong.md"),  # ... a one-syllable noun (꿀을)
+        ("꺼내다", "ko/yangbong.md"),  # ... a verb by another ending (꺼냈다)
     ],
 )
 def test_a_note_is_found_by_another_form_of_its_words(
