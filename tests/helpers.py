@@ -103,11 +103,20 @@ def torch_threads_kept() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+_GIVEN: set[int] = set()  # ports free_port handed out in this process
+
+
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port that was free on 127.0.0.1 a moment ago (the OS picks it), never one handed
+    out before in this process: two asked for one after the other (an embedder's and the MCP
+    server's) were once the same port, freed by the first and picked again."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def wait_until(condition: Callable[[], object], deadline_s: float = 60.0, what: str = "") -> None:
