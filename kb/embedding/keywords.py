@@ -12,12 +12,10 @@ is written in and in English. Code identifiers (`snake_case`,
 exact lookup and a partial one both match; a compound part of a longer one is kept whole too
 (`enqueue_many` in `job.enqueue_many`, `main.py` in `src/app/main.py`), so a method or file named
 alone matches where it is written qualified; a plural acronym is its singular (`APIs` is `API`).
-Numbers are kept. Chinese and Japanese runs become overlapping character
-bigrams (as Lucene's CJK analyzer does), so their text never collapses into one token per
-sentence; a Korean word becomes its content morphemes (kb.embedding.korean: `벌통에서` ->
-`벌통`, `추가하기` -> `추가`), so a word searched alone or in another form matches, and common
-endings match nothing. A German compound is indexed whole and by its parts
-(kb.embedding.compounds).
+Numbers are kept. A run of Chinese, Japanese or Korean becomes its words
+(kb.embedding.cjk: `送られた` -> `送る`, `벌통에서` -> `벌통`), so a word searched alone or in
+another form matches, and particles and endings match nothing. A German compound is indexed
+whole and by its parts (kb.embedding.compounds).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kb.core.schema import KeywordVector
-from kb.embedding import korean
+from kb.embedding import cjk
 from kb.embedding.languages import (
     ANALYSIS_VERSION,
     CJK_LANGUAGES,
@@ -136,23 +134,17 @@ def _word_terms(word: str, languages: Sequence[str], parts: bool = True) -> list
     return terms
 
 
-def _cjk_terms(run: str) -> list[str]:
-    """A Korean word's content morphemes; overlapping bigrams of another CJK run (the run itself
-    when one character long)."""
-    if _HANGUL_WORD.match(run):
-        return list(korean.morphemes(run))
-    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
-
-
-def tokenize(text: str, languages: Sequence[str] = (ENGLISH,), parts: bool = True) -> list[str]:
+def tokenize(
+    text: str, languages: Sequence[str] = (ENGLISH,), parts: bool = True, stored: bool = False
+) -> list[str]:
     """Text -> index terms (with repeats, in order), its words analysed in each of `languages`
     (one for a stored chunk; a query's languages for a query); a German compound's parts too
-    unless `parts` is False."""
+    unless `parts` is False; a Chinese word's shorter words too when `stored` (kb.embedding.cjk)."""
     terms: list[str] = []
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
         tok = match.group()
         if _CJK_RUN.match(tok):
-            terms.extend(_cjk_terms(tok))
+            terms.extend(cjk.words(tok, languages, stored))
             continue
         words, compounds = _split(tok)
         terms.extend(compounds)  # the whole identifier and its compound pieces, for lookups
@@ -194,7 +186,7 @@ def _to_vector(weights: dict[int, float]) -> KeywordVector:
 
 def document_vector(text: str, language: str = ENGLISH) -> KeywordVector:
     """BM25 term-frequency part for a stored chunk written in `language`."""
-    terms = tokenize(text, (language,))
+    terms = tokenize(text, (language,), stored=True)
     norm = K1 * (1 - B + B * len(terms) / AVG_LEN)
     weights: dict[int, float] = {}
     for term, tf in Counter(terms).items():
@@ -215,19 +207,20 @@ def query_vector(text: str) -> KeywordVector:
 def query_words(text: str, language: str = ENGLISH) -> int:
     """How many words a query has, for the keyword bonus's scale (kb.store.query.fusion): its
     distinct terms in `language`, not the forms each word is searched in; a CJK run counts one
-    word per two characters, not one per bigram (a Japanese query of 20 bigrams is about ten
-    words: counted as 20, a note matching half its words gained a bonus of 0.17 at most, and the
-    English-only test model's noise buried it; bench/README.md), and a German compound one word,
-    not one per part."""
+    word per two characters (when runs were character pairs, counting one per pair, a Japanese
+    query of 20 pairs was 20 words, and a note matching half of them gained a bonus of 0.17 at
+    most, buried by the English-only test model's noise; counting the run's words now scores the
+    same or less: Japanese hybrid 0.930 against 0.934, bench/README.md), and a German compound
+    one word, not one per part."""
     words: set[str] = set()
-    cjk = 0
+    cjk_words = 0
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
         tok = match.group()
         if _CJK_RUN.match(tok):
-            cjk += (len(tok) + 1) // 2
+            cjk_words += (len(tok) + 1) // 2
         else:
             words.update(tokenize(tok, (language,), parts=False))
-    return len(words) + cjk
+    return len(words) + cjk_words
 
 
 # What marks a word as an identifier, a code or an acronym rather than a word of prose: one of

@@ -26,6 +26,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from kb.embedding import cjk
 from kb.embedding.compounds import german_parts
 
 ENGLISH = "en"
@@ -55,7 +56,7 @@ MIN_CONFIDENCE = 0.3  # the detector's probability below which a text stays Engl
 MAX_DETECT_CHARS = 4000
 # Bump when detection or a language's analysis changes (kb.embedding.keywords.TOKENIZER_VERSION
 # takes it in).
-ANALYSIS_VERSION = 4
+ANALYSIS_VERSION = 5
 
 
 @cache
@@ -144,6 +145,8 @@ def query_languages(text: str) -> list[str]:
     short that the right one is not among them), and always English (names, identifiers and
     English words are in notes of every language)."""
     detected = detect(text)
+    if detected == "zh" and cjk.japanese_knows(text):  # Japanese written in kanji alone
+        return ["zh", "ja", ENGLISH]
     if detected in CJK_LANGUAGES or not any(_script(ch) == "latin" for ch in text):
         return list(dict.fromkeys([detected, ENGLISH]))
     ranked = _ranked(text)[:QUERY_CANDIDATES]

@@ -65,9 +65,19 @@ def test_numbers_and_versions_are_exact_terms():
     assert "v2.3" in terms
 
 
-def test_chinese_and_japanese_text_becomes_overlapping_bigrams_not_one_token():
-    assert tokenize("東京タワー") == ["東京", "京タ", "タワ", "ワー"]
-    assert tokenize("红烧肉") == ["红烧", "烧肉"]
+def test_japanese_and_chinese_text_becomes_its_words_in_their_dictionary_forms():
+    assert tokenize("東京タワーに行きました", ("ja",)) == ["東京", "タワー", "行く"]
+    assert tokenize("红烧肉很好吃", ("zh",)) == ["红烧肉", "很", "好吃"]
+
+
+def test_a_stored_chinese_word_is_indexed_by_its_shorter_words_too():
+    assert tokenize("一位老和尚", ("zh",), stored=True) == ["一位", "和尚", "老和尚"]
+    assert tokenize("一位老和尚", ("zh",)) == ["一位", "老和尚"]  # a query: the word it means
+
+
+def test_a_cjk_run_in_a_text_of_another_language_is_segmented_by_its_script():
+    assert tokenize("Tokyo 東京タワーに行きました", ("en",)) == ["tokyo", "東京", "タワー", "行く"]
+    assert tokenize("the dish 红烧肉", ("en",)) == ["dish", "红烧肉"]
 
 
 def test_a_korean_word_becomes_its_content_morphemes():

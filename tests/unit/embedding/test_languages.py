@@ -54,11 +54,30 @@ def shared(note: str, query: str) -> set[str]:
         ("Hay que alimentarla dos veces al día en la habitación.", "alimentar habitacion"),
         ("Зимой ульи стоят в омшанике, пчёлы спят.", "улей пчелы"),
         ("겨울이 오기 전에 벌통에서 꿀을 꺼냈다.", "꿀"),
+        ("冬の前に巣箱を点検して、蜂蜜の量を確かめました。", "確かめる"),
         ("ＦａｓｔＡＰＩ　で　ＡＰＩ　を作る", "fastapi"),  # full-width forms
     ],
 )
 def test_another_form_of_a_word_meets_the_note(note: str, query: str) -> None:
     assert shared(note, query)
+
+
+@pytest.mark.parametrize(
+    ("note", "query", "terms"),
+    [
+        # Japanese: a verb by its dictionary form (character pairs share only `フィ`...`ルド`)
+        ("送られたフィールドを保存します。", "フィールドを送る", {"フィールド", "送る"}),
+        # ... a loanword with or without its final long vowel mark, both in use
+        ("パラメーターを検証する。", "パラメータ", {"パラメータ"}),
+        # Chinese: words, not the pairs across their boundaries (和|尚未: no monk, 和尚)
+        ("结婚的和尚未结婚的", "和尚", set()),
+        ("我们检查了蜂箱里的蜂蜜储量。", "检查蜂蜜", {"检查", "蜂蜜"}),
+    ],
+)
+def test_japanese_and_chinese_meet_a_note_by_its_words(
+    note: str, query: str, terms: set[str]
+) -> None:
+    assert shared(note, query) == terms
 
 
 def test_a_german_compound_meets_another_compound_with_a_part_of_it() -> None:
@@ -90,9 +109,20 @@ def test_a_cyrillic_word_in_an_english_note_is_stemmed_as_russian() -> None:
 
 
 def test_a_cjk_query_counts_a_word_per_two_characters_for_the_keyword_bonus() -> None:
-    query = "レスポンスを返した後にメール通知を送る"  # one run of 19 characters, 18 bigrams
-    assert len(query_vector(query).indices) == 18
+    query = "レスポンスを返した後にメール通知を送る"  # one run of 19 characters, 6 words
+    assert len(query_vector(query).indices) == 6
     assert query_words(query) == query_vector(query).words == 10
+
+
+def test_a_query_in_kanji_alone_meets_a_japanese_note_by_its_words() -> None:
+    # Han without kana is taken for Chinese; jieba splits Japanese 処理時間 as 処|理時間
+    assert shared("リクエストの処理時間を計測します。", "処理時間") == {"処理", "時間"}
+    assert query_languages("環境変数") == ["zh", "ja", "en"]
+
+
+def test_a_simplified_chinese_query_is_not_also_analysed_as_japanese() -> None:
+    # IPADIC does not know 带, 默 or 认: it would index them one character at a time
+    assert query_languages("带默认值的可选参数") == ["zh", "en"]
 
 
 def test_a_word_searched_in_two_languages_counts_once() -> None:

@@ -29,7 +29,9 @@ NOTES = {
     "ja/youhou.md": "# 養蜂の記録\n\n冬の前に巣箱を点検して、蜂蜜の量を確かめました。"
     "女王蜂は元気でした。\n",
     # Chinese
-    "zh/yangfeng.md": "# 养蜂笔记\n\n冬天之前我们检查了蜂箱里的蜂蜜储量，蜂王状态很好。\n",
+    "zh/yangfeng.md": "# 养蜂笔记\n\n冬天之前我们检查了蜂箱里的蜂蜜储量，蜂王状态很好。"
+    "结婚的和尚未结婚的邻居都来帮忙。\n",
+    "zh/siyuan.md": "# 寺院\n\n山上的寺院里住着一位老和尚，每天早上扫地。\n",
     # Korean: nouns glued to their particles
     "ko/yangbong.md": "# 양봉 기록\n\n겨울이 오기 전에 벌통에서 꿀을 꺼냈다. 여왕벌은 건강했다.\n",
     "en/garden.md": "# Garden\n\nThe bees visit the lavender every morning; the hives stand "
@@ -71,6 +73,8 @@ def found(url: str, query: str, **arguments: object) -> list[dict[str, object]]:
         ("улей", "ru/pasika.md"),  # Cyrillic: singular of ульи
         ("пчелы", "ru/pasika.md"),  # е for ё
         ("巣箱", "ja/youhou.md"),  # Japanese: a word of a sentence written without spaces
+        ("確かめる", "ja/youhou.md"),  # ... a verb by its dictionary form (確かめました)
+        ("巣箱点検", "ja/youhou.md"),  # ... words written in kanji alone
         ("蜂箱", "zh/yangfeng.md"),  # Chinese
         ("벌통", "ko/yangbong.md"),  # Korean: the noun without its particle (벌통에서)
         ("꿀", "ko/yangbong.md"),  # ... a one-syllable noun (꿀을)
@@ -82,6 +86,12 @@ def test_a_note_is_found_by_another_form_of_its_words(
 ) -> None:
     hits = found(server_url, query, mode="keyword")
     assert hits and hits[0]["source"] == note, [h["source"] for h in hits]
+
+
+def test_a_chinese_word_is_not_found_across_the_boundary_of_two_others(server_url: str) -> None:
+    # 和尚 (monk) is in one note; the other has 和|尚未 (and | not yet), its character pair only
+    hits = found(server_url, "和尚", mode="keyword")
+    assert [h["source"] for h in hits] == ["zh/siyuan.md"]
 
 
 def test_each_result_says_its_language_and_the_language_filter_keeps_one(server_url: str) -> None:

@@ -120,7 +120,7 @@ def test_paraphrases_are_still_found_by_hybrid_where_keyword_search_is_misled(
     ],
 )
 def test_cjk_words_are_found_by_keyword_search(open_corpus, query, note):
-    assert ranked(open_corpus, query, "keyword") == [note]  # bigrams: no other note matches
+    assert ranked(open_corpus, query, "keyword") == [note]  # its words: no other note has them
     assert ranked(open_corpus, query, "hybrid")[0] == note
 
 
