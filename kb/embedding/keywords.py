@@ -206,21 +206,9 @@ def query_vector(text: str) -> KeywordVector:
 
 def query_words(text: str, language: str = ENGLISH) -> int:
     """How many words a query has, for the keyword bonus's scale (kb.store.query.fusion): its
-    distinct terms in `language`, not the forms each word is searched in; a CJK run counts one
-    word per two characters (when runs were character pairs, counting one per pair, a Japanese
-    query of 20 pairs was 20 words, and a note matching half of them gained a bonus of 0.17 at
-    most, buried by the English-only test model's noise; counting the run's words now scores the
-    same or less: Japanese hybrid 0.930 against 0.934, bench/README.md), and a German compound
-    one word, not one per part."""
-    words: set[str] = set()
-    cjk_words = 0
-    for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text)):
-        tok = match.group()
-        if _CJK_RUN.match(tok):
-            cjk_words += (len(tok) + 1) // 2
-        else:
-            words.update(tokenize(tok, (language,), parts=False))
-    return len(words) + cjk_words
+    distinct terms in `language`, not the forms each word is searched in (a CJK run's words, a
+    German compound one word, not one per part)."""
+    return len(set(tokenize(text, (language,), parts=False)))
 
 
 # What marks a word as an identifier, a code or an acronym rather than a word of prose: one of

@@ -108,10 +108,11 @@ def test_a_cyrillic_word_in_an_english_note_is_stemmed_as_russian() -> None:
     assert tokenize("the word ульи", ("en",)) == ["word", *tokenize("ульи", ("ru",))]
 
 
-def test_a_cjk_query_counts_a_word_per_two_characters_for_the_keyword_bonus() -> None:
+def test_a_cjk_query_counts_its_words_for_the_keyword_bonus() -> None:
     query = "レスポンスを返した後にメール通知を送る"  # one run of 19 characters, 6 words
     assert len(query_vector(query).indices) == 6
-    assert query_words(query) == query_vector(query).words == 10
+    assert query_words(query) == query_vector(query).words == 6
+    assert query_words("벌통에서 꿀을", "ko") == 2  # a word, not its particle
 
 
 def test_a_query_in_kanji_alone_meets_a_japanese_note_by_its_words() -> None:
